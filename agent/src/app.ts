@@ -1,0 +1,66 @@
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { routePath } from 'hono/route';
+import { AppError } from '../../shared/errors.js';
+import { newId } from '../../shared/ids.js';
+import { MAX_WRITE_BYTES } from '../../shared/schemas/files.js';
+import { bearerAuth } from './http/auth.js';
+import { REQUEST_ID_HEADER, renderError } from './http/errors.js';
+import type { LogSink } from './http/log.js';
+
+export type AgentEnv = { Variables: { requestId: string } };
+
+/** Symbol under which the matched route template is left on the node request, for the request log. */
+export const ROUTE_TEMPLATE = Symbol.for('computer.agent.route');
+
+/** JSON bodies are small, except file writes: base64 of MAX_WRITE_BYTES plus envelope. */
+const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
+const WRITE_BODY_LIMIT = Math.ceil((MAX_WRITE_BYTES * 4) / 3) + 1024 * 1024;
+
+export interface AgentAppOptions {
+  token: string;
+  log: LogSink;
+  /** Route groups (desktop, files, exec, terminals, secrets), each a Hono sub-app mounted at `/`. */
+  mounts: Hono<AgentEnv>[];
+}
+
+export function createAgentApp(opts: AgentAppOptions): Hono<AgentEnv> {
+  const app = new Hono<AgentEnv>();
+
+  app.use('*', async (c, next) => {
+    const given = c.req.header(REQUEST_ID_HEADER);
+    const id = given && /^[A-Za-z0-9_.-]{1,64}$/.test(given) ? given : newId('request');
+    c.set('requestId', id);
+    c.header(REQUEST_ID_HEADER, id);
+    try {
+      await next();
+    } finally {
+      const incoming = (c.env as { incoming?: Record<symbol, unknown> } | undefined)?.incoming;
+      if (incoming) {
+        const tpl = routePath(c, -1);
+        incoming[ROUTE_TEMPLATE] = tpl === '*' || tpl === '/*' ? 'unmatched' : tpl;
+      }
+    }
+  });
+
+  // Security gate: nothing below this line runs without the machine's token.
+  app.use('*', bearerAuth(opts.token));
+
+  app.use('*', async (c, next) => {
+    const limit = c.req.method === 'PUT' && c.req.path === '/files/content' ? WRITE_BODY_LIMIT : DEFAULT_BODY_LIMIT;
+    return bodyLimit({
+      maxSize: limit,
+      onError: () => {
+        throw new AppError('invalid_request', `Request body exceeds ${limit} bytes.`);
+      },
+    })(c, next);
+  });
+
+  for (const m of opts.mounts) app.route('/', m);
+
+  app.notFound(() => {
+    throw new AppError('not_found', 'No such agent route.');
+  });
+  app.onError((err, c) => renderError(err, c, opts.log));
+  return app;
+}

@@ -1,0 +1,120 @@
+import { z } from 'zod';
+import { Display } from './display.js';
+
+export const MAX_COORDINATE = 16384;
+
+/** A pointer position in the pixel space of the current display. Never scaled, never clamped. */
+export const Point = z.strictObject({
+  x: z.number().int().min(0).max(MAX_COORDINATE),
+  y: z.number().int().min(0).max(MAX_COORDINATE),
+});
+export type Point = z.infer<typeof Point>;
+
+export const MouseButton = z.enum(['left', 'middle', 'right']);
+export type MouseButton = z.infer<typeof MouseButton>;
+
+export const MouseMove = Point;
+export type MouseMove = Point;
+
+export const MouseClick = z.strictObject({
+  /** Where to click; the current pointer position when omitted. */
+  at: Point.optional(),
+  button: MouseButton.default('left'),
+  /** 2 is a double click. */
+  count: z.number().int().min(1).max(3).default(1),
+  /** Press and hold (without `up`): the button stays down until a later call with `up`. */
+  down: z.boolean().optional(),
+  /** Release a held button (without `down`). */
+  up: z.boolean().optional(),
+});
+export type MouseClick = z.infer<typeof MouseClick>;
+
+export const MouseDrag = z.strictObject({
+  /** Start of the drag; the current pointer position when omitted. */
+  from: Point.optional(),
+  to: Point,
+  /** Intermediate pointer positions on the path (the path is a straight line). */
+  steps: z.number().int().min(1).max(200).default(10),
+  button: MouseButton.default('left'),
+});
+export type MouseDrag = z.infer<typeof MouseDrag>;
+
+export const ScrollDirection = z.enum(['up', 'down', 'left', 'right']);
+export const MouseScroll = z.strictObject({
+  direction: ScrollDirection,
+  /** Wheel clicks. */
+  amount: z.number().int().min(1).max(100).default(3),
+  at: Point.optional(),
+});
+export type MouseScroll = z.infer<typeof MouseScroll>;
+
+/** One named key (an X keysym name such as Return, Tab, F6, a, BackSpace). */
+export const KeyName = z.string().min(1).max(32).regex(/^[A-Za-z0-9_]+$/, 'key names match ^[A-Za-z0-9_]+$');
+
+export const KeyboardKey = z.strictObject({
+  key: KeyName,
+  repeat: z.number().int().min(1).max(100).default(1),
+  /** Press and hold without releasing. */
+  down: z.boolean().optional(),
+  /** Release a held key. */
+  up: z.boolean().optional(),
+});
+export type KeyboardKey = z.infer<typeof KeyboardKey>;
+
+export const MAX_TYPE_TEXT = 20000;
+export const KeyboardType = z.strictObject({
+  /** Characters to type, any Unicode. Typing the word Return types seven characters. */
+  text: z.string().min(1).max(MAX_TYPE_TEXT).refine((t) => !t.includes('\0'), 'must not contain NUL'),
+  /** Pause between characters, in milliseconds. */
+  delay_ms: z.number().int().min(0).max(1000).default(0),
+});
+export type KeyboardType = z.infer<typeof KeyboardType>;
+
+export const KeyboardHotkey = z.strictObject({
+  /** Keys pressed together in order and released in reverse, e.g. ["ctrl", "shift", "t"]. */
+  keys: z.array(KeyName).min(1).max(8),
+});
+export type KeyboardHotkey = z.infer<typeof KeyboardHotkey>;
+
+/** What every pointer and keyboard route answers. */
+export const InputResult = z.object({
+  display: Display,
+  pointer: z.object({ x: z.number().int(), y: z.number().int() }).nullable(),
+});
+export type InputResult = z.infer<typeof InputResult>;
+
+export const ClipboardSelection = z.enum(['clipboard', 'primary']);
+export type ClipboardSelection = z.infer<typeof ClipboardSelection>;
+
+export const MAX_CLIPBOARD_TEXT = 1024 * 1024;
+export const ClipboardWrite = z.strictObject({
+  text: z.string().max(MAX_CLIPBOARD_TEXT),
+  selection: ClipboardSelection.default('clipboard'),
+});
+export type ClipboardWrite = z.infer<typeof ClipboardWrite>;
+
+export const ClipboardContent = z.object({
+  selection: ClipboardSelection,
+  /** null when the selection is empty or holds no text. */
+  text: z.string().nullable(),
+});
+export type ClipboardContent = z.infer<typeof ClipboardContent>;
+
+export const BROWSER_URL_SCHEMES = ['http:', 'https:', 'file:', 'about:', 'data:'];
+export const BrowserOpen = z.strictObject({
+  url: z
+    .string()
+    .max(4096)
+    .refine((u) => {
+      try {
+        return BROWSER_URL_SCHEMES.includes(new URL(u).protocol);
+      } catch {
+        return false;
+      }
+    }, `must be an absolute URI with scheme ${BROWSER_URL_SCHEMES.map((s) => s.slice(0, -1)).join(', ')}`),
+  new_window: z.boolean().default(false),
+});
+export type BrowserOpen = z.infer<typeof BrowserOpen>;
+
+export const BrowserOpenResult = z.object({ url: z.string(), launched: z.boolean() });
+export type BrowserOpenResult = z.infer<typeof BrowserOpenResult>;
