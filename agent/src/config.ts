@@ -1,0 +1,90 @@
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+
+export const AGENT_HELP = `computer-agent: the in-guest daemon of a computer machine.
+
+Serves HTTP/2 cleartext on a private channel handed to it (never a network address).
+Every request must carry "Authorization: Bearer <token>".
+
+Channel (exactly one):
+  --socket PATH          listen on a unix socket (container substrate, tests); created 0600
+  --virtio-port PATH     serve the virtio-serial port (VM), e.g. /dev/virtio-ports/computer.agent
+
+Token (exactly one):
+  --token-file PATH      read the token from a file that must not be group/world accessible
+  --token-fwcfg NAME     read the token from the QEMU fw_cfg entry NAME (e.g. opt/computer/token)
+
+Desktop:
+  --display :N           X display to drive (default :0); the image's init starts Xvfb, not the agent
+  --fbdir DIR            directory where that display's Xvfb writes Xvfb_screen0 (default /run/xvfb)
+  --browser PATH         browser binary (default chromium)
+  --browser-sandbox on|off  keep Chromium's sandbox (default on; containers pass off)
+
+Guest:
+  --agent-user NAME      unprivileged user that work runs as by default (default agent)
+  --secrets-dir DIR      memory-backed directory for delivered secrets (default /run/computer)
+  --profile-script PATH  login-shell hook that loads secrets (default /etc/profile.d/10-computer-secrets.sh)
+  --quiet                no request log lines
+  -h, --help             this text
+`;
+
+export const AgentConfig = z
+  .object({
+    socket: z.string().optional(),
+    virtioPort: z.string().optional(),
+    tokenFile: z.string().optional(),
+    tokenFwcfg: z.string().optional(),
+    display: z.string().regex(/^:\d+$/, 'display is :N').default(':0'),
+    fbdir: z.string().default('/run/xvfb'),
+    browser: z.string().default('chromium'),
+    browserSandbox: z.enum(['on', 'off']).default('on'),
+    agentUser: z.string().default('agent'),
+    secretsDir: z.string().default('/run/computer'),
+    profileScript: z.string().default('/etc/profile.d/10-computer-secrets.sh'),
+    quiet: z.boolean().default(false),
+  })
+  .refine((c) => Number(!!c.socket) + Number(!!c.virtioPort) === 1, 'give exactly one of --socket or --virtio-port')
+  .refine((c) => Number(!!c.tokenFile) + Number(!!c.tokenFwcfg) === 1, 'give exactly one of --token-file or --token-fwcfg');
+export type AgentConfig = z.infer<typeof AgentConfig>;
+
+export type ParsedArgs = { help: true } | { help: false; config: AgentConfig };
+
+/** Flags → validated config. Throws with a readable message on bad flags. */
+export function parseAgentArgs(argv: string[]): ParsedArgs {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      socket: { type: 'string' },
+      'virtio-port': { type: 'string' },
+      'token-file': { type: 'string' },
+      'token-fwcfg': { type: 'string' },
+      display: { type: 'string' },
+      fbdir: { type: 'string' },
+      browser: { type: 'string' },
+      'browser-sandbox': { type: 'string' },
+      'agent-user': { type: 'string' },
+      'secrets-dir': { type: 'string' },
+      'profile-script': { type: 'string' },
+      quiet: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return { help: true };
+  const r = AgentConfig.safeParse({
+    socket: values.socket,
+    virtioPort: values['virtio-port'],
+    tokenFile: values['token-file'],
+    tokenFwcfg: values['token-fwcfg'],
+    display: values.display,
+    fbdir: values.fbdir,
+    browser: values.browser,
+    browserSandbox: values['browser-sandbox'],
+    agentUser: values['agent-user'],
+    secretsDir: values['secrets-dir'],
+    profileScript: values['profile-script'],
+    quiet: values.quiet,
+  });
+  if (!r.success) throw new Error(r.error.issues.map((i) => (i.path.length ? `${i.path.join('.')}: ` : '') + i.message).join('; '));
+  return { help: false, config: r.data };
+}
