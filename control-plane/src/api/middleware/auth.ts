@@ -1,0 +1,76 @@
+import type { MiddlewareHandler } from 'hono';
+import { AppError } from '../../../../shared/errors.js';
+import type { Permission } from '../../../../shared/schemas/org.js';
+import { readSessionCookie } from '../../auth/cookies.js';
+import { isRecognisedOrigin } from '../../config.js';
+import type { CpEnv, Principal } from '../../context.js';
+import type { Services } from '../../services/index.js';
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+export type AuthMode =
+  /** API key or session cookie. */
+  | 'any'
+  /** Session cookie only: browser-session routes (logout, sessions, switching, accepting invitations). */
+  | 'session';
+
+/**
+ * Security gate: establishes the principal or answers 401. An Authorization header, if present, must
+ * be a valid key (a bad key never falls back to the cookie). A cookie-authenticated write must come
+ * from a recognised Origin, which is what stops another site from driving a signed-in browser.
+ */
+export function authenticate(s: Services, mode: AuthMode = 'any'): MiddlewareHandler<CpEnv> {
+  return async (c, next) => {
+    const authz = c.req.header('authorization');
+    let p: Principal | null;
+    if (authz !== undefined) {
+      const m = /^Bearer (\S+)$/.exec(authz);
+      p = m ? s.identity.principalFromApiKey(m[1]!) : null;
+      if (!p) throw new AppError('unauthenticated', 'Missing or invalid API key.');
+    } else {
+      const token = readSessionCookie(c.req.header('cookie'));
+      p = token ? s.identity.principalFromCookie(token) : null;
+      if (!p) throw new AppError('unauthenticated', 'Sign in or send an API key.');
+    }
+    if (p.via_cookie && WRITE_METHODS.has(c.req.method) && !isRecognisedOrigin(s.config, c.req.header('origin'))) {
+      throw new AppError('permission_denied', 'Cookie-authenticated writes need a recognised Origin header.');
+    }
+    if (mode === 'session' && p.kind !== 'user') {
+      throw new AppError('permission_denied', 'This route needs a signed-in browser session, not an API key.');
+    }
+    c.set('principal', p);
+    await next();
+  };
+}
+
+/** Reads are gated by membership: the principal must be acting in an organization. */
+export function requireOrg(): MiddlewareHandler<CpEnv> {
+  return async (c, next) => {
+    if (!c.get('principal')?.org_id) throw new AppError('permission_denied', 'You are not a member of any organization.');
+    await next();
+  };
+}
+
+/** The guard later route files use: `requirePermission('machines:create')`. */
+export function requirePermission(perm: Permission): MiddlewareHandler<CpEnv> {
+  return async (c, next) => {
+    const p = c.get('principal');
+    if (!p?.org_id || !p.permissions.has(perm)) throw new AppError('permission_denied', `This needs the ${perm} permission.`);
+    await next();
+  };
+}
+
+/**
+ * Routes that take no credential (signup, login) still refuse a browser request from a foreign
+ * Origin, so another site cannot sign a visitor into an attacker's account. Non-browser clients send
+ * no Origin and are unaffected.
+ */
+export function refuseForeignOrigin(s: Services): MiddlewareHandler<CpEnv> {
+  return async (c, next) => {
+    const origin = c.req.header('origin');
+    if (origin !== undefined && WRITE_METHODS.has(c.req.method) && !isRecognisedOrigin(s.config, origin)) {
+      throw new AppError('permission_denied', 'Requests from this Origin are not accepted.');
+    }
+    await next();
+  };
+}

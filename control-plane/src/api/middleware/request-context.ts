@@ -1,0 +1,33 @@
+import type { MiddlewareHandler } from 'hono';
+import { newId } from '../../../../shared/ids.js';
+import type { CpEnv } from '../../context.js';
+import type { LogSink } from '../../log.js';
+
+export const REQUEST_ID_HEADER = 'x-request-id';
+
+/**
+ * Gives every request an id (echoed in `x-request-id` and in every error body) and writes one log
+ * line when it ends: id, operation, organization, method, status, duration. Nothing else.
+ */
+export function requestContext(log: LogSink): MiddlewareHandler<CpEnv> {
+  return async (c, next) => {
+    const started = performance.now();
+    const id = newId('request');
+    c.set('requestId', id);
+    c.set('operation', 'unmatched');
+    try {
+      await next();
+    } finally {
+      c.res.headers.set(REQUEST_ID_HEADER, id);
+      log({
+        event: 'request',
+        request_id: id,
+        operation: c.get('operation'),
+        org: c.get('principal')?.org_id ?? null,
+        method: c.req.method,
+        status: c.res.status,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+      });
+    }
+  };
+}

@@ -1,0 +1,13 @@
+import { defineOp } from '../../op.js';
+
+export default defineOp({
+  name: 'api_keys.revoke',
+  method: 'delete',
+  path: '/api-keys/:api_key_id',
+  auth: 'any',
+  permission: 'api_keys:manage',
+  handler(c, s) {
+    s.orgs.revokeApiKey(c.get('principal'), c.req.param('api_key_id')!);
+    return c.body(null, 204);
+  },
+});

@@ -1,0 +1,15 @@
+import { clearedSessionCookie } from '../../../auth/cookies.js';
+import { defineOp } from '../../op.js';
+
+export default defineOp({
+  name: 'auth.logout',
+  method: 'post',
+  path: '/auth/logout',
+  auth: 'session',
+  org: false,
+  handler(c, s) {
+    s.identity.logout(c.get('principal').auth_session_id!);
+    c.header('set-cookie', clearedSessionCookie(s.config.publicBaseUrl.startsWith('https:')));
+    return c.body(null, 204);
+  },
+});

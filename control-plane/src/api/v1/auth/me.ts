@@ -1,0 +1,10 @@
+import { defineOp } from '../../op.js';
+
+export default defineOp({
+  name: 'auth.me',
+  method: 'get',
+  path: '/auth/me',
+  auth: 'any',
+  org: false,
+  handler: (c, s) => c.json(s.identity.me(c.get('principal'))),
+});

@@ -1,0 +1,13 @@
+import { defineOp } from '../../op.js';
+
+export default defineOp({
+  name: 'auth.sessions.revoke',
+  method: 'delete',
+  path: '/auth/sessions/:auth_session_id',
+  auth: 'session',
+  org: false,
+  handler(c, s) {
+    s.identity.revokeSession(c.get('principal').user_id, c.req.param('auth_session_id')!);
+    return c.body(null, 204);
+  },
+});

@@ -1,0 +1,19 @@
+import { SignupRequest } from '../../../../../shared/schemas/auth.js';
+import { sessionCookie } from '../../../auth/cookies.js';
+import { jsonBody } from '../../body.js';
+import { clientIp } from '../../middleware/client-ip.js';
+import { defineOp } from '../../op.js';
+
+export default defineOp({
+  name: 'auth.signup',
+  method: 'post',
+  path: '/auth/signup',
+  auth: 'none',
+  async handler(c, s) {
+    const body = await jsonBody(c, SignupRequest);
+    const r = await s.identity.signup(body, clientIp(c, s.config.trustProxy));
+    c.header('set-cookie', sessionCookie(r.token, s.config.publicBaseUrl.startsWith('https:')));
+    c.header('cache-control', 'no-store');
+    return c.json({ user_id: r.userId, organization_id: r.orgId, auth_session_id: r.session.id, expires_at: r.session.expires_at }, 201);
+  },
+});

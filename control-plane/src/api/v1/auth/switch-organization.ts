@@ -1,0 +1,18 @@
+import { SwitchOrganizationRequest } from '../../../../../shared/schemas/auth.js';
+import { rolePermissions } from '../../../domain/rbac.js';
+import { jsonBody } from '../../body.js';
+import { defineOp } from '../../op.js';
+
+export default defineOp({
+  name: 'auth.switch_organization',
+  method: 'post',
+  path: '/auth/switch-organization',
+  auth: 'session',
+  org: false,
+  async handler(c, s) {
+    const body = await jsonBody(c, SwitchOrganizationRequest);
+    const p = c.get('principal');
+    const m = s.identity.switchOrganization(p, body.organization_id);
+    return c.json(s.identity.me({ ...p, org_id: m.org_id, role: m.role, permissions: rolePermissions(m.role) }));
+  },
+});

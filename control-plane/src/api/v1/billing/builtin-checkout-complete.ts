@@ -1,0 +1,21 @@
+import { AppError } from '../../../../../shared/errors.js';
+import { defineOp } from '../../op.js';
+
+/**
+ * The built-in provider's checkout page: a plain GET, as a browser follows a link. The unguessable
+ * one-time token is the only credential; redeeming it starts the trial and sends the browser on.
+ */
+export default defineOp({
+  name: 'billing.builtin.checkout_complete',
+  method: 'get',
+  path: '/billing/checkout/:token/complete',
+  auth: 'none',
+  handler(c, s) {
+    if (!s.builtin) throw new AppError('unsupported_operation', 'The built-in billing provider is not in use.');
+    const r = s.builtin.completeCheckout(c.req.param('token')!);
+    if (!r) throw new AppError('not_found', 'This checkout link is unknown, expired or already used.');
+    c.header('cache-control', 'no-store');
+    c.header('referrer-policy', 'no-referrer');
+    return c.redirect(r.successUrl, 303);
+  },
+});

@@ -1,0 +1,37 @@
+import { AppError } from '../../../../../shared/errors.js';
+import { findPlan } from '../../../domain/catalog.js';
+import { defineOp } from '../../op.js';
+
+const esc = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+
+/**
+ * The built-in provider's customer portal: one page showing the subscription, with a cancel button
+ * while there is something to cancel. It takes no payment details because it takes no money.
+ */
+export default defineOp({
+  name: 'billing.builtin.portal',
+  method: 'get',
+  path: '/billing/portal/:token',
+  auth: 'none',
+  handler(c, s) {
+    if (!s.builtin) throw new AppError('unsupported_operation', 'The built-in billing provider is not in use.');
+    const token = c.req.param('token')!;
+    const link = s.builtin.portalLink(token);
+    if (!link) throw new AppError('not_found', 'This portal link is unknown or expired.');
+    const a = s.billing.account(link.org_id);
+    const plan = a.plan_id ? findPlan(s.billing.catalogFor(a), a.plan_id) : undefined;
+    const cancellable = a.state === 'trialing' || a.state === 'active' || a.state === 'past_due';
+    const html = `<!doctype html><html><head><meta charset="utf-8"><title>Subscription</title></head><body>
+<h1>Subscription</h1>
+<p>Plan: ${esc(plan?.name ?? 'none')}</p>
+<p>State: <span id="state">${esc(a.state)}</span></p>
+${a.trial_ends_at ? `<p>Trial ends: ${esc(a.trial_ends_at)}</p>` : ''}
+${cancellable ? `<form method="post" action="${esc(`${s.config.publicBaseUrl}/v1/billing/portal/${token}/cancel`)}"><button type="submit">Cancel subscription</button></form>` : ''}
+${link.return_url ? `<p><a href="${esc(link.return_url)}">Back</a></p>` : ''}
+</body></html>`;
+    c.header('cache-control', 'no-store');
+    c.header('referrer-policy', 'no-referrer');
+    c.header('content-security-policy', "default-src 'none'; form-action 'self'");
+    return c.html(html);
+  },
+});

@@ -1,0 +1,10 @@
+import { defineOp } from '../../op.js';
+
+export default defineOp({
+  name: 'invitations.revoke',
+  method: 'delete',
+  path: '/invitations/:invitation_id',
+  auth: 'any',
+  permission: 'members:manage',
+  handler: (c, s) => c.json(s.orgs.revokeInvitation(c.get('principal'), c.req.param('invitation_id')!)),
+});

@@ -1,0 +1,13 @@
+import { defineOp } from '../../op.js';
+
+/** Needs members:manage, except that a signed-in user may remove their own membership (leave). */
+export default defineOp({
+  name: 'members.remove',
+  method: 'delete',
+  path: '/members/:membership_id',
+  auth: 'any',
+  handler(c, s) {
+    s.orgs.removeMember(c.get('principal'), c.req.param('membership_id')!);
+    return c.body(null, 204);
+  },
+});

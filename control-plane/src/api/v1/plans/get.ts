@@ -1,0 +1,17 @@
+import { AppError } from '../../../../../shared/errors.js';
+import { catalogAt, findPlan } from '../../../domain/catalog.js';
+import { defineOp } from '../../op.js';
+import { planView } from './view.js';
+
+export default defineOp({
+  name: 'plans.get',
+  method: 'get',
+  path: '/plans/:plan_id',
+  auth: 'none',
+  handler(c, s) {
+    const cat = catalogAt(s.now(), s.billing.catalog);
+    const p = findPlan(cat, c.req.param('plan_id')!);
+    if (!p) throw new AppError('not_found', 'No such plan.');
+    return c.json({ ...planView(cat, p), sizes: cat.sizes, prices: cat.prices, currency: cat.currency });
+  },
+});

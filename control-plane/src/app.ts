@@ -1,0 +1,58 @@
+/**
+ * The control plane's HTTP app. Tests call `app.request()`; main.ts serves it with @hono/node-server.
+ */
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { cors } from 'hono/cors';
+import { AppError } from '../../shared/errors.js';
+import type { Op } from './api/op.js';
+import { renderError } from './api/middleware/errors.js';
+import { requestContext } from './api/middleware/request-context.js';
+import { IDENTITY_OPS, v1App } from './api/v1/index.js';
+import type { CpEnv } from './context.js';
+import type { LogSink } from './log.js';
+import type { Services } from './services/index.js';
+
+/** Control-plane JSON bodies are small; nothing in this API needs more. */
+export const MAX_BODY_BYTES = 256 * 1024;
+
+export interface AppDeps {
+  services: Services;
+  log: LogSink;
+  /** Operations served under /v1 (default: this issue's identity, tenancy and billing routes). */
+  ops?: readonly Op[];
+}
+
+export function createApp(deps: AppDeps): Hono<CpEnv> {
+  const app = new Hono<CpEnv>();
+  app.use('*', requestContext(deps.log));
+  // A dashboard served from an ALLOWED_ORIGINS host calls the API cross-origin with its cookie. Only
+  // those origins get CORS answers; the public origin is same-origin and needs none.
+  const allowed = deps.services.config.allowedOrigins;
+  if (allowed.length) app.use(
+    '*',
+    cors({
+      origin: (o) => (allowed.includes(o) ? o : null),
+      credentials: true,
+      allowMethods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+      allowHeaders: ['content-type', 'authorization'],
+      exposeHeaders: ['x-request-id', 'retry-after'],
+      maxAge: 600,
+    }),
+  );
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: () => {
+        throw new AppError('invalid_request', `Request body exceeds ${MAX_BODY_BYTES} bytes.`);
+      },
+    }),
+  );
+  app.route('/v1', v1App(deps.services, deps.ops ?? IDENTITY_OPS));
+  app.notFound(() => {
+    throw new AppError('not_found', 'No such route.');
+  });
+  app.onError((err, c) => renderError(err, c, deps.log));
+  return app;
+}

@@ -1,0 +1,86 @@
+/**
+ * Operator CLI, against the same data directory as the server (SQLite WAL lets both write):
+ *
+ *   node dist/control-plane/src/cli.js billing-event <org_id> <event> [plan_id]
+ *   node dist/control-plane/src/cli.js agreement <org_id> <entitlements.json> <from ISO> [until ISO]
+ *   node dist/control-plane/src/cli.js billing-sync
+ *
+ * `billing-event` delivers a provider event (as a payment provider's webhook would) through the
+ * account state table. `agreement` records an effective-dated entitlement override (enterprise).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { z } from 'zod';
+import { AppError, parseOrThrow } from '../../shared/errors.js';
+import { MachineSize } from '../../shared/schemas/machine.js';
+import { parseConfig, type Config } from './config.js';
+import { PROVIDER_EVENTS, type ProviderEvent } from './domain/billing-account.js';
+import { createServices } from './services/index.js';
+import { DB_FILENAME, openDb } from './store/db.js';
+import { createStore } from './store/store.js';
+
+const Limit = z.number().int().min(0).nullable();
+export const AgreementEntitlements = z.strictObject({
+  running_machines: Limit,
+  machines: Limit,
+  snapshots_per_machine: Limit,
+  templates: Limit,
+  members: Limit,
+  concurrent_sessions: Limit,
+  largest_size: MachineSize.nullable(),
+  included_compute_standard_hours: Limit,
+  included_hot_storage_gb: Limit,
+  overage_allowed: z.boolean(),
+});
+
+export async function runCli(argv: string[], config: Config, out: (s: string) => void): Promise<number> {
+  const db = openDb(path.join(config.dataDir, DB_FILENAME));
+  try {
+    const s = createServices({ config, store: createStore(db) });
+    const [cmd, ...args] = argv;
+    if (!s.store.identity.orgById(args[0] ?? '') && cmd !== 'billing-sync') {
+      out('no such organization');
+      return 2;
+    }
+    switch (cmd) {
+      case 'billing-event': {
+        const ev = args[1] as ProviderEvent;
+        if (!PROVIDER_EVENTS.includes(ev)) {
+          out(`event must be one of: ${PROVIDER_EVENTS.join(', ')}`);
+          return 2;
+        }
+        s.billing.sink.apply(args[0]!, ev, args[2] ? { plan_id: args[2] } : {});
+        out(`account is now ${s.store.billing.account(args[0]!)!.state}`);
+        return 0;
+      }
+      case 'agreement': {
+        const e = parseOrThrow(AgreementEntitlements, JSON.parse(fs.readFileSync(args[1]!, 'utf8')), 'entitlements');
+        const from = new Date(args[2] ?? '');
+        const until = args[3] ? new Date(args[3]) : null;
+        if (Number.isNaN(from.getTime()) || (until && Number.isNaN(until.getTime()))) {
+          out('from/until must be ISO-8601 timestamps');
+          return 2;
+        }
+        out(`agreement ${s.billing.setOverride(args[0]!, e, from, until)} recorded`);
+        return 0;
+      }
+      case 'billing-sync':
+        s.billing.provider.syncAll();
+        out('done');
+        return 0;
+      default:
+        out('usage: cli.js billing-event <org_id> <event> [plan_id] | agreement <org_id> <file.json> <from> [until] | billing-sync');
+        return 2;
+    }
+  } catch (e) {
+    out(e instanceof AppError ? `${e.code}: ${e.message}` : `failed: ${(e as Error).name}`);
+    return 1;
+  } finally {
+    db.close();
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  process.exitCode = await runCli(process.argv.slice(2), parseConfig(process.env), (s) => process.stdout.write(s + '\n'));
+}

@@ -1,0 +1,64 @@
+/**
+ * Configuration, parsed once (in main.ts) from the environment and passed down. No other module
+ * looks at the environment.
+ */
+import { z } from 'zod';
+import { parseOrThrow } from '../../shared/errors.js';
+
+const Bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((s) => s === 'true' || s === '1' || s === 'yes');
+const Origin = z.url({ protocol: /^https?$/ }).transform((u) => new URL(u).origin);
+
+export const ConfigSchema = z
+  .object({
+    PORT: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535)).default(8080),
+    HOST: z.string().min(1).default('127.0.0.1'),
+    DATA_DIR: z.string().min(1).default('./data'),
+    /** The origin browsers see; its origin is the one recognised for cookie-authenticated writes. */
+    PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
+    PREVIEW_DOMAIN: z.string().min(1).optional(),
+    SECRETS_KEYRING: z.string().min(1).optional(),
+    /** Comma-separated extra origins allowed to make cookie-authenticated writes (e.g. a dashboard host). */
+    ALLOWED_ORIGINS: z
+      .string()
+      .default('')
+      .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+      .pipe(z.array(Origin)),
+    BILLING_PROVIDER: z.enum(['builtin']).default('builtin'),
+    /** Shown in quota errors as `upgrade_url`; null when unset. */
+    UPGRADE_URL: z.url({ protocol: /^https?$/ }).optional(),
+    /** When true, the client IP is the right-most X-Forwarded-For entry (one trusted proxy hop). */
+    TRUST_PROXY: Bool.default(false),
+  })
+  .transform((e) => {
+    const publicBaseUrl = (e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`).replace(/\/+$/, '');
+    return {
+      port: e.PORT,
+      host: e.HOST,
+      dataDir: e.DATA_DIR,
+      publicBaseUrl,
+      publicOrigin: new URL(publicBaseUrl).origin,
+      previewDomain: e.PREVIEW_DOMAIN ?? null,
+      secretsKeyring: e.SECRETS_KEYRING ?? null,
+      allowedOrigins: e.ALLOWED_ORIGINS,
+      billingProvider: e.BILLING_PROVIDER,
+      upgradeUrl: e.UPGRADE_URL ?? null,
+      trustProxy: e.TRUST_PROXY,
+    };
+  });
+
+export type Config = z.output<typeof ConfigSchema>;
+
+export function parseConfig(env: Record<string, string | undefined>): Config {
+  const picked: Record<string, string> = {};
+  for (const k of Object.keys(ConfigSchema.in.shape)) {
+    const v = env[k];
+    if (v !== undefined && v !== '') picked[k] = v;
+  }
+  return parseOrThrow(ConfigSchema, picked, 'configuration');
+}
+
+/** Is `origin` one that may make cookie-authenticated writes? */
+export function isRecognisedOrigin(config: Pick<Config, 'publicOrigin' | 'allowedOrigins'>, origin: string | undefined): boolean {
+  if (!origin) return false;
+  return origin === config.publicOrigin || config.allowedOrigins.includes(origin);
+}

@@ -1,0 +1,35 @@
+import type { IncomingMessage } from 'node:http';
+import type { Permission, Role, Scope } from '../../shared/schemas/org.js';
+
+/**
+ * Who is calling. A key acts as its creator narrowed by its scopes; `permissions` is already the
+ * effective set (role permissions, or scopes ∩ creator's current role permissions for a key).
+ */
+export interface Principal {
+  kind: 'user' | 'api_key';
+  user_id: string;
+  auth_session_id: string | null;
+  api_key_id: string | null;
+  /** The organization the request acts in; null only for a user who belongs to none. */
+  org_id: string | null;
+  role: Role | null;
+  scopes: Scope[] | null;
+  permissions: ReadonlySet<Permission>;
+  /** Authenticated by the session cookie (so subject to the Origin check on writes). */
+  via_cookie: boolean;
+}
+
+export type CpEnv = {
+  Variables: {
+    requestId: string;
+    /** Operation name, e.g. `api_keys.create`: the RBAC key and the request log's field. */
+    operation: string;
+    principal: Principal;
+  };
+  Bindings: {
+    /** Set by @hono/node-server. */
+    incoming?: IncomingMessage;
+    /** Tests using app.request() inject the client address here. */
+    clientIp?: string;
+  };
+};

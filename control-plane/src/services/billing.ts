@@ -1,0 +1,160 @@
+/**
+ * Billing accounts: one per organization, moved only by provider events through the state table.
+ */
+import { AppError, invalid } from '../../../shared/errors.js';
+import { newId } from '../../../shared/ids.js';
+import type { BillingState, CheckoutRequest } from '../../../shared/schemas/billing.js';
+import type { BillingEventSink, BillingProvider } from '../billing/provider.js';
+import { nextBillingState, type ProviderEvent } from '../domain/billing-account.js';
+import { CATALOG, catalogAt, catalogVersion, findPlan, trialTerms, type CatalogVersion, type Entitlements } from '../domain/catalog.js';
+import type { BillingAccountRow } from '../store/repos/billing.js';
+import type { Store } from '../store/store.js';
+
+/** A paid period; the built-in provider bills nothing, but periods still bound usage summaries. */
+export const PERIOD_MS = 30 * 24 * 60 * 60 * 1000;
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export type StateChangeListener = (e: { org_id: string; from: BillingState; to: BillingState; event: ProviderEvent }) => void;
+
+export interface BillingDeps {
+  store: Store;
+  now: () => Date;
+  providerName: string;
+  catalog?: readonly CatalogVersion[];
+  /** Origins a checkout's success_url / portal's return_url may point at (no open redirects). */
+  isRecognisedOrigin: (origin: string) => boolean;
+}
+
+export function createBillingService(d: BillingDeps) {
+  const { store, now } = d;
+  const catalog = d.catalog ?? CATALOG;
+  const listeners: StateChangeListener[] = [];
+  let provider: BillingProvider | null = null;
+
+  function account(orgId: string): BillingAccountRow {
+    const a = store.billing.account(orgId);
+    if (!a) throw new AppError('not_found', 'No billing account for this organization.');
+    return a;
+  }
+
+  const sink: BillingEventSink = {
+    apply(orgId, event, data = {}) {
+      const change = store.db.tx(() => {
+        const a = account(orgId);
+        const to = nextBillingState(a.state, event);
+        if (!to) throw new AppError('conflict', `Billing event ${event} does not apply to an account in state ${a.state}.`);
+        const at = now();
+        const next: BillingAccountRow = { ...a, state: to, updated_at: at.toISOString() };
+        const newPeriod = () => {
+          next.period_start = at.toISOString();
+          next.period_end = new Date(at.getTime() + PERIOD_MS).toISOString();
+        };
+        if (event === 'checkout.completed') {
+          const cat = catalogAt(at, catalog);
+          const planId = data.plan_id ?? a.plan_id;
+          if (!planId || !findPlan(cat, planId)) throw invalid('Checkout completed for an unknown plan.');
+          next.plan_id = planId;
+          next.catalog_version = cat.version;
+        }
+        if (to === 'trialing') {
+          const ends = new Date(at.getTime() + trialTerms(catalogFor(next), next.plan_id!).days * DAY_MS);
+          next.trial_ends_at = ends.toISOString();
+          next.period_start = at.toISOString();
+          next.period_end = ends.toISOString();
+        } else {
+          next.trial_ends_at = null;
+          if (to === 'active' && (event !== 'payment.succeeded' || !a.period_end || a.period_end <= at.toISOString())) newPeriod();
+        }
+        if (store.billing.updateAccount(next, a.state).changes !== 1) {
+          throw new AppError('conflict', 'The billing account changed concurrently; retry.');
+        }
+        store.billing.insertEvent({ id: newId('event'), org_id: orgId, type: event, from_state: a.state, to_state: to, created_at: at.toISOString() });
+        return { org_id: orgId, from: a.state, to, event };
+      });
+      for (const l of listeners) l(change);
+    },
+  };
+
+  function catalogFor(a: Pick<BillingAccountRow, 'catalog_version'>): CatalogVersion {
+    return (a.catalog_version && catalogVersion(a.catalog_version, catalog)) || catalogAt(now(), catalog);
+  }
+
+  /**
+   * The entitlements in force for an account: an effective-dated override if one is in effect,
+   * else the plan's from the catalog version the account was priced under. null when the plan is
+   * negotiated and no override is in effect.
+   */
+  function entitlements(a: BillingAccountRow): Entitlements | null {
+    if (!a.plan_id) return null;
+    const o = store.billing.overrideAt(a.org_id, now().toISOString());
+    if (o) return JSON.parse(o.entitlements) as Entitlements;
+    const plan = findPlan(catalogFor(a), a.plan_id);
+    if (!plan || !plan.self_serve) return null;
+    return plan.entitlements;
+  }
+
+  function checkReturnUrl(url: string, field: string): void {
+    if (!d.isRecognisedOrigin(new URL(url).origin)) {
+      throw invalid(`${field} must be on a recognised origin.`, [{ field, message: 'origin is not the public base URL or an allowed origin' }]);
+    }
+  }
+
+  return {
+    sink,
+    catalog,
+    setProvider(p: BillingProvider) {
+      provider = p;
+    },
+    get provider(): BillingProvider {
+      if (!provider) throw new Error('billing provider not wired');
+      return provider;
+    },
+    onStateChange(l: StateChangeListener) {
+      listeners.push(l);
+    },
+    open(orgId: string): void {
+      store.billing.insertAccount({
+        org_id: orgId, state: 'unsubscribed', plan_id: null, catalog_version: null, provider: d.providerName,
+        trial_ends_at: null, period_start: null, period_end: null, updated_at: now().toISOString(),
+      });
+    },
+    /** The account after letting the provider report anything due (e.g. a trial that ended). */
+    account(orgId: string): BillingAccountRow {
+      this.provider.sync(orgId);
+      return account(orgId);
+    },
+    entitlements,
+    catalogFor,
+    async checkout(orgId: string, req: CheckoutRequest): Promise<{ url: string }> {
+      const cat = catalogAt(now(), catalog);
+      const plan = findPlan(cat, req.plan_id);
+      if (!plan) throw invalid('Unknown plan.', [{ field: 'plan_id', message: 'no such plan in the current catalog' }]);
+      checkReturnUrl(req.success_url, 'success_url');
+      const a = this.account(orgId);
+      if (a.state !== 'unsubscribed' && a.state !== 'canceled') {
+        throw new AppError('conflict', `The account is ${a.state}; change the subscription in the billing portal.`);
+      }
+      // A negotiated plan cannot be bought: it needs an agreement (an operator-set override) in effect first.
+      if (!plan.self_serve && !store.billing.overrideAt(orgId, now().toISOString())) {
+        throw new AppError('precondition_failed', `The ${plan.id} plan is negotiated; it needs an agreement in effect before checkout.`);
+      }
+      return this.provider.createCheckout({ orgId, planId: plan.id, successUrl: req.success_url });
+    },
+    async portal(orgId: string, returnUrl: string | null): Promise<{ url: string }> {
+      if (returnUrl) checkReturnUrl(returnUrl, 'return_url');
+      account(orgId);
+      return this.provider.createPortal({ orgId, returnUrl });
+    },
+    /** Operator action: an effective-dated agreement (enterprise, or a negotiated raise on any plan). */
+    setOverride(orgId: string, e: Entitlements, from: Date, until: Date | null): string {
+      const id = newId('event');
+      store.billing.insertOverride({
+        id, org_id: orgId, entitlements: JSON.stringify(e), effective_from: from.toISOString(),
+        effective_until: until ? until.toISOString() : null, created_at: now().toISOString(),
+      });
+      return id;
+    },
+    events: (orgId: string) => store.billing.events(orgId),
+  };
+}
+export type BillingService = ReturnType<typeof createBillingService>;

@@ -1,0 +1,160 @@
+/**
+ * Members, invitations and API keys of one organization. Every lookup is by (org_id, id): a resource
+ * of another organization is `not_found`, never `permission_denied`.
+ */
+import { AppError } from '../../../shared/errors.js';
+import { newId } from '../../../shared/ids.js';
+import type { CreateApiKeyRequest, CreateInvitationRequest, Role } from '../../../shared/schemas/org.js';
+import type { PageQuery } from '../../../shared/schemas/pagination.js';
+import { newApiKey, newOpaqueToken, OPAQUE_TOKEN_RE, sha256Hex } from '../auth/tokens.js';
+import type { Principal } from '../context.js';
+import { canAssignRole } from '../domain/rbac.js';
+import { pageOf } from '../store/pagination.js';
+import { parseScopes, type ApiKeyRow, type InvitationRow } from '../store/repos/access.js';
+import type { MemberView } from '../store/repos/identity.js';
+import type { Store } from '../store/store.js';
+import type { QuotaService } from './quotas.js';
+
+/** Invitations expire a week after they are sent. */
+export const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+
+const memberView = (m: MemberView) => ({ id: m.id, user_id: m.user_id, email: m.email, name: m.name, role: m.role, created_at: m.created_at });
+const invitationView = (i: InvitationRow) => ({
+  id: i.id, email: i.email, role: i.role, state: i.state, created_at: i.created_at, expires_at: i.expires_at,
+  accepted_at: i.accepted_at, revoked_at: i.revoked_at,
+});
+const keyView = (k: ApiKeyRow) => ({
+  id: k.id, name: k.name, prefix: k.prefix, scopes: parseScopes(k), created_by: k.created_by, created_at: k.created_at, last_used_at: k.last_used_at,
+});
+
+export function createOrganizationService(d: { store: Store; now: () => Date; quotas: QuotaService }) {
+  const { store, now } = d;
+  const iso = () => now().toISOString();
+  const orgOf = (p: Principal) => p.org_id!;
+
+  function member(p: Principal, membershipId: string): MemberView {
+    const m = store.identity.membershipInOrg(orgOf(p), membershipId);
+    if (!m) throw new AppError('not_found', 'No such member.');
+    return m;
+  }
+
+  function assertCanAssign(p: Principal, from: Role | null, to: Role | null): void {
+    if (!p.role || !canAssignRole(p.role, { from, to })) {
+      throw new AppError('permission_denied', 'Only an owner may grant, change or remove the owner role.');
+    }
+  }
+
+  /** An organization never loses its last owner. Runs inside the writing transaction. */
+  function assertNotLastOwner(orgId: string, m: MemberView): void {
+    if (m.role === 'owner' && store.identity.countOwners(orgId) <= 1) {
+      throw new AppError('conflict', 'This member is the last owner; make someone else an owner first.');
+    }
+  }
+
+  return {
+    listMembers: (p: Principal, q: PageQuery) => pageOf(q, (after, limit) => store.identity.membersPage(orgOf(p), after, limit), memberView),
+
+    changeRole(p: Principal, membershipId: string, role: Role) {
+      return store.db.tx(() => {
+        const m = member(p, membershipId);
+        if (m.role === role) return memberView(m);
+        assertCanAssign(p, m.role, role);
+        assertNotLastOwner(orgOf(p), m);
+        store.identity.setRole(m.id, role);
+        return memberView({ ...m, role });
+      });
+    },
+
+    /** Removing a member takes a member's power away at once, including that of keys they created. */
+    removeMember(p: Principal, membershipId: string): void {
+      store.db.tx(() => {
+        const m = member(p, membershipId);
+        const self = m.user_id === p.user_id && p.kind === 'user';
+        if (!self) {
+          if (!p.permissions.has('members:manage')) throw new AppError('permission_denied', 'Removing another member needs members:manage.');
+          assertCanAssign(p, m.role, null);
+        }
+        assertNotLastOwner(orgOf(p), m);
+        store.identity.deleteMembership(m.id);
+      });
+    },
+
+    listInvitations(p: Principal, q: PageQuery) {
+      store.access.expireInvitations(iso());
+      return pageOf(q, (after, limit) => store.access.invitationsPage(orgOf(p), after, limit), invitationView);
+    },
+
+    createInvitation(p: Principal, req: CreateInvitationRequest) {
+      assertCanAssign(p, null, req.role);
+      const orgId = orgOf(p);
+      return store.db.tx(() => {
+        store.access.expireInvitations(iso());
+        const existing = store.identity.userByEmail(req.email);
+        if (existing && store.identity.membership(orgId, existing.id)) throw new AppError('conflict', 'That address already belongs to a member.');
+        if (store.access.pendingInvitationFor(orgId, req.email)) throw new AppError('conflict', 'A pending invitation for that address exists; revoke it first.');
+        // Pending invitations hold seats: otherwise accepting them all could overshoot the members limit.
+        d.quotas.check(orgId, 'members', { current: store.identity.countMembers(orgId) + store.access.countPendingInvitations(orgId) });
+        const { token, hash } = newOpaqueToken();
+        const at = now();
+        const row: InvitationRow = {
+          id: newId('invitation'), org_id: orgId, email: req.email, role: req.role, state: 'pending', token_hash: hash, invited_by: p.user_id,
+          created_at: at.toISOString(), expires_at: new Date(at.getTime() + INVITATION_TTL_MS).toISOString(), accepted_at: null, accepted_by: null, revoked_at: null,
+        };
+        store.access.insertInvitation(row);
+        return { ...invitationView(row), token };
+      });
+    },
+
+    revokeInvitation(p: Principal, invitationId: string) {
+      return store.db.tx(() => {
+        store.access.expireInvitations(iso());
+        const i = store.access.invitationInOrg(orgOf(p), invitationId);
+        if (!i) throw new AppError('not_found', 'No such invitation.');
+        if (i.state !== 'pending') throw new AppError('conflict', `The invitation is ${i.state}, not pending.`);
+        assertCanAssign(p, null, i.role);
+        store.access.moveInvitation(i.id, 'pending', 'revoked', { at: iso() });
+        return invitationView(store.access.invitationInOrg(i.org_id, i.id)!);
+      });
+    },
+
+    /** Accepting needs the invited person: a signed-in user whose e-mail is the invitation's. */
+    acceptInvitation(p: Principal, token: string) {
+      return store.db.tx(() => {
+        store.access.expireInvitations(iso());
+        const i = OPAQUE_TOKEN_RE.test(token) ? store.access.invitationByTokenHash(sha256Hex(token)) : undefined;
+        if (!i) throw new AppError('not_found', 'No such invitation.');
+        const user = store.identity.userById(p.user_id)!;
+        if (user.email !== i.email) throw new AppError('permission_denied', 'This invitation was sent to a different e-mail address.');
+        if (i.state !== 'pending') throw new AppError('conflict', `The invitation is ${i.state}, not pending.`);
+        if (store.identity.membership(i.org_id, user.id)) throw new AppError('conflict', 'You are already a member of this organization.');
+        d.quotas.check(i.org_id, 'members', { current: store.identity.countMembers(i.org_id) });
+        if (store.access.moveInvitation(i.id, 'pending', 'accepted', { at: iso(), by: user.id }).changes !== 1) {
+          throw new AppError('conflict', 'The invitation changed concurrently.');
+        }
+        const membership = { id: newId('membership'), org_id: i.org_id, user_id: user.id, role: i.role, created_at: iso() };
+        store.identity.insertMembership(membership);
+        const org = store.identity.orgById(i.org_id)!;
+        return { membership: memberView({ ...membership, email: user.email, name: user.name }), organization: { id: org.id, name: org.name } };
+      });
+    },
+
+    listApiKeys: (p: Principal, q: PageQuery) => pageOf(q, (after, limit) => store.access.apiKeysPage(orgOf(p), after, limit), keyView),
+
+    createApiKey(p: Principal, req: CreateApiKeyRequest) {
+      const { secret, prefix, hash } = newApiKey();
+      const row: ApiKeyRow = {
+        id: newId('api_key'), org_id: orgOf(p), created_by: p.user_id, name: req.name, prefix, secret_hash: hash,
+        scopes: JSON.stringify(req.scopes), created_at: iso(), last_used_at: null, revoked_at: null,
+      };
+      store.access.insertApiKey(row);
+      return { ...keyView(row), secret };
+    },
+
+    revokeApiKey(p: Principal, keyId: string): void {
+      const k = store.access.apiKeyInOrg(orgOf(p), keyId);
+      if (!k) throw new AppError('not_found', 'No such API key.');
+      store.access.revokeApiKey(k.id, iso());
+    },
+  };
+}
+export type OrganizationService = ReturnType<typeof createOrganizationService>;

@@ -1,0 +1,55 @@
+/**
+ * The quota engine every create/start path calls. Counts come from the callers (or from counters
+ * registered by the module that owns the resource); the decision is domain/quotas.ts.
+ */
+import { AppError } from '../../../shared/errors.js';
+import { COUNTED_LIMIT_KEYS, decideQuota, shownLimit, type CountedLimitKey } from '../domain/quotas.js';
+import type { BillingService } from './billing.js';
+
+export type Counter = (orgId: string) => number;
+
+export function createQuotaService(d: { billing: BillingService; upgradeUrl: string | null; counters: Partial<Record<CountedLimitKey, Counter>> }) {
+  const counters = { ...d.counters };
+  const count = (orgId: string, key: CountedLimitKey) => {
+    const c = counters[key];
+    // A resource whose module has not registered a counter does not exist yet: there are none.
+    return c ? c(orgId) : 0;
+  };
+  return {
+    /** Lets the module owning a resource (machines, templates, sessions…) supply its count. */
+    registerCounter(key: CountedLimitKey, c: Counter) {
+      counters[key] = c;
+    },
+    /**
+     * Throws 402 quota_exceeded (with the `quota` object) unless `adding` more of `key` fit.
+     * `current` overrides the registered counter (e.g. snapshots of one machine).
+     */
+    check(orgId: string, key: CountedLimitKey, opts: { adding?: number; current?: number } = {}): void {
+      const a = d.billing.account(orgId);
+      const decision = decideQuota({
+        state: a.state,
+        plan_id: a.plan_id,
+        entitlements: d.billing.entitlements(a),
+        key,
+        current: opts.current ?? count(orgId, key),
+        adding: opts.adding ?? 1,
+        upgrade_url: d.upgradeUrl,
+      });
+      if (decision.ok) return;
+      const message =
+        decision.reason === 'subscription'
+          ? `The organization's billing account is ${a.state}; subscribe to create or start anything.`
+          : decision.reason === 'no_agreement'
+            ? `The ${a.plan_id} plan is negotiated and no agreement is in effect.`
+            : `The plan allows ${decision.quota.maximum ?? 'a negotiated number of'} ${key.replaceAll('_', ' ')}; ${decision.quota.current} in use.`;
+      throw new AppError('quota_exceeded', message, { quota: decision.quota });
+    },
+    /** `limits` of GET /v1/billing: the six counted keys with current use and the limit in force. */
+    limits(orgId: string) {
+      const a = d.billing.account(orgId);
+      const e = d.billing.entitlements(a);
+      return COUNTED_LIMIT_KEYS.map((key) => ({ key, current: count(orgId, key), limit: shownLimit(a.state, e, key) }));
+    },
+  };
+}
+export type QuotaService = ReturnType<typeof createQuotaService>;

@@ -1,0 +1,69 @@
+/**
+ * The one module that touches better-sqlite3. Everything else sees the small `Db` interface, so the
+ * rest of the control plane can be read (and faked) without knowing the driver.
+ */
+import Database from 'better-sqlite3';
+import { MIGRATIONS } from './migrations.js';
+
+/** The database file inside DATA_DIR. */
+export const DB_FILENAME = 'control-plane.sqlite';
+
+export type SqlValue = string | number | bigint | null | Buffer;
+export type Params = SqlValue[] | Record<string, SqlValue>;
+
+export interface Db {
+  run(sql: string, params?: Params): { changes: number };
+  get<T>(sql: string, params?: Params): T | undefined;
+  all<T>(sql: string, params?: Params): T[];
+  /** Runs `fn` in one IMMEDIATE transaction; nested calls join the outer one. */
+  tx<T>(fn: () => T): T;
+  close(): void;
+  readonly path: string;
+}
+
+export function openDb(path: string): Db {
+  const db = new Database(path);
+  // WAL lets readers proceed during a write; synchronous=FULL fsyncs the WAL at every commit, so a
+  // write the API has acknowledged survives a power loss, not only a process crash (NORMAL would not).
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  migrate(db);
+
+  const cache = new Map<string, Database.Statement>();
+  const stmt = (sql: string) => {
+    let s = cache.get(sql);
+    if (!s) {
+      s = db.prepare(sql);
+      cache.set(sql, s);
+    }
+    return s;
+  };
+  const bind = (params?: Params) => (params === undefined ? [] : Array.isArray(params) ? params : [params]);
+
+  return {
+    path,
+    run: (sql, params) => ({ changes: stmt(sql).run(...bind(params)).changes }),
+    get: <T>(sql: string, params?: Params) => stmt(sql).get(...bind(params)) as T | undefined,
+    all: <T>(sql: string, params?: Params) => stmt(sql).all(...bind(params)) as T[],
+    tx: <T>(fn: () => T): T => (db.inTransaction ? fn() : db.transaction(fn).immediate()),
+    close: () => db.close(),
+  };
+}
+
+/** Applies, in order and each in its own transaction, every migration newer than the stored version. */
+function migrate(db: Database.Database): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  for (const m of MIGRATIONS) {
+    if (m.version <= current) continue;
+    db.transaction(() => {
+      db.exec(m.sql);
+      db.pragma(`user_version = ${m.version}`);
+    }).immediate();
+  }
+}
+
+export function schemaVersion(db: Db): number {
+  return db.get<{ user_version: number }>('PRAGMA user_version')!.user_version;
+}

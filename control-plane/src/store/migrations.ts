@@ -1,0 +1,124 @@
+/**
+ * Ordered schema migrations. Append only: a migration that has shipped is never edited, because
+ * databases in the field already record its version in `PRAGMA user_version`.
+ * Timestamps are ISO-8601 UTC strings (sortable); secrets are stored only as SHA-256 hashes.
+ */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: Migration[] = [
+  {
+    version: 1,
+    name: 'identity and tenancy',
+    sql: `
+CREATE TABLE users (
+  id TEXT PRIMARY KEY,
+  email TEXT NOT NULL UNIQUE,
+  name TEXT,
+  password_hash TEXT NOT NULL,
+  personal_org_id TEXT,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE organizations (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  personal INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE memberships (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  user_id TEXT NOT NULL REFERENCES users(id),
+  role TEXT NOT NULL CHECK (role IN ('owner','admin','member')),
+  created_at TEXT NOT NULL,
+  UNIQUE (org_id, user_id)
+);
+CREATE INDEX memberships_user ON memberships(user_id);
+CREATE TABLE invitations (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  email TEXT NOT NULL,
+  role TEXT NOT NULL CHECK (role IN ('owner','admin','member')),
+  state TEXT NOT NULL CHECK (state IN ('pending','accepted','revoked','expired')),
+  token_hash TEXT NOT NULL UNIQUE,
+  invited_by TEXT NOT NULL REFERENCES users(id),
+  created_at TEXT NOT NULL,
+  expires_at TEXT NOT NULL,
+  accepted_at TEXT,
+  accepted_by TEXT REFERENCES users(id),
+  revoked_at TEXT
+);
+CREATE INDEX invitations_org ON invitations(org_id, created_at, id);
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  created_by TEXT NOT NULL REFERENCES users(id),
+  name TEXT NOT NULL,
+  prefix TEXT NOT NULL,
+  secret_hash TEXT NOT NULL UNIQUE,
+  scopes TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  last_used_at TEXT,
+  revoked_at TEXT
+);
+CREATE INDEX api_keys_org ON api_keys(org_id, created_at, id);
+CREATE TABLE auth_sessions (
+  id TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL REFERENCES users(id),
+  token_hash TEXT NOT NULL UNIQUE,
+  active_org_id TEXT REFERENCES organizations(id),
+  created_at TEXT NOT NULL,
+  last_used_at TEXT NOT NULL,
+  expires_at TEXT NOT NULL,
+  revoked_at TEXT
+);
+CREATE INDEX auth_sessions_user ON auth_sessions(user_id, created_at, id);
+CREATE TABLE rate_limits (
+  bucket TEXT PRIMARY KEY,
+  window_start_ms INTEGER NOT NULL,
+  count INTEGER NOT NULL
+);
+CREATE TABLE billing_accounts (
+  org_id TEXT PRIMARY KEY REFERENCES organizations(id),
+  state TEXT NOT NULL CHECK (state IN ('unsubscribed','trialing','active','past_due','canceled')),
+  plan_id TEXT,
+  catalog_version TEXT,
+  provider TEXT NOT NULL,
+  trial_ends_at TEXT,
+  period_start TEXT,
+  period_end TEXT,
+  updated_at TEXT NOT NULL
+);
+CREATE TABLE billing_events (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  type TEXT NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE billing_links (
+  token_hash TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('checkout','portal')),
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  plan_id TEXT,
+  return_url TEXT,
+  created_at TEXT NOT NULL,
+  expires_at TEXT NOT NULL,
+  used_at TEXT
+);
+CREATE TABLE entitlement_overrides (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  entitlements TEXT NOT NULL,
+  effective_from TEXT NOT NULL,
+  effective_until TEXT,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX entitlement_overrides_org ON entitlement_overrides(org_id, effective_from);
+`,
+  },
+];

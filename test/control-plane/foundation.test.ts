@@ -1,0 +1,137 @@
+/** Store, configuration, password hashing, pure domain rules and import boundaries. */
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DEFAULT_SCRYPT_COST, hashPassword, verifyPassword } from '../../control-plane/src/auth/passwords.js';
+import { readSessionCookie } from '../../control-plane/src/auth/cookies.js';
+import { parseConfig, isRecognisedOrigin } from '../../control-plane/src/config.js';
+import { BILLING_TRANSITIONS, nextBillingState, PROVIDER_EVENTS } from '../../control-plane/src/domain/billing-account.js';
+import { CATALOG, catalogAt, type CatalogVersion } from '../../control-plane/src/domain/catalog.js';
+import { windowAfterHit, windowDecision } from '../../control-plane/src/domain/rate-limits.js';
+import { openDb, schemaVersion } from '../../control-plane/src/store/db.js';
+import { MIGRATIONS } from '../../control-plane/src/store/migrations.js';
+import { makeRig } from '../helpers/control-plane.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+t.test('database: pragmas, migrations, acknowledged writes survive a reopen', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-db-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'x.sqlite');
+  const db = openDb(file);
+  t.equal(db.get<{ journal_mode: string }>('PRAGMA journal_mode')!.journal_mode, 'wal');
+  t.equal(db.get<{ synchronous: number }>('PRAGMA synchronous')!.synchronous, 2, 'synchronous = FULL');
+  t.equal(db.get<{ foreign_keys: number }>('PRAGMA foreign_keys')!.foreign_keys, 1);
+  t.equal(db.get<{ timeout: number }>('PRAGMA busy_timeout')!.timeout, 5000);
+  t.equal(schemaVersion(db), MIGRATIONS[MIGRATIONS.length - 1]!.version);
+  t.same(MIGRATIONS.map((m) => m.version), MIGRATIONS.map((_, i) => i + 1), 'versions are 1..n in order');
+  t.throws(() => db.run("INSERT INTO memberships (id, org_id, user_id, role, created_at) VALUES ('m','nope','nope','owner','x')"), 'foreign keys enforced');
+  t.throws(() => db.tx(() => {
+    db.run("INSERT INTO organizations (id, name, personal, created_at) VALUES ('o1','n',0,'x')");
+    throw new Error('roll back');
+  }));
+  t.equal(db.get('SELECT * FROM organizations WHERE id = ?', ['o1']), undefined, 'a failed transaction leaves nothing');
+  db.close();
+  const again = openDb(file);
+  t.equal(schemaVersion(again), MIGRATIONS.length, 'reopening does not re-run migrations');
+  again.close();
+
+  // Through the app: a signup acknowledged with 201 is there after the database is closed and reopened.
+  const rig = makeRig();
+  t.teardown(() => rig.close());
+  const u = await rig.user('durable');
+  const reopened = openDb(rig.store.db.path);
+  t.equal(reopened.get<{ email: string }>('SELECT email FROM users WHERE id = ?', [u.userId])?.email, u.email);
+  reopened.close();
+});
+
+t.test('passwords: scrypt at the default cost, constant-time verify', async (t) => {
+  const h = await hashPassword('correct horse battery');
+  t.match(h, new RegExp(`^scrypt\\$${DEFAULT_SCRYPT_COST.N}\\$8\\$1\\$`));
+  t.ok(DEFAULT_SCRYPT_COST.N >= 2 ** 15);
+  t.equal(await verifyPassword('correct horse battery', h), true);
+  t.equal(await verifyPassword('correct horse batterz', h), false);
+  t.not(await hashPassword('correct horse battery'), h, 'salted');
+  t.equal(await verifyPassword('x', 'plaintext'), false, 'unknown format never verifies');
+  t.equal(readSessionCookie('a=1; computer_session=abc; b=2'), 'abc');
+  t.equal(readSessionCookie('computer_sessionx=abc'), null);
+});
+
+t.test('config: parsed once from an env object, defaults, refusals', async (t) => {
+  const c = parseConfig({});
+  t.equal(c.port, 8080);
+  t.equal(c.host, '127.0.0.1');
+  t.equal(c.dataDir, './data');
+  t.equal(c.publicBaseUrl, 'http://127.0.0.1:8080');
+  t.equal(c.billingProvider, 'builtin');
+  t.equal(c.trustProxy, false);
+  const d = parseConfig({ PORT: '9000', PUBLIC_BASE_URL: 'https://computer.example/', ALLOWED_ORIGINS: 'https://a.example/path, http://b.example:81', TRUST_PROXY: 'true' });
+  t.equal(d.publicBaseUrl, 'https://computer.example');
+  t.same(d.allowedOrigins, ['https://a.example', 'http://b.example:81']);
+  t.equal(isRecognisedOrigin(d, 'https://computer.example'), true);
+  t.equal(isRecognisedOrigin(d, 'https://a.example'), true);
+  t.equal(isRecognisedOrigin(d, 'https://computer.example.evil'), false);
+  t.equal(isRecognisedOrigin(d, undefined), false);
+  t.equal(d.trustProxy, true);
+  t.throws(() => parseConfig({ PORT: 'eighty' }), { code: 'invalid_request', details: [{ field: 'PORT' }] } as object as Error);
+  t.throws(() => parseConfig({ BILLING_PROVIDER: 'stripe' }), { details: [{ field: 'BILLING_PROVIDER' }] } as object as Error);
+  t.throws(() => parseConfig({ ALLOWED_ORIGINS: 'not a url' }));
+});
+
+t.test('domain: billing transitions, catalog dating, rate windows', async (t) => {
+  // Every (event, state) pair, against the intended table.
+  const expected: Record<string, Record<string, string | null>> = {
+    'checkout.completed': { unsubscribed: 'trialing', trialing: null, active: null, past_due: null, canceled: 'active' },
+    'trial.converted': { unsubscribed: null, trialing: 'active', active: null, past_due: null, canceled: null },
+    'trial.payment_failed': { unsubscribed: null, trialing: 'past_due', active: null, past_due: null, canceled: null },
+    'payment.failed': { unsubscribed: null, trialing: null, active: 'past_due', past_due: null, canceled: null },
+    'payment.succeeded': { unsubscribed: null, trialing: null, active: null, past_due: 'active', canceled: null },
+    'subscription.canceled': { unsubscribed: null, trialing: 'canceled', active: 'canceled', past_due: 'canceled', canceled: null },
+  };
+  t.same(Object.keys(BILLING_TRANSITIONS).sort(), [...PROVIDER_EVENTS].sort());
+  for (const ev of PROVIDER_EVENTS) {
+    for (const st of ['unsubscribed', 'trialing', 'active', 'past_due', 'canceled'] as const) {
+      t.equal(nextBillingState(st, ev), expected[ev]![st], `${ev} from ${st}`);
+    }
+  }
+  // Nothing ever moves an account back to unsubscribed: that state is only the initial one.
+  for (const ev of PROVIDER_EVENTS) t.notOk(Object.values(BILLING_TRANSITIONS[ev]).includes('unsubscribed'));
+
+  const v2: CatalogVersion = { ...CATALOG[0]!, version: 'future', effective_from: '2027-01-01T00:00:00.000Z' };
+  const cat = [...CATALOG, v2];
+  t.equal(catalogAt(new Date('2026-12-31T23:59:59Z'), cat).version, CATALOG[0]!.version);
+  t.equal(catalogAt(new Date('2027-01-01T00:00:00Z'), cat).version, 'future');
+  t.equal(catalogAt(new Date('2020-01-01T00:00:00Z'), cat).version, CATALOG[0]!.version);
+
+  const rule = { name: 'signup_ip' as const, max: 2, window_ms: 1000 };
+  let w = windowAfterHit(rule, undefined, 0);
+  t.same(windowDecision(rule, w, 10), { allowed: true });
+  w = windowAfterHit(rule, w, 10);
+  t.same(windowDecision(rule, w, 10), { allowed: false, retry_after_s: 1 });
+  t.same(windowDecision(rule, w, 1000), { allowed: true }, 'window ends');
+  t.same(windowAfterHit(rule, w, 1000), { window_start_ms: 1000, count: 1 });
+});
+
+t.test('import boundaries', async (t) => {
+  const walk = (dir: string): string[] =>
+    fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : [])) : [];
+  const importsOf = (f: string) => [...fs.readFileSync(f, 'utf8').matchAll(/(?:import|export)[^'"]*from\s+'([^']+)'/g)].map((m) => m[1]!);
+  const domain = walk(path.join(ROOT, 'control-plane/src/domain'));
+  t.ok(domain.length >= 5);
+  for (const f of domain) {
+    for (const spec of importsOf(f)) {
+      const resolved = spec.startsWith('.') ? path.resolve(path.dirname(f), spec) : spec;
+      const ok = resolved.startsWith(path.join(ROOT, 'shared') + path.sep) || resolved.startsWith(path.join(ROOT, 'control-plane/src/domain') + path.sep);
+      t.ok(ok, `${path.relative(ROOT, f)} imports only shared/ and domain/ (${spec})`);
+    }
+  }
+  const all = [...walk(path.join(ROOT, 'control-plane/src')), ...walk(path.join(ROOT, 'agent/src')), ...walk(path.join(ROOT, 'shared'))];
+  const sqlite = all.filter((f) => importsOf(f).includes('better-sqlite3')).map((f) => path.relative(ROOT, f));
+  t.same(sqlite, ['control-plane/src/store/db.ts'], 'one module imports better-sqlite3');
+  const mine = ['api', 'auth', 'billing', 'domain', 'services', 'store'].flatMap((d) => walk(path.join(ROOT, 'control-plane/src', d)));
+  for (const f of [...mine, ...['app.ts', 'config.ts', 'context.ts', 'log.ts'].map((f) => path.join(ROOT, 'control-plane/src', f))]) {
+    t.notOk(/process\.env/.test(fs.readFileSync(f, 'utf8')), `${path.relative(ROOT, f)} does not read the environment`);
+  }
+});

@@ -1,0 +1,108 @@
+/**
+ * Control-plane test rig: a real SQLite file in a temp dir, the real services and app, a movable
+ * clock, a log sink that keeps every line, and a small client over app.request().
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createApp } from '../../control-plane/src/app.js';
+import { parseConfig } from '../../control-plane/src/config.js';
+import type { LogLine } from '../../control-plane/src/log.js';
+import { createServices, type ServiceDeps } from '../../control-plane/src/services/index.js';
+import { DB_FILENAME, openDb } from '../../control-plane/src/store/db.js';
+import { createStore } from '../../control-plane/src/store/store.js';
+
+export const PUBLIC_BASE_URL = 'http://cp.test';
+export const PUBLIC_ORIGIN = 'http://cp.test';
+/** Low scrypt cost for speed; the default cost is exercised by the password unit test. */
+export const FAST_SCRYPT = { N: 1024, r: 8, p: 1 };
+
+export interface Reply {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: any;
+}
+
+export interface CallOpts {
+  cookie?: string;
+  key?: string;
+  authorization?: string;
+  body?: unknown;
+  rawBody?: string;
+  /** Defaults to the public origin for cookie-authenticated writes; pass null to omit it. */
+  origin?: string | null;
+  ip?: string;
+  headers?: Record<string, string>;
+}
+
+export function makeRig(opts: { env?: Record<string, string>; services?: Partial<ServiceDeps>; start?: Date } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-test-'));
+  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, ...opts.env });
+  const db = openDb(path.join(dir, DB_FILENAME));
+  const store = createStore(db);
+  const clock = { t: (opts.start ?? new Date('2026-11-22T06:00:00.000Z')).getTime() };
+  const now = () => new Date(clock.t);
+  const services = createServices({ passwordCost: FAST_SCRYPT, now, ...opts.services, config, store });
+  const logs: LogLine[] = [];
+  const app = createApp({ services, log: (l) => logs.push(l) });
+
+  async function call(method: string, p: string, o: CallOpts = {}): Promise<Reply> {
+    const headers: Record<string, string> = { ...o.headers };
+    if (o.cookie) headers.cookie = o.cookie;
+    if (o.key) headers.authorization = `Bearer ${o.key}`;
+    if (o.authorization !== undefined) headers.authorization = o.authorization;
+    const write = method !== 'GET' && method !== 'HEAD';
+    const origin = o.origin === undefined ? (o.cookie && write ? PUBLIC_ORIGIN : undefined) : o.origin ?? undefined;
+    if (origin) headers.origin = origin;
+    let body: string | undefined;
+    if (o.rawBody !== undefined) body = o.rawBody;
+    else if (o.body !== undefined) body = JSON.stringify(o.body);
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await app.request(p, { method, headers, body }, { clientIp: o.ip ?? '192.0.2.1' });
+    const text = await res.text();
+    let json: any = undefined;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      /* html or empty */
+    }
+    return { status: res.status, headers: res.headers, text, json };
+  }
+
+  let n = 0;
+  /** Signs a new user up; returns their cookie, ids and e-mail. */
+  async function user(label = 'u', ip?: string) {
+    const email = `${label}${++n}-${Math.random().toString(36).slice(2, 8)}@example.com`;
+    const password = 'correct horse battery';
+    const r = await call('POST', '/v1/auth/signup', { body: { email, password, name: label }, ip: ip ?? `198.51.100.${n % 250}` });
+    if (r.status !== 201) throw new Error(`signup failed: ${r.status} ${r.text}`);
+    const cookie = /computer_session=([^;]+)/.exec(r.headers.get('set-cookie') ?? '')![1]!;
+    return { email, password, cookie: `computer_session=${cookie}`, userId: r.json.user_id as string, orgId: r.json.organization_id as string };
+  }
+
+  return {
+    dir, config, store, services, app, logs, clock, call, user,
+    close() {
+      db.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+export type Rig = ReturnType<typeof makeRig>;
+
+/** Every error body has exactly the spec's envelope. */
+export function assertEnvelope(t: { equal: Function; type: Function; ok: Function; same: Function }, r: Reply, code: string, status: number): void {
+  t.equal(r.status, status, `status ${status} for ${code}`);
+  const e = r.json?.error;
+  t.ok(e, 'has error object');
+  t.same(Object.keys(r.json).sort(), ['error'], 'only error at top level');
+  t.same(Object.keys(e).sort(), ['code', 'details', 'message', 'quota', 'request_id'], 'envelope keys');
+  t.equal(e.code, code);
+  t.type(e.message, 'string');
+  t.ok(e.message.length > 0, 'message not empty');
+  t.equal(e.request_id, r.headers.get('x-request-id'), 'request_id matches header');
+  t.ok(/^req_[0-9a-z]+$/.test(e.request_id), 'request id shape');
+  t.ok(Array.isArray(e.details), 'details array');
+  if (code !== 'quota_exceeded') t.equal(e.quota, null, 'quota null');
+}
