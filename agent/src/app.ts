@@ -7,6 +7,7 @@ import { MAX_WRITE_BYTES } from '../../shared/schemas/files.js';
 import { bearerAuth } from './http/auth.js';
 import { REQUEST_ID_HEADER, renderError } from './http/errors.js';
 import type { LogSink } from './http/log.js';
+import { isAttachRequest } from './routes/terminals.js';
 
 export type AgentEnv = { Variables: { requestId: string } };
 
@@ -47,6 +48,8 @@ export function createAgentApp(opts: AgentAppOptions): Hono<AgentEnv> {
   app.use('*', bearerAuth(opts.token));
 
   app.use('*', async (c, next) => {
+    // A pty attach body is an open-ended byte stream: a body limit would buffer it to the end, forever.
+    if (isAttachRequest(c.req.method, c.req.path)) return next();
     const limit = c.req.method === 'PUT' && c.req.path === '/files/content' ? WRITE_BODY_LIMIT : DEFAULT_BODY_LIMIT;
     return bodyLimit({
       maxSize: limit,

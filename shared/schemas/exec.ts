@@ -13,7 +13,7 @@ export const ExecRequest = z.strictObject({
     .array(z.string().max(131072).refine((a) => !a.includes('\0'), 'must not contain NUL'))
     .min(1)
     .max(4096)
-    .refine((c) => c[0]!.length > 0, 'command[0] must name a program'),
+    .refine((c) => c.length === 0 || c[0]!.length > 0, 'command[0] must name a program'),
   user: GuestUser.default('agent'),
   cwd: GuestPath.optional(),
   env: EnvMap.optional(),

@@ -1,0 +1,232 @@
+/**
+ * The files API: list, read (whole or ranged), write (atomic replace or append). Runs as root in the
+ * agent; every path goes through the denylist walker, and every object used is the fd it returned.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { AppError, invalid } from '../../../shared/errors.js';
+import type { DirEntry, ListResult, ReadQuery, ReadResult, WriteBody, WriteResult } from '../../../shared/schemas/files.js';
+import { MAX_WRITE_BYTES } from '../../../shared/schemas/files.js';
+import { guestUser, type UserInfo } from '../users.js';
+import { createDenylist, fdPath, safeClose, type DenySpec, type Denylist } from '../denylist/index.js';
+
+const pread = promisify(fs.read);
+const pwrite = promisify(fs.write);
+const pfsync = promisify(fs.fsync);
+const { O_RDONLY, O_WRONLY, O_APPEND, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fs.constants;
+
+export interface FileServiceOptions {
+  deny: DenySpec;
+  /** Name of the unprivileged guest user (default `agent`). */
+  agentUserName?: string;
+  /** Injected for tests; defaults to the current process. */
+  agentPid?: number;
+  /** Resolve a guest user (default: users.ts guestUser). */
+  resolveUser?: (u: 'agent' | 'root') => UserInfo;
+}
+
+export interface FileService {
+  readonly denylist: Denylist;
+  list(p: string): Promise<ListResult>;
+  read(q: ReadQuery): Promise<ReadResult>;
+  write(p: string, body: WriteBody): Promise<WriteResult>;
+}
+
+export function modeString(mode: number): string {
+  return (mode & 0o7777).toString(8).padStart(4, '0');
+}
+
+function typeOf(st: fs.Stats): DirEntry['type'] {
+  if (st.isFile()) return 'file';
+  if (st.isDirectory()) return 'directory';
+  if (st.isSymbolicLink()) return 'symlink';
+  return 'other';
+}
+
+const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2,3})?$/;
+
+export function decodeContent(content: string, encoding: 'utf8' | 'base64'): Buffer {
+  if (encoding === 'utf8') return Buffer.from(content, 'utf8');
+  const clean = content.replace(/[\r\n]/g, '');
+  if (!BASE64_RE.test(clean)) throw invalid('content is not valid base64.', [{ field: 'content', message: 'not valid base64' }]);
+  return Buffer.from(clean, 'base64');
+}
+
+const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+
+export function createFileService(opts: FileServiceOptions): FileService {
+  const denylist = createDenylist(opts.deny, { agentPid: opts.agentPid });
+  const userOf = opts.resolveUser ?? ((u: 'agent' | 'root') => guestUser(u, opts.agentUserName ?? 'agent'));
+
+  async function list(p: string): Promise<ListResult> {
+    const w = denylist.walk(p);
+    try {
+      if (!w.stat!.isDirectory()) throw invalid(`${p} is not a directory.`, [{ field: 'path', message: 'not a directory' }]);
+      // readdir through the held fd's magic link: the directory we checked, not whatever the path names now.
+      const names = fs.readdirSync(fdPath(w.fd!)).sort();
+      const entries: DirEntry[] = [];
+      for (const name of names) {
+        let st: fs.Stats;
+        try {
+          st = fs.lstatSync(fdPath(w.fd!, name));
+        } catch {
+          continue; // gone since readdir
+        }
+        entries.push({
+          name,
+          path: path.posix.join(p, name),
+          type: typeOf(st),
+          size: Number(st.size),
+          mode: modeString(st.mode),
+          modified_at: st.mtime.toISOString(),
+        });
+      }
+      return { path: p, entries };
+    } finally {
+      w.close();
+    }
+  }
+
+  async function read(q: ReadQuery): Promise<ReadResult> {
+    const w = denylist.walk(q.path);
+    let fd = -1;
+    try {
+      const st = w.stat!;
+      if (st.isDirectory()) throw invalid(`${q.path} is a directory; list it instead.`, [{ field: 'path', message: 'is a directory' }]);
+      // Devices, FIFOs and sockets can block or have side effects on open; only regular files are read.
+      if (!st.isFile()) throw invalid(`${q.path} is not a regular file.`, [{ field: 'path', message: 'not a regular file' }]);
+      fd = fs.openSync(fdPath(w.fd!), O_RDONLY);
+      // One byte past the range tells whether more follows, also for /proc files that report size 0.
+      const want = q.length + 1;
+      const buf = Buffer.allocUnsafe(want);
+      let got = 0;
+      while (got < want) {
+        const { bytesRead } = await pread(fd, buf, got, want - got, q.offset + got);
+        if (bytesRead === 0) break;
+        got += bytesRead;
+      }
+      const eof = got <= q.length;
+      const data = buf.subarray(0, Math.min(got, q.length));
+      let content: string;
+      if (q.encoding === 'base64') content = data.toString('base64');
+      else {
+        try {
+          content = utf8Strict.decode(data);
+        } catch {
+          throw invalid(
+            `${q.path} is not valid UTF-8 text${q.offset || !eof ? ' in this range (a range can split a character)' : ''}; ask for encoding=base64.`,
+            [{ field: 'encoding', message: 'content is not UTF-8; use base64' }],
+          );
+        }
+      }
+      return { path: q.path, encoding: q.encoding, content, offset: q.offset, length: data.length, size: Number(st.size), eof };
+    } finally {
+      if (fd >= 0) safeClose(fd);
+      w.close();
+    }
+  }
+
+  async function write(p: string, body: WriteBody): Promise<WriteResult> {
+    const data = decodeContent(body.content, body.encoding);
+    if (data.length > MAX_WRITE_BYTES) {
+      throw invalid(`content exceeds ${MAX_WRITE_BYTES} bytes; write in parts with append.`, [{ field: 'content', message: 'too large' }]);
+    }
+    const owner = userOf(body.user);
+    const mode = body.mode !== undefined ? parseInt(body.mode, 8) : undefined;
+    const w = denylist.walk(p, { allowMissingLeaf: true, createDirs: body.createDirs ? { uid: owner.uid, gid: owner.gid } : null });
+    try {
+      if (w.name === '') throw invalid('Cannot write to /.', [{ field: 'path', message: 'is a directory' }]);
+      if (w.stat && w.stat.isDirectory()) throw invalid(`${p} is a directory.`, [{ field: 'path', message: 'is a directory' }]);
+      if (w.stat && !w.stat.isFile()) throw invalid(`${p} is not a regular file.`, [{ field: 'path', message: 'not a regular file' }]);
+      return body.append ? await appendTo(p, w, data, owner, mode) : await replace(p, w, data, owner, mode);
+    } catch (e) {
+      throw mapWriteError(e, p);
+    } finally {
+      w.close();
+    }
+  }
+
+  async function appendTo(p: string, w: ReturnType<Denylist['walk']>, data: Buffer, owner: UserInfo, mode?: number): Promise<WriteResult> {
+    let fd: number;
+    if (w.fd !== null) {
+      // Reopen the very inode we checked (magic link), never the path.
+      fd = fs.openSync(fdPath(w.fd), O_WRONLY | O_APPEND);
+    } else {
+      fd = fs.openSync(fdPath(w.parentFd, w.name), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+      fs.fchownSync(fd, owner.uid, owner.gid);
+      fs.fchmodSync(fd, mode ?? 0o644);
+    }
+    try {
+      if (w.fd !== null && mode !== undefined) fs.fchmodSync(fd, mode);
+      await writeAll(fd, data);
+      await pfsync(fd);
+      const size = Number(fs.fstatSync(fd).size);
+      return { path: p, size, written: data.length };
+    } finally {
+      safeClose(fd);
+    }
+  }
+
+  async function replace(p: string, w: ReturnType<Denylist['walk']>, data: Buffer, owner: UserInfo, mode?: number): Promise<WriteResult> {
+    const tmp = `.${w.name.slice(0, 60)}.tmp-${randomBytes(6).toString('hex')}`;
+    // O_EXCL|O_NOFOLLOW: the temp name is new; nothing planted there can redirect the write.
+    const fd = fs.openSync(fdPath(w.parentFd, tmp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    let renamed = false;
+    try {
+      // A replaced file keeps its owner and mode unless the caller gives a mode; a new one belongs to `user`.
+      const uid = w.stat ? w.stat.uid : owner.uid;
+      const gid = w.stat ? w.stat.gid : owner.gid;
+      fs.fchownSync(fd, uid, gid);
+      fs.fchmodSync(fd, mode ?? (w.stat ? w.stat.mode & 0o7777 : 0o644));
+      await writeAll(fd, data);
+      await pfsync(fd);
+      // Both names are looked up in the directory we hold; rename replaces a directory entry and never
+      // writes through whatever that entry pointed at.
+      fs.renameSync(fdPath(w.parentFd, tmp), fdPath(w.parentFd, w.name));
+      renamed = true;
+      // The rename is durable once the directory is synced.
+      const dfd = fs.openSync(fdPath(w.parentFd), O_RDONLY | O_DIRECTORY);
+      try {
+        await pfsync(dfd);
+      } finally {
+        safeClose(dfd);
+      }
+      return { path: p, size: data.length, written: data.length };
+    } finally {
+      safeClose(fd);
+      if (!renamed) {
+        try {
+          fs.unlinkSync(fdPath(w.parentFd, tmp));
+        } catch {
+          /* best effort */
+        }
+      }
+    }
+  }
+
+  return { denylist, list, read, write };
+}
+
+async function writeAll(fd: number, data: Buffer): Promise<void> {
+  let off = 0;
+  while (off < data.length) {
+    const { bytesWritten } = await pwrite(fd, data, off, data.length - off);
+    off += bytesWritten;
+  }
+}
+
+function mapWriteError(e: unknown, p: string): unknown {
+  if (e instanceof AppError) return e;
+  const code = (e as NodeJS.ErrnoException)?.code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') return new AppError('invalid_request', `No space left to write ${p}.`);
+  if (code === 'EROFS') return new AppError('permission_denied', `${p} is on a read-only file system.`);
+  if (code === 'EACCES' || code === 'EPERM') return new AppError('permission_denied', `Writing ${p} is not permitted.`);
+  if (code === 'EISDIR') return invalid(`${p} is a directory.`, [{ field: 'path', message: 'is a directory' }]);
+  if (code === 'ENOENT' || code === 'EXDEV' || code === 'EINVAL') {
+    // e.g. /proc and /sys do not support creating a temp file beside the target.
+    return invalid(`${p} cannot be written atomically here; try append.`, [{ field: 'path', message: 'unsupported location' }]);
+  }
+  return e;
+}

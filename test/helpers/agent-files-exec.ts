@@ -1,0 +1,54 @@
+/** Stand an agent up over the real channel (HTTP/2 on a unix socket) with given route groups. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Hono } from 'hono';
+import { createAgentApp, type AgentEnv } from '../../agent/src/app.js';
+import { createAgentServer } from '../../agent/src/channel/server.js';
+import { listenUnix } from '../../agent/src/channel/unix-socket.js';
+import type { LogLine } from '../../agent/src/http/log.js';
+import { H2Client } from './h2-client.js';
+
+export const TOKEN = 'tok_' + 'f'.repeat(40);
+
+export interface TestAgent {
+  dir: string;
+  sock: string;
+  tokenFile: string;
+  client: H2Client;
+  lines: LogLine[];
+  /** Everything logged so far, as one string, for scanning. */
+  logText(): string;
+  close(): Promise<void>;
+}
+
+/** Directory and token file first (the denylist needs them), then the server. */
+export function agentPaths(prefix: string): { dir: string; sock: string; tokenFile: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const tokenFile = path.join(dir, 'token');
+  fs.writeFileSync(tokenFile, TOKEN, { mode: 0o600 });
+  return { dir, sock: path.join(dir, 'agent.sock'), tokenFile };
+}
+
+export async function startAgent(p: { dir: string; sock: string; tokenFile: string }, mounts: Hono<AgentEnv>[]): Promise<TestAgent> {
+  const lines: LogLine[] = [];
+  const log = (l: LogLine) => lines.push(l);
+  const app = createAgentApp({ token: TOKEN, log, mounts });
+  const server = createAgentServer(app, log);
+  const listener = await listenUnix(server, p.sock);
+  const client = new H2Client(p.sock, TOKEN);
+  return {
+    ...p,
+    client,
+    lines,
+    logText: () => JSON.stringify(lines),
+    async close() {
+      await client.close();
+      await new Promise<void>((r) => listener.close(() => r()));
+      server.close();
+      fs.rmSync(p.dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const q = (p: string) => encodeURIComponent(p);
