@@ -1,0 +1,469 @@
+/**
+ * The machine's desktop as the agent sees it: one X display that the image's init started (the
+ * agent never starts or stops Xvfb, so an agent restart never kills the desktop).
+ */
+import fs from 'node:fs';
+import { AppError, type FieldError } from '../../../shared/errors.js';
+import type { Display } from '../../../shared/schemas/display.js';
+import type {
+  ClipboardSelection,
+  InputResult,
+  KeyboardHotkey,
+  KeyboardKey,
+  KeyboardType,
+  MouseButton,
+  MouseClick,
+  MouseDrag,
+  MouseScroll,
+  Point,
+} from '../../../shared/schemas/input.js';
+import type { LogSink } from '../http/log.js';
+import { Browser, type BrowserConfig } from './browser.js';
+import { readSelection, writeSelection } from './clipboard.js';
+import { KeycodeResolver, type KeyStroke } from './keycodes.js';
+import { keysymForCodePoint, keysymFromName } from './keysyms.js';
+import { FramebufferReader, encodeRgb, type ImageFormat, type RawFrame } from './screen.js';
+import { X11KeymapClient } from './x11-keymap.js';
+import { readModes, setMode, type ScreenModes } from './xrandr.js';
+import { Xdotool } from './xdotool.js';
+
+export interface DesktopOptions {
+  /** X display name, ":N". */
+  display: string;
+  /** Where that display's Xvfb writes Xvfb_screen0. */
+  fbdir: string;
+  log: LogSink;
+  browser: BrowserConfig;
+  /** How often the display's state is checked. */
+  pollMs?: number;
+}
+
+const BUTTONS: Record<MouseButton, number> = { left: 1, middle: 2, right: 3 };
+const WHEEL: Record<MouseScroll['direction'], number> = { up: 4, down: 5, left: 6, right: 7 };
+/** Keys per xdotool command line; keeps lines short whatever the text length. */
+const KEYS_PER_LINE = 200;
+
+export class Desktop {
+  readonly displayName: string;
+  private readonly displayNumber: number;
+  private readonly socketPath: string;
+  private readonly fb: FramebufferReader;
+  private readonly xdo: Xdotool;
+  private readonly browser: Browser;
+  private x: X11KeymapClient | null = null;
+  private resolver: KeycodeResolver | null = null;
+  private modes: ScreenModes | null = null;
+  private lastSize = { width: 0, height: 0 };
+  private up = false;
+  private timer: NodeJS.Timeout | null = null;
+  private checking: Promise<void> | null = null;
+  private inputChain: Promise<unknown> = Promise.resolve();
+  private closed = false;
+  private readonly listeners = new Set<() => void>();
+
+  constructor(private readonly opts: DesktopOptions) {
+    const m = /^:(\d+)(\.\d+)?$/.exec(opts.display);
+    if (!m) throw new Error('display must look like :N');
+    this.displayName = opts.display;
+    this.displayNumber = Number(m[1]);
+    this.socketPath = `/tmp/.X11-unix/X${this.displayNumber}`;
+    this.fb = new FramebufferReader(opts.fbdir);
+    this.xdo = new Xdotool(opts.display);
+    this.browser = new Browser(opts.browser, opts.display);
+  }
+
+  async start(): Promise<void> {
+    await this.check();
+    this.timer = setInterval(() => void this.check(), this.opts.pollMs ?? 500);
+    this.timer.unref();
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    this.xdo.close();
+    this.x?.close();
+    this.x = null;
+    this.listeners.clear();
+  }
+
+  /** Called whenever up/down or the size changes. */
+  onChange(fn: () => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  private emit(): void {
+    for (const fn of this.listeners) fn();
+  }
+
+  get isUp(): boolean {
+    return this.up;
+  }
+
+  /** The display as last observed (no X round trip). */
+  get state(): Display {
+    return {
+      width: this.lastSize.width,
+      height: this.lastSize.height,
+      up: this.up,
+      resizable: this.up && !!this.modes?.output,
+    };
+  }
+
+  /** Re-check now whether the desktop answers (coalesced with a check already running). */
+  check(): Promise<void> {
+    if (!this.checking) {
+      this.checking = this.checkNow().finally(() => {
+        this.checking = null;
+      });
+    }
+    return this.checking;
+  }
+
+  private async checkNow(): Promise<void> {
+    if (this.closed) return;
+    if (this.up) {
+      if (this.x && !this.x.isClosed && this.fb.exists() && fs.existsSync(this.socketPath)) return;
+      this.goDown();
+      return;
+    }
+    if (!fs.existsSync(this.socketPath) || !this.fb.exists()) return;
+    let x: X11KeymapClient | null = null;
+    try {
+      x = await X11KeymapClient.connect(this.displayNumber, () => {
+        if (x && x.isClosed && this.x === x) void this.check();
+      });
+      const modes = await readModes(this.displayName);
+      if (this.closed) {
+        x.close();
+        return;
+      }
+      this.x = x;
+      this.resolver = new KeycodeResolver(x);
+      this.setModes(modes);
+      // The display may have restarted: xdotool's connection belongs to the old server.
+      this.xdo.reset();
+      this.up = true;
+      this.opts.log({ event: 'desktop', up: true, width: modes.width, height: modes.height });
+      this.emit();
+    } catch {
+      x?.close();
+    }
+  }
+
+  private goDown(): void {
+    this.up = false;
+    this.x?.close();
+    this.x = null;
+    this.resolver = null;
+    this.xdo.reset();
+    this.opts.log({ event: 'desktop', up: false });
+    this.emit();
+  }
+
+  private setModes(m: ScreenModes): void {
+    const changed = m.width !== this.lastSize.width || m.height !== this.lastSize.height;
+    this.modes = m;
+    this.lastSize = { width: m.width, height: m.height };
+    if (changed && this.up) this.emit();
+  }
+
+  requireUp(): void {
+    if (!this.up) {
+      throw new AppError('compute_unavailable', 'The desktop is not up yet; retry shortly.', { headers: { 'retry-after': '1' } });
+    }
+  }
+
+  /** An operation failed: if it was because the display went away, say so (retryable). */
+  private async failure(err: unknown): Promise<never> {
+    if (err instanceof AppError) throw err;
+    await this.check();
+    this.requireUp();
+    throw new AppError('internal_error', 'The desktop operation failed.', { cause: err });
+  }
+
+  // ------------------------------------------------------------------------------ display
+
+  async getDisplay(): Promise<Display> {
+    this.requireUp();
+    try {
+      this.setModes(await readModes(this.displayName));
+    } catch (e) {
+      return this.failure(e);
+    }
+    return this.state;
+  }
+
+  async resize(width: number, height: number): Promise<Display> {
+    this.requireUp();
+    const modes = this.modes!;
+    const details: FieldError[] = [];
+    if (width > modes.maxWidth) details.push({ field: 'width', message: `must be at most ${modes.maxWidth} (the display's maximum)` });
+    if (height > modes.maxHeight) details.push({ field: 'height', message: `must be at most ${modes.maxHeight} (the display's maximum)` });
+    if (details.length) {
+      throw new AppError('invalid_request', `The display cannot show ${width}x${height}; the maximum is ${modes.maxWidth}x${modes.maxHeight}.`, { details });
+    }
+    if (!modes.output) throw new AppError('unsupported_operation', 'This display cannot change modes (no RandR output).');
+    return this.withInput(async () => {
+      try {
+        this.setModes(await setMode(this.displayName, modes, width, height));
+      } catch (e) {
+        return this.failure(e);
+      }
+      return this.state;
+    });
+  }
+
+  // ------------------------------------------------------------------------------ screen
+
+  /** Raw RGB of the current mode. */
+  async capture(): Promise<RawFrame> {
+    this.requireUp();
+    const { width, height } = this.lastSize;
+    try {
+      return await this.fb.capture(width, height);
+    } catch (e) {
+      return this.failure(e);
+    }
+  }
+
+  /** Return a captured frame's buffer for reuse (it must not be used afterwards). */
+  releaseFrame(frame: RawFrame): void {
+    this.fb.release(frame);
+  }
+
+  async screenshot(format: ImageFormat, quality: number): Promise<{ image: Buffer; display: Display }> {
+    const display = this.state;
+    const frame = await this.capture();
+    let image: Buffer;
+    try {
+      image = await encodeRgb(frame.rgb, frame.width, frame.height, format, quality);
+    } finally {
+      this.releaseFrame(frame);
+    }
+    return { image, display: { ...display, width: frame.width, height: frame.height } };
+  }
+
+  // ------------------------------------------------------------------------------ input
+
+  /** Input operations run one at a time per display, in arrival order. */
+  private withInput<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.inputChain.then(fn);
+    this.inputChain = next.catch(() => {});
+    return next;
+  }
+
+  private checkPoint(p: Point, prefix: string, details: FieldError[]): void {
+    const { width, height } = this.lastSize;
+    if (p.x >= width) details.push({ field: `${prefix}x`, message: `must be less than the display width ${width}` });
+    if (p.y >= height) details.push({ field: `${prefix}y`, message: `must be less than the display height ${height}` });
+  }
+
+  private refuseOffDisplay(points: Array<[Point | undefined, string]>): void {
+    const details: FieldError[] = [];
+    for (const [p, prefix] of points) if (p) this.checkPoint(p, prefix, details);
+    if (details.length) {
+      throw new AppError('invalid_request', `Coordinates are outside the ${this.lastSize.width}x${this.lastSize.height} display.`, { details });
+    }
+  }
+
+  private async xdoRun(lines: string[], expectedMs = 0): Promise<InputResult> {
+    try {
+      const r = await this.xdo.run(lines, expectedMs);
+      // Every line is generated here from validated input, so a complaint is our bug, not the caller's.
+      if (r.errors.length) throw new Error('xdotool rejected a generated command');
+      // xdotool's marker is a round trip, so the server has applied the batch: the pointer read
+      // now (on our own connection) is where the batch left it.
+      const x = this.x;
+      if (!x) this.requireUp();
+      const pointer = await x!.queryPointer();
+      if (r.screen.width !== this.lastSize.width || r.screen.height !== this.lastSize.height) {
+        // Another X client switched modes; coordinates must follow the real screen.
+        this.setModes(await readModes(this.displayName));
+      }
+      return { display: this.state, pointer };
+    } catch (e) {
+      return this.failure(e);
+    }
+  }
+
+  mouseMove(p: Point): Promise<InputResult> {
+    this.requireUp();
+    this.refuseOffDisplay([[p, '']]);
+    return this.withInput(() => this.xdoRun([`mousemove ${p.x} ${p.y}`]));
+  }
+
+  mouseClick(req: MouseClick): Promise<InputResult> {
+    this.requireUp();
+    if (req.down && req.up) {
+      throw new AppError('invalid_request', 'down and up cannot both be set.', { details: [{ field: 'up', message: 'cannot be combined with down' }] });
+    }
+    this.refuseOffDisplay([[req.at, 'at.']]);
+    const b = BUTTONS[req.button];
+    const lines: string[] = [];
+    if (req.at) lines.push(`mousemove ${req.at.x} ${req.at.y}`);
+    if (req.down) lines.push(`mousedown ${b}`);
+    else if (req.up) lines.push(`mouseup ${b}`);
+    else lines.push(`click --repeat ${req.count} --delay 0 ${b}`);
+    return this.withInput(() => this.xdoRun(lines));
+  }
+
+  mouseDrag(req: MouseDrag): Promise<InputResult> {
+    this.requireUp();
+    this.refuseOffDisplay([
+      [req.from, 'from.'],
+      [req.to, 'to.'],
+    ]);
+    const b = BUTTONS[req.button];
+    return this.withInput(async () => {
+      const from = req.from ?? (await this.xdoRun([])).pointer!;
+      const lines = [`mousemove ${from.x} ${from.y}`, `mousedown ${b}`];
+      for (let i = 1; i <= req.steps; i++) {
+        const x = Math.round(from.x + ((req.to.x - from.x) * i) / req.steps);
+        const y = Math.round(from.y + ((req.to.y - from.y) * i) / req.steps);
+        lines.push(`mousemove ${x} ${y}`);
+      }
+      lines.push(`mouseup ${b}`);
+      return this.xdoRun(lines);
+    });
+  }
+
+  mouseScroll(req: MouseScroll): Promise<InputResult> {
+    this.requireUp();
+    this.refuseOffDisplay([[req.at, 'at.']]);
+    const lines: string[] = [];
+    if (req.at) lines.push(`mousemove ${req.at.x} ${req.at.y}`);
+    lines.push(`click --repeat ${req.amount} --delay 0 ${WHEEL[req.direction]}`);
+    return this.withInput(() => this.xdoRun(lines));
+  }
+
+  private keysymOrRefuse(name: string, field: string): number {
+    const ks = keysymFromName(name);
+    if (ks === null) {
+      throw new AppError('invalid_request', 'Unknown key name.', { details: [{ field, message: 'is not an X keysym name (e.g. Return, Tab, F6, a, ctrl)' }] });
+    }
+    return ks;
+  }
+
+  private resolverOrFail(): KeycodeResolver {
+    const r = this.resolver;
+    if (!r) this.requireUp();
+    return r!;
+  }
+
+  key(req: KeyboardKey): Promise<InputResult> {
+    this.requireUp();
+    if (req.down && req.up) {
+      throw new AppError('invalid_request', 'down and up cannot both be set.', { details: [{ field: 'up', message: 'cannot be combined with down' }] });
+    }
+    const ks = this.keysymOrRefuse(req.key, 'key');
+    return this.withInput(async () => {
+      const resolver = this.resolverOrFail();
+      let kc: number;
+      try {
+        [kc] = (await resolver.resolveAll([ks])) as [number];
+      } catch (e) {
+        return this.failure(e);
+      }
+      let lines: string[];
+      if (req.down) lines = [`keydown --delay 0 ${kc}`];
+      else if (req.up) lines = [`keyup --delay 0 ${kc}`];
+      else lines = chunkLines('key --delay 0', Array(req.repeat).fill(String(kc)));
+      const r = await this.xdoRun(lines);
+      if (req.down || req.up) resolver.setHeld(kc, !!req.down);
+      resolver.touch([{ keycode: kc, shift: false }]);
+      return r;
+    });
+  }
+
+  hotkey(req: KeyboardHotkey): Promise<InputResult> {
+    this.requireUp();
+    const syms = req.keys.map((k, i) => this.keysymOrRefuse(k, `keys.${i}`));
+    return this.withInput(async () => {
+      const resolver = this.resolverOrFail();
+      let kcs: number[];
+      try {
+        kcs = await resolver.resolveAll(syms);
+      } catch (e) {
+        return this.failure(e);
+      }
+      const lines = [...kcs.map((kc) => `keydown --delay 0 ${kc}`), ...kcs.reverse().map((kc) => `keyup --delay 0 ${kc}`)];
+      const r = await this.xdoRun(lines);
+      resolver.touch(kcs.map((keycode) => ({ keycode, shift: false })));
+      return r;
+    });
+  }
+
+  type(req: KeyboardType): Promise<InputResult> {
+    this.requireUp();
+    const syms = Array.from(req.text, (ch) => keysymForCodePoint(ch.codePointAt(0)!));
+    return this.withInput(async () => {
+      const resolver = this.resolverOrFail();
+      let result: InputResult | null = null;
+      for (let start = 0; start < syms.length; ) {
+        let plan: { strokes: KeyStroke[]; next: number };
+        try {
+          plan = await resolver.plan(syms, start, true);
+        } catch (e) {
+          return this.failure(e);
+        }
+        const shift = resolver.shift;
+        const tokens = plan.strokes.map((s) => (s.shift ? `${shift}+${s.keycode}` : String(s.keycode)));
+        let lines: string[];
+        if (req.delay_ms === 0) lines = chunkLines('key --delay 0', tokens);
+        else lines = tokens.flatMap((t) => [`key --delay 0 ${t}`, `sleep ${(req.delay_ms / 1000).toFixed(3)}`]);
+        result = await this.xdoRun(lines, tokens.length * req.delay_ms);
+        resolver.touch(plan.strokes);
+        start = plan.next;
+      }
+      return result!;
+    });
+  }
+
+  // ------------------------------------------------------------------------------ clipboard, browser
+
+  async clipboardGet(selection: ClipboardSelection): Promise<string | null> {
+    this.requireUp();
+    try {
+      return await readSelection(this.displayName, selection);
+    } catch (e) {
+      return this.failure(e);
+    }
+  }
+
+  async clipboardSet(selection: ClipboardSelection, text: string): Promise<void> {
+    this.requireUp();
+    try {
+      await writeSelection(this.displayName, selection, text);
+    } catch (e) {
+      return this.failure(e);
+    }
+  }
+
+  async browserOpen(url: string, newWindow: boolean): Promise<{ launched: boolean }> {
+    this.requireUp();
+    try {
+      return await this.browser.open(url, newWindow);
+    } catch (e) {
+      return this.failure(e);
+    }
+  }
+
+  /** The running browser's pid (from its profile lock), for tests and diagnostics. */
+  browserPid(): number | null {
+    return this.browser.runningPid();
+  }
+}
+
+function chunkLines(prefix: string, tokens: string[]): string[] {
+  const lines: string[] = [];
+  for (let i = 0; i < tokens.length; i += KEYS_PER_LINE) lines.push(`${prefix} ${tokens.slice(i, i + KEYS_PER_LINE).join(' ')}`);
+  return lines;
+}
+
+export async function createDesktop(opts: DesktopOptions): Promise<Desktop> {
+  const d = new Desktop(opts);
+  await d.start();
+  return d;
+}

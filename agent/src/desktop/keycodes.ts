@@ -1,0 +1,204 @@
+/**
+ * Keysym → keycode resolution against the live keyboard mapping, binding keysyms that the layout
+ * does not have onto spare keycodes.
+ *
+ * Why not `xdotool type`: for a character missing from the keymap it binds a scratch keycode,
+ * sends the key and reverts the binding at once. Xlib clients re-read the mapping lazily when they
+ * handle the key event, by which time it is reverted, so they see the wrong character. And xdotool
+ * caches the mapping at its start, so after a layout change (setxkbmap de) even ASCII comes out
+ * wrong (y/z swapped). Here the mapping is read through our own X connection and re-read whenever
+ * a MappingNotify says it changed; bindings stay in place after use (least recently used spare
+ * keycodes are recycled, never one used within SETTLE_MS), and xdotool is given raw keycodes.
+ */
+import type { KeyboardMapping, X11KeymapClient } from './x11-keymap.js';
+
+export interface KeyStroke {
+  keycode: number;
+  /** Hold Shift (the layout's own Shift key) around this key. */
+  shift: boolean;
+}
+
+const XK_SHIFT_L = 0xffe1;
+/** Keycodes below 10 are single digits, which xdotool would read as keysym names (0-9). */
+const MIN_USABLE_KEYCODE = 10;
+/** A spare keycode used less than this long ago is not rebound: the client may not have read its key event yet (a loaded machine delays clients by hundreds of ms). */
+export const SETTLE_MS = 1000;
+
+function isVendorKeysym(ks: number): boolean {
+  return ks >= 0x10080000 && ks <= 0x1008ffff;
+}
+
+/**
+ * A binding left by an earlier agent on this display: one character keysym on its first four
+ * levels. Layouts use that shape only for function keys (BackSpace, F1, KP_Add, ...), checked for
+ * us, de, fr, ru and jp, so taking these back never steals a layout's key.
+ */
+function looksLikeOurBinding(m: KeyboardMapping, kc: number): boolean {
+  const kpk = m.keysymsPerKeycode;
+  if (kpk < 4) return false;
+  const base = (kc - m.minKeycode) * kpk;
+  const ks = m.keysyms[base]!;
+  const isChar = (ks >= 0x20 && ks < 0xff00) || (ks >= 0x1000100 && ks <= 0x110ffff);
+  if (!isChar) return false;
+  for (let l = 1; l < 4; l++) if (m.keysyms[base + l] !== ks) return false;
+  for (let l = 4; l < kpk; l++) if (m.keysyms[base + l] !== 0 && m.keysyms[base + l] !== ks) return false;
+  return true;
+}
+
+interface Slot {
+  keysym: number;
+  lastUsed: number;
+}
+
+export class KeycodeResolver {
+  private mapping: KeyboardMapping | null = null;
+  private gen = -1;
+  private where = new Map<number, { keycode: number; level: 0 | 1 }>();
+  private spare: number[] = [];
+  private shiftKeycode: number | null = null;
+  private readonly slots = new Map<number, Slot>();
+  private readonly held = new Set<number>();
+
+  constructor(
+    private readonly x: X11KeymapClient,
+    private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+  ) {}
+
+  /** Spare keycodes the resolver may bind (empty keys and vendor/media-only keys of the layout). */
+  get spareCount(): number {
+    return this.spare.length;
+  }
+
+  setHeld(keycode: number, down: boolean): void {
+    if (down) this.held.add(keycode);
+    else this.held.delete(keycode);
+  }
+
+  touch(strokes: KeyStroke[]): void {
+    const now = Date.now();
+    for (const s of strokes) {
+      const slot = this.slots.get(s.keycode);
+      if (slot) slot.lastUsed = now;
+    }
+  }
+
+  private async fresh(): Promise<void> {
+    if (this.mapping && this.gen === this.x.generation) return;
+    const m = await this.x.getMapping();
+    this.index(m);
+  }
+
+  private index(m: KeyboardMapping): void {
+    this.mapping = m;
+    // Recorded after the reply: a change made before our request has already bumped it.
+    this.gen = this.x.generation;
+    const kpk = m.keysymsPerKeycode;
+    const at = (kc: number, l: number) => m.keysyms[(kc - m.minKeycode) * kpk + l]!;
+    this.where.clear();
+    this.spare = [];
+    this.shiftKeycode = null;
+    for (let kc = m.minKeycode; kc <= m.maxKeycode; kc++) {
+      const slot = this.slots.get(kc);
+      if (slot) {
+        // XKB reports the levels its key type has and NoSymbol for the rest.
+        let intact = at(kc, 0) === slot.keysym;
+        for (let l = 1; l < kpk; l++) if (at(kc, l) !== slot.keysym && at(kc, l) !== 0) intact = false;
+        // A layout change replaced the whole map; our binding is gone.
+        if (!intact) this.slots.delete(kc);
+      }
+      if (kc < MIN_USABLE_KEYCODE) continue;
+      if (!this.slots.has(kc) && looksLikeOurBinding(m, kc)) this.slots.set(kc, { keysym: at(kc, 0), lastUsed: 0 });
+      let spare = true;
+      for (let l = 0; l < kpk; l++) {
+        const ks = at(kc, l);
+        if (ks !== 0 && !isVendorKeysym(ks)) spare = false;
+      }
+      if (spare || this.slots.has(kc)) this.spare.push(kc);
+      const l0 = at(kc, 0);
+      const l1 = kpk > 1 ? at(kc, 1) : 0;
+      if (l0 === XK_SHIFT_L && this.shiftKeycode === null) this.shiftKeycode = kc;
+      if (l0 !== 0 && this.where.get(l0)?.level !== 0) this.where.set(l0, { keycode: kc, level: 0 });
+      if (l1 !== 0 && l1 !== l0 && !this.where.has(l1)) this.where.set(l1, { keycode: kc, level: 1 });
+    }
+  }
+
+  private locate(ks: number, allowShift: boolean): KeyStroke | null {
+    const w = this.where.get(ks);
+    if (!w) return null;
+    if (w.level === 0) return { keycode: w.keycode, shift: false };
+    if (allowShift && this.shiftKeycode !== null) return { keycode: w.keycode, shift: true };
+    return null;
+  }
+
+  /**
+   * Strokes for a prefix of `keysyms` starting at `start`, binding what is missing. Returns how far
+   * it got: when more distinct missing keysyms are needed than there are spare keycodes, the rest
+   * is for another round after these strokes were sent (and `touch`ed).
+   */
+  async plan(keysyms: number[], start: number, allowShift: boolean): Promise<{ strokes: KeyStroke[]; next: number }> {
+    await this.fresh();
+    const strokes: KeyStroke[] = [];
+    const missing = new Map<number, number[]>(); // keysym -> indexes into strokes
+    const usedSlots = new Set<number>();
+    const usable = () => this.spare.filter((kc) => !this.held.has(kc) && !usedSlots.has(kc)).length;
+    let i = start;
+    for (; i < keysyms.length; i++) {
+      const ks = keysyms[i]!;
+      const found = this.locate(ks, allowShift);
+      if (found) {
+        const isSlot = this.slots.has(found.keycode);
+        if (isSlot && !usedSlots.has(found.keycode)) {
+          usedSlots.add(found.keycode);
+          if (missing.size > usable()) {
+            usedSlots.delete(found.keycode);
+            break;
+          }
+        }
+        strokes.push(found);
+        continue;
+      }
+      const pending = missing.get(ks);
+      if (pending) {
+        pending.push(strokes.length);
+        strokes.push({ keycode: 0, shift: false });
+        continue;
+      }
+      if (missing.size + 1 > usable()) break;
+      missing.set(ks, [strokes.length]);
+      strokes.push({ keycode: 0, shift: false });
+    }
+    if (i === start && start < keysyms.length) throw new Error('no spare keycode to bind a key to');
+    if (missing.size) {
+      const candidates = this.spare
+        .filter((kc) => !this.held.has(kc) && !usedSlots.has(kc))
+        .sort((a, b) => (this.slots.get(a)?.lastUsed ?? -1) - (this.slots.get(b)?.lastUsed ?? -1))
+        .slice(0, missing.size);
+      const newest = Math.max(-1, ...candidates.map((kc) => this.slots.get(kc)?.lastUsed ?? -1));
+      const wait = newest + SETTLE_MS - Date.now();
+      if (newest >= 0 && wait > 0) await this.sleep(wait);
+      const pairs = [...missing.keys()].map((keysym, n) => ({ keycode: candidates[n]!, keysym }));
+      const m = await this.x.bind(pairs, this.mapping!.keysymsPerKeycode);
+      const now = Date.now();
+      for (const p of pairs) this.slots.set(p.keycode, { keysym: p.keysym, lastUsed: now });
+      this.index(m);
+      for (const p of pairs) {
+        const got = this.locate(p.keysym, false);
+        if (!got || got.keycode !== p.keycode) throw new Error('the X server did not take a key binding');
+        for (const idx of missing.get(p.keysym)!) strokes[idx] = { keycode: p.keycode, shift: false };
+      }
+    }
+    return { strokes, next: i };
+  }
+
+  /** Keycodes for keys that must all be down together (hotkey, key down/up): no Shift tricks. */
+  async resolveAll(keysyms: number[]): Promise<number[]> {
+    const { strokes, next } = await this.plan(keysyms, 0, false);
+    if (next < keysyms.length) throw new Error('not enough spare keycodes for this key combination');
+    return strokes.map((s) => s.keycode);
+  }
+
+  /** The layout's Shift key, for strokes with `shift`. */
+  get shift(): number | null {
+    return this.shiftKeycode;
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * The screen stream: one long-lived response body of framed messages (shared/agent-protocol.ts).
+ * A `status` first, then a `frame` whenever the captured pixels differ from the last capture (at
+ * most `fps` per second), a `status` on every up/down or size change, a `keepalive` after
+ * KEEPALIVE_MS without anything else. Under backpressure frames are skipped, never queued: the
+ * next frame sent after 'drain' is a fresh capture, so a slow viewer sees fewer frames, not old ones.
+ */
+import type { Writable } from 'node:stream';
+import { encodeScreenMessage } from '../../../shared/agent-protocol.js';
+import type { Desktop } from './desktop.js';
+import { encodeRgb, type RawFrame } from './screen.js';
+
+export const KEEPALIVE_MS = 5_000;
+
+export interface StreamOptions {
+  format: 'jpeg' | 'webp';
+  quality: number;
+  fps: number;
+  /** Quiet time before a keepalive (default KEEPALIVE_MS). */
+  keepaliveMs?: number;
+}
+
+/** What the stream needs of the desktop. */
+export type StreamSource = Pick<Desktop, 'isUp' | 'state' | 'capture' | 'onChange' | 'releaseFrame'>;
+
+/** Runs until `out` closes; returns a function that stops it early. */
+export function runScreenStream(desktop: StreamSource, out: Writable, opts: StreamOptions): () => void {
+  let stopped = false;
+  let blocked = false;
+  let busy = false;
+  let seq = 0;
+  let prev: RawFrame | null = null;
+  let lastSent = Date.now();
+  let status = { up: desktop.isUp, width: desktop.state.width, height: desktop.state.height };
+
+  const write = (buf: Buffer) => {
+    if (stopped || out.destroyed || out.writableEnded) return;
+    lastSent = Date.now();
+    if (!out.write(buf)) {
+      blocked = true;
+      out.once('drain', () => {
+        blocked = false;
+      });
+    }
+  };
+  const sendStatus = () => write(encodeScreenMessage({ type: 'status', ...status, bytes: 0 }));
+
+  const tick = async () => {
+    if (stopped || busy || blocked) return;
+    busy = true;
+    try {
+      const s = desktop.state;
+      if (s.up !== status.up || s.width !== status.width || s.height !== status.height) {
+        status = { up: s.up, width: s.width, height: s.height };
+        prev = null;
+        sendStatus();
+      }
+      if (s.up) {
+        const capturedAt = Date.now();
+        const frame = await desktop.capture().catch(() => null);
+        if (!frame) return;
+        if (stopped) return desktop.releaseFrame(frame);
+        if (!prev || !prev.rgb.equals(frame.rgb)) {
+          if (prev) desktop.releaseFrame(prev);
+          prev = frame;
+          const img = await encodeRgb(frame.rgb, frame.width, frame.height, opts.format, opts.quality);
+          if (stopped) return;
+          write(
+            encodeScreenMessage(
+              { type: 'frame', seq: seq++, format: opts.format, width: frame.width, height: frame.height, captured_at: capturedAt, bytes: img.length },
+              img,
+            ),
+          );
+          return;
+        }
+        desktop.releaseFrame(frame);
+      }
+      if (Date.now() - lastSent >= (opts.keepaliveMs ?? KEEPALIVE_MS)) write(encodeScreenMessage({ type: 'keepalive', bytes: 0 }));
+    } finally {
+      busy = false;
+    }
+  };
+
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    clearInterval(timer);
+    unsubscribe();
+  };
+  // Status changes are reported at once rather than at the next tick.
+  const unsubscribe = desktop.onChange(() => void tick());
+  const timer = setInterval(() => void tick(), Math.max(1, Math.floor(1000 / opts.fps)));
+  out.once('close', stop);
+  // Kept for the stream's life: an 'error' without a listener would take the agent down.
+  out.on('error', stop);
+  sendStatus();
+  void tick();
+  return stop;
+}

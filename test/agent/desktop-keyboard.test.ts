@@ -1,0 +1,122 @@
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startDesktopAgent, waitFor, xrun, type DesktopAgent } from '../helpers/desktop-agent.js';
+
+const UNICODE = 'Spaß naïve 日本語 ✓ Ωmega €5 «ok» x+y=z @home {a|b} ~`^';
+
+/** An xterm whose shell reads one line into a file; the pointer over it gives it focus (no window manager). */
+async function lineReader(a: DesktopAgent, tag: string): Promise<string> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `kbd-${tag}-`));
+  const out = path.join(dir, 'line');
+  const ready = path.join(dir, 'ready');
+  a.x('xterm', ['-geometry', '80x5+0+0', '-e', 'sh', '-c', `touch ${ready}; IFS= read -r line; printf %s "$line" > ${out}.tmp; mv ${out}.tmp ${out}`], {
+    LC_ALL: 'C.UTF-8',
+  });
+  await waitFor(() => fs.existsSync(ready));
+  // The window exists once the shell runs; give xterm a moment to map and select input.
+  await waitFor(async () => (await xrun(a.xvfb.display, 'xdotool', ['search', '--onlyvisible', '--class', 'xterm'])).stdout.trim().length > 0);
+  const mv = await a.client.request('POST', '/mouse/move', { x: 100, y: 30 });
+  t.equal(mv.status, 200);
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return out;
+}
+
+async function typeLine(a: DesktopAgent, text: string, tag: string, delay_ms?: number): Promise<string> {
+  const out = await lineReader(a, tag);
+  const r = await a.client.request('POST', '/keyboard/type', delay_ms === undefined ? { text } : { text, delay_ms });
+  t.equal(r.status, 200, 'type answers 200', { body: r.body.toString() });
+  t.same(r.json().pointer, { x: 100, y: 30 });
+  const k = await a.client.request('POST', '/keyboard/key', { key: 'Return' });
+  t.equal(k.status, 200);
+  await waitFor(() => fs.existsSync(out));
+  return fs.readFileSync(out, 'utf8');
+}
+
+t.test('keyboard over the real channel', async (t) => {
+  const a = await startDesktopAgent(t);
+
+  t.test('type Unicode under the US layout', async (t) => {
+    t.equal(await typeLine(a, UNICODE, 'us'), UNICODE);
+  });
+
+  t.test('type with a per-character delay', async (t) => {
+    t.equal(await typeLine(a, 'ab✓', 'delay', 5), 'ab✓');
+  });
+
+  t.test('hotkey: ctrl+u erases the line typed so far', async (t) => {
+    const out = await lineReader(a, 'hotkey');
+    t.equal((await a.client.request('POST', '/keyboard/type', { text: 'discard me' })).status, 200);
+    t.equal((await a.client.request('POST', '/keyboard/hotkey', { keys: ['ctrl', 'u'] })).status, 200);
+    t.equal((await a.client.request('POST', '/keyboard/type', { text: 'kept' })).status, 200);
+    t.equal((await a.client.request('POST', '/keyboard/key', { key: 'BackSpace', repeat: 2 })).status, 200);
+    t.equal((await a.client.request('POST', '/keyboard/key', { key: 'Return' })).status, 200);
+    await waitFor(() => fs.existsSync(out));
+    t.equal(fs.readFileSync(out, 'utf8'), 'ke');
+  });
+
+  t.test('key down / up hold a key across calls', async (t) => {
+    const out = await lineReader(a, 'hold');
+    t.equal((await a.client.request('POST', '/keyboard/key', { key: 'Shift_L', down: true })).status, 200);
+    t.equal((await a.client.request('POST', '/keyboard/key', { key: 'a' })).status, 200);
+    t.equal((await a.client.request('POST', '/keyboard/key', { key: 'Shift_L', up: true })).status, 200);
+    t.equal((await a.client.request('POST', '/keyboard/key', { key: 'a' })).status, 200);
+    t.equal((await a.client.request('POST', '/keyboard/key', { key: 'Return' })).status, 200);
+    await waitFor(() => fs.existsSync(out));
+    t.equal(fs.readFileSync(out, 'utf8'), 'Aa');
+  });
+
+  t.test('type and key under a German layout (y/z swapped, AltGr symbols)', async (t) => {
+    const r = await xrun(a.xvfb.display, 'setxkbmap', ['de']);
+    t.equal(r.code, 0, 'setxkbmap de');
+    t.teardown(() => xrun(a.xvfb.display, 'setxkbmap', ['us']));
+    const text = 'yz YZ ' + UNICODE;
+    t.equal(await typeLine(a, text, 'de'), text);
+    const out = await lineReader(a, 'de-key');
+    for (const key of ['y', 'z', 'at', 'udiaeresis']) t.equal((await a.client.request('POST', '/keyboard/key', { key })).status, 200);
+    t.equal((await a.client.request('POST', '/keyboard/key', { key: 'Return' })).status, 200);
+    await waitFor(() => fs.existsSync(out));
+    t.equal(fs.readFileSync(out, 'utf8'), 'yz@ü');
+  });
+
+  t.test('more distinct characters than spare keycodes', async (t) => {
+    let text = '';
+    for (let cp = 0x3041; text.length < 120; cp++) text += String.fromCodePoint(cp);
+    t.equal(await typeLine(a, text, 'many'), text);
+  });
+
+  t.test('refusals', async (t) => {
+    const unknown = await a.client.request('POST', '/keyboard/key', { key: 'NoSuchKeyName' });
+    t.equal(unknown.status, 400);
+    t.equal(unknown.json().error.code, 'invalid_request');
+    t.same(unknown.json().error.details.map((d: { field: string }) => d.field), ['key']);
+    const badRegex = await a.client.request('POST', '/keyboard/key', { key: 'ctrl+c' });
+    t.equal(badRegex.status, 400);
+    t.equal(badRegex.json().error.details[0].field, 'key');
+    const hk = await a.client.request('POST', '/keyboard/hotkey', { keys: ['ctrl', 'Bogus_Key'] });
+    t.equal(hk.status, 400);
+    t.same(hk.json().error.details.map((d: { field: string }) => d.field), ['keys.1']);
+    const both = await a.client.request('POST', '/keyboard/key', { key: 'a', down: true, up: true });
+    t.equal(both.status, 400);
+    const rep = await a.client.request('POST', '/keyboard/key', { key: 'a', repeat: 101 });
+    t.equal(rep.status, 400);
+    t.equal(rep.json().error.details[0].field, 'repeat');
+    const empty = await a.client.request('POST', '/keyboard/type', { text: '' });
+    t.equal(empty.status, 400);
+    t.equal(empty.json().error.details[0].field, 'text');
+    const extra = await a.client.request('POST', '/keyboard/type', { text: 'x', bogus: 1 });
+    t.equal(extra.status, 400);
+    const notJson = await a.client.request('POST', '/keyboard/type', Buffer.from('{nope'));
+    t.equal(notJson.status, 400);
+  });
+
+  t.test('logs never carry typed text', async (t) => {
+    await new Promise((r) => setTimeout(r, 50));
+    const all = JSON.stringify(a.lines);
+    for (const s of ['Spaß', 'naïve', '日本語', 'discard me', 'kept', 'NoSuchKeyName', 'Bogus_Key', 'udiaeresis']) {
+      t.notOk(all.includes(s), `log never shows ${s}`);
+    }
+    t.ok(a.lines.some((l) => l.event === 'request' && l.route === '/keyboard/type' && l.status === 200));
+  });
+});

@@ -1,0 +1,94 @@
+/**
+ * Stand up the agent with the desktop routes over the real channel (HTTP/2 on a unix socket)
+ * against a real Xvfb, for the desktop tests.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Test } from 'tap';
+import { createAgentApp } from '../../agent/src/app.js';
+import { createAgentServer } from '../../agent/src/channel/server.js';
+import { listenUnix } from '../../agent/src/channel/unix-socket.js';
+import { createDesktop, type Desktop } from '../../agent/src/desktop/desktop.js';
+import type { LogLine } from '../../agent/src/http/log.js';
+import { desktopRoutes } from '../../agent/src/routes/desktop.js';
+import { H2Client } from './h2-client.js';
+import { startXvfb, type TestDisplay } from './xvfb.js';
+
+export const DESKTOP_TOKEN = 'tok_desktop_' + 'k'.repeat(32);
+
+export interface DesktopAgent {
+  xvfb: TestDisplay;
+  desktop: Desktop;
+  client: H2Client;
+  socket: string;
+  lines: LogLine[];
+  /** Start an X client on the test display; killed at teardown. */
+  x(cmd: string, args: string[], env?: Record<string, string>): ChildProcess;
+}
+
+export async function startDesktopAgent(t: Test, opts: { pollMs?: number } = {}): Promise<DesktopAgent> {
+  const xvfb = await startXvfb();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-desktop-'));
+  const socket = path.join(dir, 'agent.sock');
+  const lines: LogLine[] = [];
+  const log = (l: LogLine) => lines.push(l);
+  const desktop = await createDesktop({
+    display: xvfb.display,
+    fbdir: xvfb.fbdir,
+    log,
+    browser: { command: 'chromium', sandbox: false, userName: 'agent' },
+    pollMs: opts.pollMs,
+  });
+  const app = createAgentApp({ token: DESKTOP_TOKEN, log, mounts: [desktopRoutes(desktop)] });
+  const server = createAgentServer(app, log);
+  const listener = await listenUnix(server, socket);
+  const client = new H2Client(socket, DESKTOP_TOKEN);
+  const children: ChildProcess[] = [];
+  t.teardown(async () => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    await client.close();
+    desktop.close();
+    listener.close();
+    server.close();
+    await xvfb.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return {
+    xvfb,
+    desktop,
+    client,
+    socket,
+    lines,
+    x(cmd, args, env = {}) {
+      const c = spawn(cmd, args, {
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', DISPLAY: xvfb.display, ...env },
+        stdio: 'ignore',
+      });
+      children.push(c);
+      return c;
+    },
+  };
+}
+
+export async function waitFor<T>(fn: () => T | Promise<T>, ms = 10_000, every = 50): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
+
+/** Run an X client to completion on the test display. */
+export function xrun(display: string, cmd: string, args: string[]): Promise<{ code: number; stdout: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cmd, args, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', DISPLAY: display }, stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    p.stdout!.on('data', (d) => (out += d));
+    p.on('error', reject);
+    p.on('close', (code) => resolve({ code: code ?? -1, stdout: out }));
+  });
+}
