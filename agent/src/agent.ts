@@ -1,0 +1,70 @@
+import path from 'node:path';
+import type net from 'node:net';
+import { createAgentApp } from './app.js';
+import { createAgentServer } from './channel/server.js';
+import { listenUnix } from './channel/unix-socket.js';
+import { openVirtioPort, serveByteChannel } from './channel/virtio-serial.js';
+import type { AgentConfig } from './config.js';
+import { createDesktop } from './desktop/desktop.js';
+import { createFileService } from './files/service.js';
+import type { LogSink } from './http/log.js';
+import { createPtyManager } from './pty/manager.js';
+import { desktopRoutes } from './routes/desktop.js';
+import { execRoutes } from './routes/exec.js';
+import { filesRoutes } from './routes/files.js';
+import { secretsRoutes } from './routes/secrets.js';
+import { terminalsRoutes } from './routes/terminals.js';
+import { createSecretStore } from './secrets/store.js';
+
+export interface RunningAgent {
+  close(): Promise<void>;
+}
+
+/** Wire every part of the agent from a validated config and serve it on the configured channel. */
+export async function startAgent(config: AgentConfig, token: { token: string; path: string }, log: LogSink): Promise<RunningAgent> {
+  const channelPaths = config.socket ? [config.socket, path.dirname(config.socket)] : [config.virtioPort!];
+  // The token's source and the channel are never reachable through the files API (nor the secrets dir:
+  // values are never read back out of the agent).
+  const files = createFileService({
+    deny: { tokenFile: token.path, channelPaths, extraPaths: [config.secretsDir] },
+    agentUserName: config.agentUser,
+  });
+  const desktop = await createDesktop({
+    display: config.display,
+    fbdir: config.fbdir,
+    log,
+    browser: { command: config.browser, sandbox: config.browserSandbox === 'on', userName: config.agentUser },
+  });
+  const ptys = createPtyManager({ display: config.display, agentUserName: config.agentUser });
+  const secrets = createSecretStore({ dir: config.secretsDir, profileScript: config.profileScript, userName: config.agentUser });
+
+  const app = createAgentApp({
+    token: token.token,
+    log,
+    mounts: [
+      desktopRoutes(desktop),
+      filesRoutes(files),
+      execRoutes({ display: config.display, agentUserName: config.agentUser }),
+      terminalsRoutes(ptys),
+      secretsRoutes(secrets),
+    ],
+  });
+  const requestLog: LogSink = config.quiet ? (l) => l.event !== 'request' && log(l) : log;
+  const server = createAgentServer(app, requestLog);
+
+  let listener: net.Server | null = null;
+  let bridge: { close(): Promise<void> } | null = null;
+  if (config.socket) listener = await listenUnix(server, config.socket);
+  else bridge = serveByteChannel(server, openVirtioPort(config.virtioPort!), { log });
+  log({ event: 'agent_started', channel: config.socket ? 'unix' : 'virtio' });
+
+  return {
+    async close() {
+      listener?.close();
+      await bridge?.close();
+      ptys.closeAll();
+      await desktop.close();
+      server.close();
+    },
+  };
+}
