@@ -2,20 +2,15 @@
  * The quota decision, pure: given the account, the entitlements in force and a count supplied by the
  * caller, allow or describe the refusal. The service turns a refusal into a 402 `quota_exceeded`.
  */
-import type { QuotaInfo, QuotaLimitKey } from '../../../shared/errors.js';
+import { QUOTA_LIMIT_KEYS, type QuotaInfo, type QuotaLimitKey } from '../../../shared/errors.js';
 import type { BillingState } from '../../../shared/schemas/billing.js';
 import { grantsEntitlements } from './billing-account.js';
 import type { Entitlements } from './catalog.js';
 
 export type CountedLimitKey = Exclude<QuotaLimitKey, 'subscription'>;
-export const COUNTED_LIMIT_KEYS: readonly CountedLimitKey[] = [
-  'running_machines',
-  'machines',
-  'templates',
-  'members',
-  'concurrent_sessions',
-  'snapshots_per_machine',
-];
+export const COUNTED_LIMIT_KEYS: readonly CountedLimitKey[] = QUOTA_LIMIT_KEYS.filter(
+  (k): k is CountedLimitKey => k !== 'subscription',
+);
 
 export interface QuotaInput {
   state: BillingState;
