@@ -11,6 +11,12 @@ PACKAGES=(
   fonts-dejavu-core locales coreutils procps
   # browser the agent opens
   chromium
+  # guest image build (images/build.sh): mmdebstrap, mkfs.ext4 -d, qemu-img, the initrd's cpio
+  mmdebstrap e2fsprogs qemu-utils cpio
+  # container substrate: rootful podman with runc (crun fails on cgroup v1 hybrid hosts), CNI bridge, host guard
+  podman runc conmon containernetworking-plugins iptables catatonit uidmap
+  # vm substrate
+  qemu-system-x86
 )
 
 missing=()

@@ -3,7 +3,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
-import { MAX_WRITE_BYTES } from '../../shared/schemas/files.js';
+import { MAX_MACHINE_BODY_BYTES, MAX_WRITE_BODY_BYTES } from '../../shared/schemas/files.js';
 import { bearerAuth } from './http/auth.js';
 import { REQUEST_ID_HEADER, renderError } from './http/errors.js';
 import type { LogSink } from './http/log.js';
@@ -14,9 +14,6 @@ export type AgentEnv = { Variables: { requestId: string } };
 /** Symbol under which the matched route template is left on the node request, for the request log. */
 export const ROUTE_TEMPLATE = Symbol.for('computer.agent.route');
 
-/** JSON bodies are small, except file writes: base64 of MAX_WRITE_BYTES plus envelope. */
-const DEFAULT_BODY_LIMIT = 10 * 1024 * 1024;
-const WRITE_BODY_LIMIT = Math.ceil((MAX_WRITE_BYTES * 4) / 3) + 1024 * 1024;
 
 export interface AgentAppOptions {
   token: string;
@@ -50,7 +47,7 @@ export function createAgentApp(opts: AgentAppOptions): Hono<AgentEnv> {
   app.use('*', async (c, next) => {
     // A pty attach body is an open-ended byte stream: a body limit would buffer it to the end, forever.
     if (isAttachRequest(c.req.method, c.req.path)) return next();
-    const limit = c.req.method === 'PUT' && c.req.path === '/files/content' ? WRITE_BODY_LIMIT : DEFAULT_BODY_LIMIT;
+    const limit = c.req.method === 'PUT' && c.req.path === '/files/content' ? MAX_WRITE_BODY_BYTES : MAX_MACHINE_BODY_BYTES;
     return bodyLimit({
       maxSize: limit,
       onError: () => {

@@ -3,6 +3,7 @@
  */
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { MAX_MACHINE_BODY_BYTES, MAX_WRITE_BODY_BYTES } from '../../shared/schemas/files.js';
 import { cors } from 'hono/cors';
 import { AppError } from '../../shared/errors.js';
 import type { Op } from './api/op.js';
@@ -40,15 +41,19 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
       maxAge: 600,
     }),
   );
-  app.use(
-    '*',
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
+  app.use('*', async (c, next) => {
+    // Machine routes carry file contents, exec stdin and typed text; everything else is small.
+    const p = c.req.path;
+    const limit = /^\/v1\/machines\/[^/]+\/files\/content$/.test(p) && c.req.method === 'PUT'
+      ? MAX_WRITE_BODY_BYTES
+      : /^\/v1\/machines\/[^/]+\//.test(p) ? MAX_MACHINE_BODY_BYTES : MAX_BODY_BYTES;
+    return bodyLimit({
+      maxSize: limit,
       onError: () => {
-        throw new AppError('invalid_request', `Request body exceeds ${MAX_BODY_BYTES} bytes.`);
+        throw new AppError('invalid_request', `Request body exceeds ${limit} bytes.`);
       },
-    }),
-  );
+    })(c, next);
+  });
   app.route('/v1', v1App(deps.services, deps.ops ?? IDENTITY_OPS));
   app.notFound(() => {
     throw new AppError('not_found', 'No such route.');

@@ -28,6 +28,10 @@ export const ConfigSchema = z
     UPGRADE_URL: z.url({ protocol: /^https?$/ }).optional(),
     /** When true, the client IP is the right-most X-Forwarded-For entry (one trusted proxy hop). */
     TRUST_PROXY: Bool.default(false),
+    /** Where machines run: vm (QEMU), container (podman) or fake (in-memory, no desktop). Default: vm with usable KVM, else container. */
+    SUBSTRATE: z.enum(['vm', 'container', 'fake']).optional(),
+    /** Where built guest images are cached (default ~/.cache/computer/images). */
+    IMAGE_CACHE_DIR: z.string().min(1).optional(),
   })
   .transform((e) => {
     const publicBaseUrl = (e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`).replace(/\/+$/, '');
@@ -43,6 +47,8 @@ export const ConfigSchema = z
       billingProvider: e.BILLING_PROVIDER,
       upgradeUrl: e.UPGRADE_URL ?? null,
       trustProxy: e.TRUST_PROXY,
+      substrate: e.SUBSTRATE ?? null,
+      imageCacheDir: e.IMAGE_CACHE_DIR ?? null,
     };
   });
 

@@ -6,12 +6,17 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { serve as honoServe } from '@hono/node-server';
+import { ALL_OPS } from './api/v1/index.js';
 import { createApp } from './app.js';
 import { parseConfig, type Config } from './config.js';
 import { stderrLog, type LogSink } from './log.js';
 import { createServices, type ServiceDeps } from './services/index.js';
 import { DB_FILENAME, openDb } from './store/db.js';
 import { createStore } from './store/store.js';
+import { DeferredSubstrate, prepareSubstrate } from './machine-host.js';
+import type { Server } from 'node:http';
+import { attachGateway } from './gateway/gateway.js';
+import { gatewayDepsFromServices } from './gateway/from-services.js';
 
 /** How often the billing provider is asked what is due (trial ends). Reads also ask, per account. */
 const BILLING_SYNC_MS = 60_000;
@@ -22,12 +27,36 @@ export interface Running {
   close(): Promise<void>;
 }
 
-export async function serve(config: Config, opts: { log?: LogSink; services?: Partial<ServiceDeps> } = {}): Promise<Running> {
+export async function serve(
+  config: Config,
+  opts: { log?: LogSink; services?: Partial<ServiceDeps>; say?: (line: string) => void } = {},
+): Promise<Running> {
   const log = opts.log ?? stderrLog;
+  const say = opts.say ?? (() => {});
+  const startedAt = new Date().toISOString();
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const db = openDb(path.join(config.dataDir, DB_FILENAME));
-  const services = createServices({ ...opts.services, config, store: createStore(db) });
-  const app = createApp({ services, log });
+  // The entry point passes the picked substrate (its image builds in the background); without one,
+  // machine operations answer 503 (identity-only use, tests of other areas).
+  const substrate = opts.services?.substrate;
+  const deferred = substrate instanceof DeferredSubstrate ? substrate : null;
+  const services = createServices({
+    onMachineFailure: (_id, op, cause) => log({ event: 'machine_operation_failed', operation: op, cause: (cause as Error)?.name ?? 'Error' }),
+    ...opts.services, substrate, config, store: createStore(db),
+  });
+  const app = createApp({ services, log, ops: ALL_OPS });
+  // Machines a previous run left mid-operation are settled as soon as the substrate is there.
+  const reconciled = (deferred ? deferred.ready : Promise.resolve()).then(
+    () => (substrate ? services.machines.reconcile({ before: startedAt }) : []),
+    (e) => {
+      say(`substrate unavailable: ${(e as Error)?.message ?? String(e)}`);
+      return [];
+    },
+  );
+  reconciled.then(
+    (moved) => moved.length && say(`reconciled ${moved.length} machine(s) left mid-operation`),
+    (e) => log({ event: 'reconcile_failed', cause: (e as Error)?.name ?? 'Error' }),
+  );
   const timer = setInterval(() => {
     try {
       services.billing.provider.syncAll();
@@ -40,28 +69,53 @@ export async function serve(config: Config, opts: { log?: LogSink; services?: Pa
   const server = await new Promise<ReturnType<typeof honoServe>>((resolve) => {
     const s = honoServe({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
   });
+  // The WebSocket gateway shares the port; it borrows the pool's one HTTP/2 session per machine.
+  const gw = gatewayDepsFromServices(services, { log, agentSession: (id) => services.pool.session(id) });
+  const gateway = attachGateway(server as Server, gw.deps);
   const port = (server.address() as AddressInfo).port;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   log({ event: 'listening', port });
   return {
     url: `http://${host}:${port}`,
     port,
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await gateway.close();
+      gw.close();
+      await new Promise<void>((resolve) => {
         clearInterval(timer);
+        void services.pool.close();
         server.close(() => {
           db.close();
           resolve();
         });
         (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-      }),
+      });
+    },
   };
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = parseConfig(process.env);
-  const running = await serve(config);
+  const say = (line: string) => process.stdout.write(`${line}\n`);
+  const running = await serve(config, { say, services: { substrate: prepareSubstrate({ config, say }) } });
+  say(gettingStarted(running.url));
   const stop = () => void running.close().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+}
+
+/** What `npm start` prints once it listens: how to get from nothing to an API key. */
+export function gettingStarted(url: string): string {
+  return [
+    '',
+    `computer is listening on ${url}`,
+    '',
+    'Get an API key (details: README.md, "Walkthrough"):',
+    `  1. sign up:     curl -s -c jar -H 'content-type: application/json' -d '{"email":"you@example.com","password":"choose a long one"}' ${url}/v1/auth/signup`,
+    `  2. subscribe:   curl -s -b jar -H 'content-type: application/json' -H 'origin: ${new URL(url).origin}' -d '{"plan_id":"developer","success_url":"${url}/"}' ${url}/v1/billing/checkout`,
+    '                 then open (or curl) the returned url: it starts the 14-day trial',
+    `  3. API key:     curl -s -b jar -H 'content-type: application/json' -H 'origin: ${new URL(url).origin}' -d '{"name":"cli","scopes":["machines:read","machines:write","machines:control","sessions:write"]}' ${url}/v1/api-keys`,
+    `  4. use it:      curl -s -H "authorization: Bearer sk_..." -H 'content-type: application/json' -d '{}' ${url}/v1/machines`,
+    '',
+  ].join('\n');
 }

@@ -5,6 +5,10 @@ import { GuestPath, GuestUser, queryInt } from './common.js';
 export const MAX_READ_RANGE = 4 * 1024 * 1024;
 /** Largest decoded payload of one write; larger uploads are a write plus appends. */
 export const MAX_WRITE_BYTES = 32 * 1024 * 1024;
+/** Largest JSON body of one file write: the base64 of MAX_WRITE_BYTES plus the envelope. */
+export const MAX_WRITE_BODY_BYTES = Math.ceil((MAX_WRITE_BYTES * 4) / 3) + 1024 * 1024;
+/** Largest JSON body of the other machine routes (exec stdin, clipboard text, typed text). */
+export const MAX_MACHINE_BODY_BYTES = 10 * 1024 * 1024;
 /** SDK download loops stop here unless the caller raises it. */
 export const DEFAULT_DOWNLOAD_MAX = 64 * 1024 * 1024;
 

@@ -25,3 +25,59 @@ export const LeaseRequest = z.strictObject({
   force: z.boolean().default(false),
 });
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
+
+/** A placement hint; stored and echoed. */
+export const Region = z.string().min(1).max(64).regex(/^[a-z0-9][a-z0-9-]*$/, 'regions are lowercase letters, digits and dashes');
+
+export const CreateMachineRequest = z.strictObject({
+  name: MachineName.optional(),
+  size: MachineSize.default('small'),
+  template: z.string().min(1).max(64).optional(),
+  region: Region.optional(),
+  metadata: Metadata.default({}),
+  start: z.boolean().default(true),
+});
+export type CreateMachineRequest = z.infer<typeof CreateMachineRequest>;
+
+/** PATCH: only what is given changes; `metadata` replaces the whole map. */
+export const UpdateMachineRequest = z
+  .strictObject({ name: MachineName.optional(), metadata: Metadata.optional() })
+  .refine((b) => b.name !== undefined || b.metadata !== undefined, 'give name or metadata');
+export type UpdateMachineRequest = z.infer<typeof UpdateMachineRequest>;
+
+export const MachineListQuery = z.strictObject({
+  limit: z.string().regex(/^\d+$/, 'must be an integer').transform(Number).pipe(z.number().int().min(1).max(200)).optional(),
+  cursor: z.string().min(1).max(512).optional(),
+  state: MachineState.optional(),
+});
+export type MachineListQuery = z.infer<typeof MachineListQuery>;
+
+export const Machine = z.object({
+  id: z.string(),
+  name: z.string(),
+  size: MachineSize,
+  template: z.string().nullable(),
+  region: z.string().nullable(),
+  metadata: z.record(z.string(), z.string()),
+  state: MachineState,
+  created_at: z.string(),
+  updated_at: z.string(),
+  state_changed_at: z.string(),
+});
+export type Machine = z.infer<typeof Machine>;
+
+/** The closed set of event types (spec, Events §2). */
+export const EVENT_TYPES = [
+  'machine.created', 'machine.started', 'machine.ready', 'machine.stopped', 'machine.failed', 'machine.updated',
+  'machine.deleted', 'session.connected', 'session.control_acquired', 'session.control_released',
+  'session.disconnected', 'snapshot.started', 'snapshot.completed', 'snapshot.failed', 'snapshot.deleted',
+  'machine.restore_started', 'machine.restore_completed', 'machine.restore_failed', 'host.unhealthy',
+] as const;
+export const EventType = z.enum(EVENT_TYPES);
+export type EventType = z.infer<typeof EventType>;
+
+export const EventListQuery = z.strictObject({
+  limit: z.string().regex(/^\d+$/, 'must be an integer').transform(Number).pipe(z.number().int().min(1).max(200)).optional(),
+  cursor: z.string().min(1).max(512).optional(),
+});
+export type EventListQuery = z.infer<typeof EventListQuery>;

@@ -7,6 +7,12 @@ import type { CatalogVersion } from '../domain/catalog.js';
 import type { CountedLimitKey } from '../domain/quotas.js';
 import type { RateRule } from '../domain/rate-limits.js';
 import type { Store } from '../store/store.js';
+import { AgentPool } from '../agent-client/pool.js';
+import type { Substrate } from '../substrate/substrate.js';
+import { createEventService } from './events.js';
+import { createLeaseService } from './leases.js';
+import { createMachineService, NO_SUBSTRATE } from './machines.js';
+import { createSessionService } from './sessions.js';
 import { createBillingService } from './billing.js';
 import { createIdentityService } from './identity.js';
 import { createOrganizationService } from './organizations.js';
@@ -23,6 +29,14 @@ export interface ServiceDeps {
   counters?: Partial<Record<CountedLimitKey, Counter>>;
   /** Replaces the built-in provider (config.billingProvider names which one main.ts builds). */
   billingProvider?: (sink: ReturnType<typeof createBillingService>['sink']) => BillingProvider;
+  /** Where machines run (main.ts picks vm / container / fake). Without one, machine operations answer 503. */
+  substrate?: Substrate;
+  /** Agent connection deadlines (tests shorten them). */
+  agentTimeouts?: { connectMs?: number; requestMs?: number };
+  /** Operator log for substrate failures (causes may name host paths, so they never reach the API). */
+  onMachineFailure?: (machineId: string, op: string, cause: unknown) => void;
+  /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
+  readyProbe?: { intervalMs: number; timeoutMs: number } | false;
 }
 
 export function createServices(d: ServiceDeps) {
@@ -46,6 +60,25 @@ export function createServices(d: ServiceDeps) {
   });
   const identity = createIdentityService({ store, now, limiter, passwordCost: d.passwordCost, openBillingAccount: (orgId) => billing.open(orgId) });
   const orgs = createOrganizationService({ store, now, quotas });
-  return { config, store, now, limiter, billing, builtin, quotas, identity, orgs };
+  const substrate = d.substrate ?? NO_SUBSTRATE;
+  const pool = new AgentPool({
+    openChannel: (id) => substrate.openChannel(id),
+    connectTimeoutMs: d.agentTimeouts?.connectMs,
+    requestTimeoutMs: d.agentTimeouts?.requestMs,
+  });
+  const events = createEventService({ store, now });
+  const leases = createLeaseService({ store, events, now });
+  const sessions = createSessionService({ store, events, leases, quotas, now });
+  const machines = createMachineService({
+    store, substrate, pool, events, leases, sessions, quotas, billing, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
+  });
+  if (!d.counters?.machines) quotas.registerCounter('machines', (orgId) => store.machines.countLive(orgId));
+  if (!d.counters?.running_machines) quotas.registerCounter('running_machines', (orgId) => store.machines.countCompute(orgId));
+  if (!d.counters?.concurrent_sessions) quotas.registerCounter('concurrent_sessions', (orgId) => store.sessions.countOpen(orgId));
+  // An account that stops granting entitlements (canceled, unsubscribed) gets its running machines stopped.
+  billing.onStateChange((e) => {
+    if (e.to === 'canceled' || e.to === 'unsubscribed') void machines.stopAllFor(e.org_id);
+  });
+  return { config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines };
 }
 export type Services = ReturnType<typeof createServices>;

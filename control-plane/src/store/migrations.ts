@@ -121,4 +121,59 @@ CREATE TABLE entitlement_overrides (
 CREATE INDEX entitlement_overrides_org ON entitlement_overrides(org_id, effective_from);
 `,
   },
+  {
+    version: 2,
+    name: 'machines, sessions, input leases, machine events',
+    sql: `
+CREATE TABLE machines (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  name TEXT NOT NULL,
+  size TEXT NOT NULL CHECK (size IN ('small','standard','large')),
+  template TEXT,
+  region TEXT,
+  metadata TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('creating','running','stopping','stopped','starting','error','deleting')),
+  agent_token TEXT NOT NULL,
+  created_by_kind TEXT NOT NULL CHECK (created_by_kind IN ('user','api_key')),
+  created_by_id TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  state_changed_at TEXT NOT NULL,
+  deleted_at TEXT
+);
+CREATE INDEX machines_org ON machines(org_id, created_at, id);
+CREATE UNIQUE INDEX machines_org_name ON machines(org_id, name) WHERE deleted_at IS NULL;
+CREATE TABLE sessions (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  machine_id TEXT NOT NULL REFERENCES machines(id),
+  type TEXT NOT NULL CHECK (type IN ('agent','human','view')),
+  state TEXT NOT NULL CHECK (state IN ('active','idle','closed')),
+  opener_kind TEXT NOT NULL CHECK (opener_kind IN ('user','api_key')),
+  opener_id TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  closed_at TEXT
+);
+CREATE INDEX sessions_org ON sessions(org_id, created_at, id);
+CREATE INDEX sessions_machine ON sessions(machine_id, state);
+CREATE TABLE input_leases (
+  machine_id TEXT PRIMARY KEY REFERENCES machines(id),
+  session_id TEXT REFERENCES sessions(id),
+  fence INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE TABLE machine_events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  machine_id TEXT NOT NULL REFERENCES machines(id),
+  type TEXT NOT NULL,
+  data TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX machine_events_machine ON machine_events(machine_id, seq);
+`,
+  },
 ];

@@ -2,6 +2,7 @@ import type { Db } from './db.js';
 import { accessRepo } from './repos/access.js';
 import { billingRepo, rateLimitRepo } from './repos/billing.js';
 import { identityRepo } from './repos/identity.js';
+import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo } from './repos/machines.js';
 
 export function createStore(db: Db) {
   return {
@@ -10,6 +11,10 @@ export function createStore(db: Db) {
     access: accessRepo(db),
     billing: billingRepo(db),
     rateLimits: rateLimitRepo(db),
+    machines: machinesRepo(db),
+    sessions: sessionsRepo(db),
+    leases: leasesRepo(db),
+    events: eventsRepo(db),
   };
 }
 export type Store = ReturnType<typeof createStore>;

@@ -27,6 +27,43 @@ import membersRemove from './members/remove.js';
 import membersUpdate from './members/update.js';
 import plansGet from './plans/get.js';
 import plansList from './plans/list.js';
+import machinesBrowserOpen from './machines/browser-open.js';
+import machinesClipboardGet from './machines/clipboard-get.js';
+import machinesClipboardSet from './machines/clipboard-set.js';
+import machinesCreate from './machines/create.js';
+import machinesDelete from './machines/delete.js';
+import machinesDisplayGet from './machines/display-get.js';
+import machinesDisplayResize from './machines/display-resize.js';
+import machinesExec from './machines/exec.js';
+import machinesFilesList from './machines/files-list.js';
+import machinesFilesRead from './machines/files-read.js';
+import machinesFilesWrite from './machines/files-write.js';
+import machinesGet from './machines/get.js';
+import machinesKeyboardHotkey from './machines/keyboard-hotkey.js';
+import machinesKeyboardKey from './machines/keyboard-key.js';
+import machinesKeyboardType from './machines/keyboard-type.js';
+import machinesList from './machines/list.js';
+import machinesMouseClick from './machines/mouse-click.js';
+import machinesMouseDrag from './machines/mouse-drag.js';
+import machinesMouseMove from './machines/mouse-move.js';
+import machinesMouseScroll from './machines/mouse-scroll.js';
+import machinesRestart from './machines/restart.js';
+import machinesScreenshot from './machines/screenshot.js';
+import machinesStart from './machines/start.js';
+import machinesStop from './machines/stop.js';
+import machinesTerminalsKill from './machines/terminals-kill.js';
+import machinesTerminalsList from './machines/terminals-list.js';
+import machinesTerminalsOpen from './machines/terminals-open.js';
+import machinesTerminalsResize from './machines/terminals-resize.js';
+import machinesUpdate from './machines/update.js';
+import sessionsCreate from './sessions/create.js';
+import sessionsDelete from './sessions/delete.js';
+import sessionsGet from './sessions/get.js';
+import sessionsList from './sessions/list.js';
+import inputLeaseAcquire from './input-lease/acquire.js';
+import inputLeaseGet from './input-lease/get.js';
+import inputLeaseRelease from './input-lease/release.js';
+import eventsList from './events/list.js';
 
 /** Every operation this issue serves; later issues append theirs (machines, snapshots, …). */
 export const IDENTITY_OPS: readonly Op[] = [
@@ -37,6 +74,50 @@ export const IDENTITY_OPS: readonly Op[] = [
   plansList, plansGet,
   billingGet, billingCheckout, billingPortal, billingCheckoutComplete, billingPortalPage, billingPortalCancel,
 ];
+
+/** Machines, their agent routes, sessions, the input lease and the event log (docs/api-machines.md). */
+export const MACHINE_OPS: readonly Op[] = [
+  machinesBrowserOpen,
+  machinesClipboardGet,
+  machinesClipboardSet,
+  machinesCreate,
+  machinesDelete,
+  machinesDisplayGet,
+  machinesDisplayResize,
+  machinesExec,
+  machinesFilesList,
+  machinesFilesRead,
+  machinesFilesWrite,
+  machinesGet,
+  machinesKeyboardHotkey,
+  machinesKeyboardKey,
+  machinesKeyboardType,
+  machinesList,
+  machinesMouseClick,
+  machinesMouseDrag,
+  machinesMouseMove,
+  machinesMouseScroll,
+  machinesRestart,
+  machinesScreenshot,
+  machinesStart,
+  machinesStop,
+  machinesTerminalsKill,
+  machinesTerminalsList,
+  machinesTerminalsOpen,
+  machinesTerminalsResize,
+  machinesUpdate,
+  sessionsCreate,
+  sessionsDelete,
+  sessionsGet,
+  sessionsList,
+  inputLeaseAcquire,
+  inputLeaseGet,
+  inputLeaseRelease,
+  eventsList,
+];
+
+/** Everything main.ts serves. */
+export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS];
 
 export function v1App(s: Services, ops: readonly Op[] = IDENTITY_OPS): Hono<CpEnv> {
   const app = new Hono<CpEnv>();

@@ -1,0 +1,238 @@
+/**
+ * HTTP/2 sessions to guest agents, one per machine, over the substrate's channel. A session that dies
+ * (agent restart, machine stop) is dropped and the next request dials again. Every request has a
+ * deadline, so a dead or wedged machine yields 503 `compute_unavailable` instead of a hang.
+ */
+import http2 from 'node:http2';
+import type { Duplex } from 'node:stream';
+import { AppError } from '../../../shared/errors.js';
+
+export interface AgentRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** Agent path plus query string, e.g. `/files?path=%2Ftmp`. */
+  path: string;
+  /** Raw JSON text to send. */
+  body?: string;
+  requestId?: string;
+  /** Overrides the pool's default deadline (e.g. an exec with a long timeout_ms). */
+  timeoutMs?: number;
+}
+
+export interface AgentResponse {
+  status: number;
+  contentType: string | null;
+  body: Buffer;
+}
+
+export interface AgentPoolOptions {
+  openChannel: (machineId: string) => Promise<Duplex>;
+  /** Deadline for dialing and for the HTTP/2 settings exchange. */
+  connectTimeoutMs?: number;
+  /** Default deadline for a whole request. */
+  requestTimeoutMs?: number;
+  /** Refuse agent answers bigger than this (screenshots and 4 MB file ranges fit). */
+  maxResponseBytes?: number;
+}
+
+interface Entry {
+  session: Promise<http2.ClientHttp2Session>;
+}
+
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+const DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024;
+
+function unavailable(message: string, cause?: unknown): AppError {
+  return new AppError('compute_unavailable', message, { headers: { 'retry-after': '1' }, cause });
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, onTimeout: () => void, message: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      onTimeout();
+      reject(unavailable(message));
+    }, ms);
+    timer.unref?.();
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
+}
+
+export class AgentPool {
+  private readonly entries = new Map<string, Entry>();
+  private readonly connectTimeoutMs: number;
+  private readonly requestTimeoutMs: number;
+  private readonly maxResponseBytes: number;
+  private closed = false;
+
+  constructor(private readonly opts: AgentPoolOptions) {
+    this.connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE;
+  }
+
+  /** Number of machines with a live or dialing session (for tests and metrics). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private dial(machineId: string): Promise<http2.ClientHttp2Session> {
+    let session: http2.ClientHttp2Session | null = null;
+    let channel: Duplex | null = null;
+    const drop = () => {
+      if (this.entries.get(machineId) === entry) this.entries.delete(machineId);
+    };
+    const connecting = (async () => {
+      try {
+        channel = await this.opts.openChannel(machineId);
+      } catch (e) {
+        throw unavailable('The machine is not reachable.', e);
+      }
+      const ch = channel;
+      // Screenshots and file ranges are hundreds of KB to MBs: a large window avoids round trips of
+      // WINDOW_UPDATEs on the one connection every request and stream of this machine shares.
+      const s = http2.connect('http://agent', {
+        createConnection: () => ch as never,
+        settings: { initialWindowSize: 8 * 1024 * 1024 },
+      });
+      s.once('connect', () => s.setLocalWindowSize(32 * 1024 * 1024));
+      session = s;
+      s.on('error', () => {});
+      s.on('close', drop);
+      s.on('goaway', drop);
+      // The peer's SETTINGS frame is the first proof that an agent (not just a socket) is there.
+      await new Promise<void>((resolve, reject) => {
+        s.once('remoteSettings', () => resolve());
+        s.once('close', () => reject(unavailable('The machine agent closed the connection.')));
+      });
+      return s;
+    })();
+    const guarded = withDeadline(connecting, this.connectTimeoutMs, () => {
+      drop();
+      (session as http2.ClientHttp2Session | null)?.destroy();
+      (channel as Duplex | null)?.destroy();
+    }, 'The machine agent did not answer in time.');
+    const entry: Entry = { session: guarded };
+    guarded.catch(() => drop());
+    this.entries.set(machineId, entry);
+    return guarded;
+  }
+
+  /**
+   * The machine's one HTTP/2 session (dialed if needed). The gateway borrows it for long-lived streams:
+   * a VM's virtio-serial chardev accepts a single host connection, so everything must share it.
+   */
+  session(machineId: string): Promise<http2.ClientHttp2Session> {
+    return this.sessionFor(machineId);
+  }
+
+  private async sessionFor(machineId: string): Promise<http2.ClientHttp2Session> {
+    if (this.closed) throw unavailable('The control plane is shutting down.');
+    const e = this.entries.get(machineId);
+    if (e) {
+      const s = await e.session;
+      if (!s.closed && !s.destroyed) return s;
+      if (this.entries.get(machineId) === e) this.entries.delete(machineId);
+    }
+    return this.dial(machineId);
+  }
+
+  /**
+   * One request to the machine's agent with its bearer `token`. Resolves with whatever the agent
+   * answered (error envelopes included); rejects with 503 `compute_unavailable` when the agent cannot
+   * be reached or does not answer before the deadline.
+   */
+  async request(machineId: string, token: string, req: AgentRequest): Promise<AgentResponse> {
+    const timeoutMs = req.timeoutMs ?? this.requestTimeoutMs;
+    const session = await this.sessionFor(machineId);
+    let stream: http2.ClientHttp2Stream | null = null;
+    const run = new Promise<AgentResponse>((resolve, reject) => {
+      const headers: http2.OutgoingHttpHeaders = { ':method': req.method, ':path': req.path, authorization: `Bearer ${token}` };
+      if (req.requestId) headers['x-request-id'] = req.requestId;
+      if (req.body !== undefined) headers['content-type'] = 'application/json';
+      try {
+        stream = session.request(headers, { endStream: req.body === undefined });
+      } catch (e) {
+        this.drop(machineId);
+        reject(unavailable('The machine agent connection failed.', e));
+        return;
+      }
+      const s = stream;
+      let status = 0;
+      let contentType: string | null = null;
+      const chunks: Buffer[] = [];
+      let size = 0;
+      s.on('response', (h) => {
+        status = Number(h[':status']);
+        const ct = h['content-type'];
+        contentType = typeof ct === 'string' ? ct : null;
+      });
+      s.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > this.maxResponseBytes) {
+          s.close(http2.constants.NGHTTP2_CANCEL);
+          reject(new AppError('internal_error', 'The machine agent answered with too much data.'));
+          return;
+        }
+        chunks.push(c);
+      });
+      s.on('end', () => {
+        if (status === 0) reject(unavailable('The machine agent closed the request without answering.'));
+        else resolve({ status, contentType, body: Buffer.concat(chunks) });
+      });
+      s.on('error', (e) => reject(unavailable('The machine agent connection failed.', e)));
+      s.on('close', () => {
+        if (status === 0) reject(unavailable('The machine agent closed the request without answering.'));
+      });
+      if (req.body !== undefined) s.end(req.body);
+    });
+    return withDeadline(run, timeoutMs, () => {
+      (stream as http2.ClientHttp2Stream | null)?.close(http2.constants.NGHTTP2_CANCEL);
+      // A deadline miss may mean the whole connection is wedged: check it, and drop it if it is.
+      this.probe(machineId, session);
+    }, 'The machine agent did not answer in time.');
+  }
+
+  private probe(machineId: string, session: http2.ClientHttp2Session): void {
+    if (session.closed || session.destroyed) return;
+    const timer = setTimeout(() => {
+      this.drop(machineId);
+      session.destroy();
+    }, Math.min(this.connectTimeoutMs, 2_000));
+    timer.unref?.();
+    try {
+      session.ping((err) => {
+        clearTimeout(timer);
+        if (err) {
+          this.drop(machineId);
+          session.destroy();
+        }
+      });
+    } catch {
+      clearTimeout(timer);
+      this.drop(machineId);
+      session.destroy();
+    }
+  }
+
+  /** Forget (and close) the machine's session: after stop, delete, or an agent restart. */
+  drop(machineId: string): void {
+    const e = this.entries.get(machineId);
+    if (!e) return;
+    this.entries.delete(machineId);
+    e.session.then((s) => s.destroy(), () => {});
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const id of [...this.entries.keys()]) this.drop(id);
+  }
+}

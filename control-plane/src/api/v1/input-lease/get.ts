@@ -1,0 +1,10 @@
+import { defineOp } from '../../op.js';
+import { machineIdParam } from '../machines/proxy.js';
+
+export default defineOp({
+  name: 'input_lease.get',
+  method: 'get',
+  path: '/machines/:machine_id/input-lease',
+  auth: 'any',
+  handler: (c, s) => c.json(s.leases.get(c.get('principal').org_id!, machineIdParam(c))),
+});

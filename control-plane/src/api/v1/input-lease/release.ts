@@ -1,0 +1,19 @@
+import { LeaseReleaseQuery } from '../../../../../shared/schemas/session.js';
+import { queryOf } from '../../body.js';
+import { defineOp } from '../../op.js';
+import { machineIdParam } from '../machines/proxy.js';
+
+/** 204 whether or not a lease was held; with `session_id`, only that holder's lease is released. */
+export default defineOp({
+  name: 'input_lease.release',
+  method: 'delete',
+  path: '/machines/:machine_id/input-lease',
+  auth: 'any',
+  permission: 'machines:control',
+  handler(c, s) {
+    const id = machineIdParam(c);
+    const q = queryOf(c, LeaseReleaseQuery);
+    s.leases.release(c.get('principal'), id, q.session_id ?? null);
+    return c.body(null, 204);
+  },
+});

@@ -1,0 +1,3 @@
+import { proxyOp } from './proxy.js';
+
+export default proxyOp({ name: 'machines.clipboard_get', agent: 'clipboard.get' });

@@ -1,0 +1,14 @@
+import { defineOp } from '../../op.js';
+import { machineIdParam } from './proxy.js';
+
+export default defineOp({
+  name: 'machines.delete',
+  method: 'delete',
+  path: '/machines/:machine_id',
+  auth: 'any',
+  permission: 'machines:delete',
+  async handler(c, s) {
+    await s.machines.remove(c.get('principal'), machineIdParam(c));
+    return c.body(null, 204);
+  },
+});

@@ -1,0 +1,3 @@
+import { proxyOp } from './proxy.js';
+
+export default proxyOp({ name: 'machines.display_resize', agent: 'display.resize', permission: 'machines:control', lease: true });

@@ -1,0 +1,3 @@
+import { proxyOp } from './proxy.js';
+
+export default proxyOp({ name: 'machines.files_read', agent: 'files.read' });

@@ -1,0 +1,3 @@
+import { proxyOp } from './proxy.js';
+
+export default proxyOp({ name: 'machines.keyboard_key', agent: 'keyboard.key', permission: 'machines:control', lease: true });

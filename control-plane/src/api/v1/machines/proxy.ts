@@ -1,0 +1,99 @@
+/**
+ * Builds a `/v1/machines/{machine_id}/…` operation that forwards to the same route on the machine's
+ * agent (AGENT_ROUTES mirrors the public routes without the prefix). The request is validated here
+ * with the shared schema first, so a bad body never crosses the channel and error paths match /v1.
+ */
+import type { Context } from 'hono';
+import { z } from 'zod';
+import { AGENT_ROUTES, type AgentOperation } from '../../../../../shared/agent-protocol.js';
+import { AppError } from '../../../../../shared/errors.js';
+import { isMachineId } from '../../../../../shared/ids.js';
+import type { Permission } from '../../../../../shared/schemas/org.js';
+import { relayAgentResponse } from '../../../agent-client/relay.js';
+import type { CpEnv } from '../../../context.js';
+import type { Services } from '../../../services/index.js';
+import { jsonBody, queryOf } from '../../body.js';
+import { defineOp, type Op } from '../../op.js';
+
+const NoQuery = z.strictObject({});
+const PARAM_RE = /^[A-Za-z0-9_-]{1,64}$/;
+/** Time the control plane allows beyond an exec's own timeout_ms for the answer to arrive. */
+const EXEC_GRACE_MS = 10_000;
+
+export interface ProxySpec {
+  name: string;
+  agent: AgentOperation;
+  /** Writes need machines:control; reads need membership only. */
+  permission?: Permission;
+  /** Input routes: the caller's session must hold the input lease (X-Session-Id, optional X-Lease-Fence). */
+  lease?: boolean;
+  /** Per-request deadline from the validated body (exec waits as long as its own timeout). */
+  timeoutMs?: (body: unknown) => number | undefined;
+  /** Inspect a successful answer (display: a desktop that is not up is 503). */
+  check?: (json: unknown) => void;
+}
+
+export function machineIdParam(c: Context<CpEnv>): string {
+  const id = c.req.param('machine_id') ?? '';
+  if (!isMachineId(id)) throw new AppError('not_found', 'No such machine.');
+  return id;
+}
+
+export function proxyOp(spec: ProxySpec): Op {
+  const route = AGENT_ROUTES[spec.agent] as { method: 'GET' | 'POST' | 'PUT' | 'DELETE'; path: string; query?: z.ZodType; body?: z.ZodType };
+  return defineOp({
+    name: spec.name,
+    method: route.method.toLowerCase() as Op['method'],
+    path: `/machines/:machine_id${route.path}`,
+    auth: 'any',
+    permission: spec.permission,
+    async handler(c, s: Services) {
+      const p = c.get('principal');
+      const machineId = machineIdParam(c);
+      // Existence and state first: another organization's machine is 404 whatever the body says.
+      s.machines.agentTarget(p.org_id!, machineId);
+      queryOf(c, route.query ?? NoQuery);
+      let body: unknown;
+      let raw: string | undefined;
+      if (route.body) {
+        body = await jsonBody(c, route.body);
+        raw = await c.req.text();
+        if (!raw.length) raw = '{}';
+      }
+      if (spec.lease) s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+      let agentPath = route.path.replace(/:([a-z_]+)/g, (_m, name: string) => {
+        const v = c.req.param(name) ?? '';
+        if (!PARAM_RE.test(v)) throw new AppError('not_found', `No such ${name.replace('_id', '')}.`);
+        return encodeURIComponent(v);
+      });
+      const search = new URL(c.req.url).search;
+      if (route.query && search) agentPath += search;
+      const requestId = c.get('requestId');
+      const res = await s.machines.callAgent(p.org_id!, machineId, {
+        method: route.method, path: agentPath, body: raw, requestId, timeoutMs: spec.timeoutMs?.(body),
+      });
+      if (spec.check && res.status === 200) {
+        let json: unknown = null;
+        try {
+          json = JSON.parse(res.body.toString('utf8'));
+        } catch {
+          /* relayed as is */
+        }
+        spec.check(json);
+      }
+      return relayAgentResponse(res, requestId);
+    },
+  });
+}
+
+export const execTimeout = (body: unknown): number | undefined => {
+  const t = (body as { timeout_ms?: unknown } | undefined)?.timeout_ms;
+  return typeof t === 'number' ? t + EXEC_GRACE_MS : undefined;
+};
+
+/** Spec rule: display and screen routes answer compute_unavailable until the desktop is up. */
+export const desktopUp = (json: unknown): void => {
+  const d = (json as { up?: unknown; display?: { up?: unknown } } | null) ?? {};
+  const up = 'up' in d ? d.up : d.display?.up;
+  if (up === false) throw new AppError('compute_unavailable', 'The desktop is not up yet; retry shortly.', { headers: { 'retry-after': '2' } });
+};

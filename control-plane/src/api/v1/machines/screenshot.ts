@@ -1,0 +1,3 @@
+import { proxyOp, desktopUp } from './proxy.js';
+
+export default proxyOp({ name: 'machines.screenshot', agent: 'screenshot', check: desktopUp });

@@ -1,0 +1,3 @@
+import { proxyOp } from './proxy.js';
+
+export default proxyOp({ name: 'machines.terminals_resize', agent: 'terminals.resize', permission: 'machines:control' });

@@ -1,0 +1,13 @@
+import { defineOp } from '../../op.js';
+
+/** Closes the session (and releases its input lease). */
+export default defineOp({
+  name: 'sessions.delete',
+  method: 'delete',
+  path: '/sessions/:session_id',
+  auth: 'any',
+  handler(c, s) {
+    s.sessions.close(c.get('principal'), c.req.param('session_id') ?? '');
+    return c.body(null, 204);
+  },
+});

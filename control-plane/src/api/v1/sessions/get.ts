@@ -1,0 +1,9 @@
+import { defineOp } from '../../op.js';
+
+export default defineOp({
+  name: 'sessions.get',
+  method: 'get',
+  path: '/sessions/:session_id',
+  auth: 'any',
+  handler: (c, s) => c.json(s.sessions.get(c.get('principal').org_id!, c.req.param('session_id') ?? '')),
+});

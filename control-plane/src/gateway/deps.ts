@@ -1,0 +1,74 @@
+/**
+ * What the gateway needs from the rest of the control plane. Small on purpose: tests pass stubs, and
+ * `gatewayDepsFromServices` (from-services.ts) builds it from the real services.
+ */
+import type { IncomingMessage } from 'node:http';
+import type http2 from 'node:http2';
+import type { Principal } from '../context.js';
+import type { LogSink } from '../log.js';
+
+/** A request to the machine's agent answered in one piece (resize, input). */
+export interface AgentCall {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  path: string;
+  /** JSON text. */
+  body?: string;
+}
+
+export interface AgentAnswer {
+  status: number;
+  body: Buffer;
+}
+
+/** A long-lived agent stream (screen frames, terminal attach), after its response headers arrived. */
+export interface OpenedStream {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  stream: http2.ClientHttp2Stream;
+}
+
+export interface GatewayLeases {
+  /**
+   * At the handshake: may this principal use `sessionId` for input on this machine at all (its own,
+   * open, non-view session of this machine)? Throws AppError when not. Holding the lease is not needed yet.
+   */
+  checkSession(p: Principal, machineId: string, sessionId: string): void;
+  /** Per message: does `sessionId` hold the lease with exactly this fence now? */
+  checkFence(p: Principal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null };
+  /**
+   * Calls `onReleased(sessionId, fence)` whenever a session stops holding the machine's lease grant
+   * `fence` (takeover, release, expiry noticed, stop). Returns the unsubscribe function.
+   */
+  watch(machineId: string, onReleased: (sessionId: string, fence: number) => void): () => void;
+}
+
+export interface GatewayEvents {
+  /** Throws AppError invalid_request for a cursor this server did not issue. */
+  validateCursor(cursor: string): void;
+  /** Every event after `cursor` (null: only new ones), in order, then live ones. Returns unsubscribe. */
+  subscribe(machineId: string, cursor: string | null, deliver: (d: { cursor: string; event: unknown }) => void): () => void;
+}
+
+export interface EgressMeter {
+  add(machineId: string, bytes: number): void;
+}
+
+export interface GatewayDeps {
+  /** The caller from the upgrade request's Authorization header or session cookie; null when neither is valid. */
+  authenticate(req: IncomingMessage): Principal | null;
+  /** Whether a cookie-authenticated handshake comes from a recognised Origin. */
+  isRecognisedOrigin(origin: string | undefined): boolean;
+  /** Throws AppError not_found when the machine does not exist in the organization. */
+  getMachine(orgId: string, machineId: string): { id: string; state: string };
+  /**
+   * Open a stream to the machine's agent. Rejects with AppError (compute_unavailable when it cannot
+   * be reached, conflict when the machine is not running). `duplex` keeps the request side open.
+   */
+  openAgentStream(orgId: string, machineId: string, req: { method: 'GET' | 'POST'; path: string; duplex: boolean }): Promise<OpenedStream>;
+  callAgent(orgId: string, machineId: string, req: AgentCall): Promise<AgentAnswer>;
+  leases: GatewayLeases;
+  events: GatewayEvents;
+  egress: EgressMeter;
+  /** Operator log (never bodies, paths or typed text). */
+  log?: LogSink;
+}

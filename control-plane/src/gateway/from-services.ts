@@ -1,0 +1,122 @@
+/**
+ * GatewayDeps from the control plane's real services. main.ts's serve() wires it:
+ *
+ *   const gw = gatewayDepsFromServices(services, { log });
+ *   const gateway = attachGateway(server, gw.deps);
+ *   // on close: await gateway.close(); gw.close();
+ */
+import type { IncomingMessage } from 'node:http';
+import type http2 from 'node:http2';
+import { AppError } from '../../../shared/errors.js';
+import { readSessionCookie } from '../auth/cookies.js';
+import { isRecognisedOrigin } from '../config.js';
+import type { Principal } from '../context.js';
+import type { LogSink } from '../log.js';
+import { decodeEventCursor } from '../services/events.js';
+import type { Services } from '../services/index.js';
+import { AgentStreamDialer } from './agent-streams.js';
+import type { EgressMeter, GatewayDeps } from './deps.js';
+import { EgressCounter } from './send.js';
+
+export interface FromServicesOptions {
+  log?: LogSink;
+  /** Where served bytes are counted (default: an in-memory EgressCounter, returned as `egress`). */
+  egress?: EgressMeter;
+  /** Deadline for reaching an agent and for its stream's response headers. */
+  agentTimeoutMs?: number;
+  /** Borrow this HTTP/2 session per machine instead of dialing one (see AgentStreamDialerOptions.session). */
+  agentSession?: (machineId: string) => Promise<http2.ClientHttp2Session>;
+}
+
+/** The same credential rules as the API's authenticate middleware: a bad key never falls back to the cookie. */
+export function principalFromUpgrade(s: Services, req: IncomingMessage): Principal | null {
+  const authz = req.headers.authorization;
+  if (authz !== undefined) {
+    const m = /^Bearer (\S+)$/.exec(authz);
+    return m ? s.identity.principalFromApiKey(m[1]!) : null;
+  }
+  const token = readSessionCookie(req.headers.cookie);
+  return token ? s.identity.principalFromCookie(token) : null;
+}
+
+export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}): { deps: GatewayDeps; egress: EgressMeter; close(): void } {
+  const egress = o.egress ?? new EgressCounter();
+  const dialer = new AgentStreamDialer({ openChannel: (id) => s.substrate.openChannel(id), timeoutMs: o.agentTimeoutMs, session: o.agentSession });
+  // Streams must not outlive the machine's run even where the substrate leaves a channel open: a stop,
+  // delete or failure ends them (viewers then see compute_unavailable, terminals close with 4503).
+  const watched = new Map<string, () => void>();
+  const END_RUN = new Set(['machine.stopped', 'machine.deleted', 'machine.failed', 'machine.restore_started']);
+  const watchRun = (machineId: string) => {
+    if (watched.has(machineId)) return;
+    watched.set(machineId, s.events.subscribe(machineId, null, (d) => {
+      if (!END_RUN.has(d.event.type)) return;
+      dialer.drop(machineId);
+      watched.get(machineId)?.();
+      watched.delete(machineId);
+    }));
+  };
+
+  const deps: GatewayDeps = {
+    authenticate: (req) => principalFromUpgrade(s, req),
+    isRecognisedOrigin: (origin) => isRecognisedOrigin(s.config, origin),
+    getMachine: (orgId, id) => s.machines.get(orgId, id),
+    async openAgentStream(orgId, id, req) {
+      const t = s.machines.agentTarget(orgId, id);
+      watchRun(t.id);
+      return dialer.open(t.id, t.token, req);
+    },
+    async callAgent(orgId, id, req) {
+      const r = await s.machines.callAgent(orgId, id, { method: req.method, path: req.path, body: req.body });
+      return { status: r.status, body: r.body };
+    },
+    leases: {
+      checkSession(p, machineId, sessionId) {
+        try {
+          s.leases.checkInput(p, machineId, sessionId, undefined);
+        } catch (e) {
+          // Not holding the lease yet is fine at the handshake; a closed session is not.
+          if (!(e instanceof AppError) || e.code !== 'conflict') throw e;
+          if (s.store.sessions.inOrg(p.org_id!, sessionId)?.state === 'closed') throw e;
+        }
+      },
+      checkFence(p, machineId, sessionId, fence) {
+        try {
+          s.leases.checkInput(p, machineId, sessionId, String(fence));
+          return { ok: true };
+        } catch (e) {
+          if (!(e instanceof AppError)) throw e;
+          let current: number | null = null;
+          try {
+            current = s.leases.get(p.org_id!, machineId).fence;
+          } catch {
+            /* machine gone */
+          }
+          return { ok: false, current };
+        }
+      },
+      watch(machineId, onReleased) {
+        return s.events.subscribe(machineId, null, (d) => {
+          if (d.event.type !== 'session.control_released') return;
+          const sid = d.event.data.session_id;
+          const fence = d.event.data.fence;
+          if (typeof sid === 'string' && typeof fence === 'number') onReleased(sid, fence);
+        });
+      },
+    },
+    events: {
+      validateCursor: (cursor) => void decodeEventCursor(cursor),
+      subscribe: (machineId, cursor, deliver) => s.events.subscribe(machineId, cursor, deliver),
+    },
+    egress,
+    log: o.log,
+  };
+  return {
+    deps,
+    egress,
+    close: () => {
+      for (const off of watched.values()) off();
+      watched.clear();
+      dialer.close();
+    },
+  };
+}

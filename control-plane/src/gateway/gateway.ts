@@ -1,0 +1,227 @@
+/**
+ * The WebSocket gateway: screen, terminal, events and input channels on the control plane's HTTP
+ * server (docs/gateway.md). Every handshake is authenticated, organization-scoped and
+ * permission-checked before the upgrade; a refusal there is an ordinary HTTP error in the API's
+ * envelope. After the upgrade, failures are close codes (shared/schemas/gateway.ts CLOSE_CODES).
+ */
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { AppError, errorBody, parseOrThrow } from '../../../shared/errors.js';
+import { isMachineId, newId } from '../../../shared/ids.js';
+import {
+  EventsChannelQuery,
+  InputChannelQuery,
+  ScreenChannelQuery,
+  TerminalChannelQuery,
+  type GatewayChannel,
+} from '../../../shared/schemas/gateway.js';
+import type { Permission } from '../../../shared/schemas/org.js';
+import type { Principal } from '../context.js';
+import type { GatewayDeps } from './deps.js';
+import { serveEvents } from './events.js';
+import { serveInput, type InputLimits } from './input.js';
+import { ScreenHub, type ScreenLimits, type ScreenStreamInfo } from './screen.js';
+import { serveTerminal } from './terminal.js';
+
+export interface GatewayOptions {
+  /** Ping interval; a socket that missed the previous pong is terminated. */
+  heartbeatMs?: number;
+  screen?: Partial<ScreenLimits>;
+  input?: Partial<InputLimits>;
+  /** Events channel: close a client (4408) whose unsent backlog exceeds this. */
+  eventsMaxBuffered?: number;
+}
+
+export interface Gateway {
+  /** Closes every channel socket (1001) and stops the agent streams. */
+  close(): Promise<void>;
+  /** Live sockets per channel (tests, metrics). */
+  counts(): Record<GatewayChannel, number>;
+  /** Shared agent screen streams with their viewer counts and frames dropped for slow viewers. */
+  screenStreams(): ScreenStreamInfo[];
+}
+
+/** Largest message a client may send per channel (ws closes with 1009 beyond it). */
+const MAX_PAYLOAD: Record<GatewayChannel, number> = {
+  screen: 1024,
+  events: 1024,
+  // keyboard.type allows 20000 characters; UTF-8 and JSON escaping can take 6 bytes for one.
+  input: 160 * 1024,
+  terminal: 1024 * 1024,
+};
+
+const TERM_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
+
+interface Route {
+  channel: GatewayChannel;
+  machineId: string;
+  termId?: string;
+}
+
+function route(pathname: string): Route | null {
+  const m = /^\/v1\/machines\/([^/]+)\/(screen|input|events\/live|terminals\/([^/]+)\/attach)$/.exec(pathname);
+  if (!m) return null;
+  const machineId = decodeURIComponent(m[1]!);
+  if (m[2] === 'screen') return { channel: 'screen', machineId };
+  if (m[2] === 'input') return { channel: 'input', machineId };
+  if (m[2] === 'events/live') return { channel: 'events', machineId };
+  return { channel: 'terminal', machineId, termId: decodeURIComponent(m[3]!) };
+}
+
+const PERMISSION: Record<GatewayChannel, Permission | null> = {
+  screen: null,
+  events: null,
+  // A terminal is a shell on the machine: the same permission as opening one.
+  terminal: 'machines:control',
+  input: 'machines:control',
+};
+
+const REASONS: Record<number, string> = {
+  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 409: 'Conflict',
+  426: 'Upgrade Required', 500: 'Internal Server Error', 501: 'Not Implemented', 503: 'Service Unavailable',
+};
+
+function refuse(socket: Duplex, err: AppError, requestId: string): void {
+  const body = JSON.stringify(errorBody(err, requestId));
+  const headers = [
+    `HTTP/1.1 ${err.status} ${REASONS[err.status] ?? 'Error'}`,
+    'Content-Type: application/json',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    `x-request-id: ${requestId}`,
+    'Connection: close',
+    ...Object.entries(err.headers).map(([k, v]) => `${k}: ${v}`),
+  ];
+  if (socket.writable) socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
+  socket.destroy();
+}
+
+export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOptions = {}): Gateway {
+  const log = deps.log ?? (() => {});
+  const servers = Object.fromEntries(
+    (Object.keys(MAX_PAYLOAD) as GatewayChannel[]).map((ch) => [ch, new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD[ch], perMessageDeflate: false })]),
+  ) as Record<GatewayChannel, WebSocketServer>;
+  const hub = new ScreenHub(deps, opts.screen);
+  const alive = new WeakMap<WebSocket, boolean>();
+  let closing = false;
+
+  /** Everything decidable before the upgrade; throws AppError. */
+  function admit(req: IncomingMessage, url: URL): { r: Route; p: Principal; query: Record<string, unknown> } {
+    const r = route(url.pathname);
+    if (!r) throw new AppError('not_found', 'No such channel.');
+    const p = deps.authenticate(req);
+    if (!p) throw new AppError('unauthenticated', req.headers.authorization !== undefined ? 'Missing or invalid API key.' : 'Sign in or send an API key.');
+    // Browsers send cookies on cross-site WebSocket handshakes (no CORS applies to them), so a
+    // cookie-authenticated handshake must come from our own pages: this is the CSWSH gate.
+    if (p.via_cookie && !deps.isRecognisedOrigin(req.headers.origin)) {
+      throw new AppError('permission_denied', 'Cookie-authenticated channels need a recognised Origin header.');
+    }
+    if (!p.org_id) throw new AppError('permission_denied', 'You are not a member of any organization.');
+    const perm = PERMISSION[r.channel];
+    if (perm && !p.permissions.has(perm)) throw new AppError('permission_denied', `This needs the ${perm} permission.`);
+    // Another organization's machine is not found, never forbidden.
+    if (!isMachineId(r.machineId)) throw new AppError('not_found', 'No such machine.');
+    deps.getMachine(p.org_id, r.machineId);
+    if (r.termId !== undefined && !TERM_ID_RE.test(r.termId)) throw new AppError('not_found', 'No such terminal.');
+    const raw = Object.fromEntries(url.searchParams);
+    const schema = { screen: ScreenChannelQuery, events: EventsChannelQuery, input: InputChannelQuery, terminal: TerminalChannelQuery }[r.channel];
+    const query = parseOrThrow(schema as { safeParse(v: unknown): { success: true; data: Record<string, unknown> } | { success: false; error: never } }, raw, 'query');
+    if (r.channel === 'events' && typeof query.cursor === 'string') deps.events.validateCursor(query.cursor);
+    if (r.channel === 'input') deps.leases.checkSession(p, r.machineId, query.session_id as string);
+    return { r, p, query };
+  }
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const requestId = newId('request');
+    socket.on('error', () => {});
+    let admitted: ReturnType<typeof admit>;
+    try {
+      if (closing) throw new AppError('compute_unavailable', 'The server is shutting down.');
+      const url = new URL(req.url ?? '/', 'http://gateway');
+      admitted = admit(req, url);
+    } catch (e) {
+      const err = e instanceof AppError ? e : new AppError('internal_error', 'The channel could not be opened.');
+      if (!(e instanceof AppError)) log({ event: 'internal_error', operation: 'gateway.upgrade', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
+      log({ event: 'ws_refused', request_id: requestId, status: err.status });
+      refuse(socket, err, requestId);
+      return;
+    }
+    const { r, p, query } = admitted;
+    const wss = servers[r.channel];
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const started = Date.now();
+      alive.set(ws, true);
+      ws.on('pong', () => alive.set(ws, true));
+      ws.on('error', () => {});
+      ws.once('close', (code) => log({ event: 'ws', channel: r.channel, request_id: requestId, close: code, ms: Date.now() - started }));
+      const orgId = p.org_id!;
+      try {
+        switch (r.channel) {
+          case 'screen':
+            hub.join(ws, orgId, r.machineId, query as ScreenChannelQuery);
+            break;
+          case 'terminal':
+            serveTerminal(ws, deps, orgId, r.machineId, r.termId!);
+            break;
+          case 'events':
+            serveEvents(ws, deps, r.machineId, (query.cursor as string | undefined) ?? null, opts.eventsMaxBuffered);
+            break;
+          case 'input':
+            serveInput(ws, deps, p, r.machineId, query.session_id as string, opts.input);
+            break;
+        }
+      } catch (e) {
+        log({ event: 'internal_error', operation: `gateway.${r.channel}`, request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
+        ws.close(4500, 'internal error');
+      }
+    });
+  };
+  server.on('upgrade', onUpgrade);
+
+  const heartbeat = setInterval(() => {
+    for (const wss of Object.values(servers)) {
+      for (const ws of wss.clients) {
+        if (alive.get(ws) === false) {
+          ws.terminate();
+          continue;
+        }
+        alive.set(ws, false);
+        try {
+          ws.ping();
+        } catch {
+          /* closing */
+        }
+      }
+    }
+  }, opts.heartbeatMs ?? 30_000);
+  heartbeat.unref();
+
+  return {
+    async close() {
+      closing = true;
+      clearInterval(heartbeat);
+      server.off('upgrade', onUpgrade);
+      hub.close();
+      await Promise.all(
+        Object.values(servers).map(
+          (wss) =>
+            new Promise<void>((resolve) => {
+              for (const ws of wss.clients) ws.close(1001, 'server shutting down');
+              const t = setTimeout(() => {
+                for (const ws of wss.clients) ws.terminate();
+              }, 1000);
+              t.unref();
+              wss.close(() => {
+                clearTimeout(t);
+                resolve();
+              });
+            }),
+        ),
+      );
+    },
+    screenStreams: () => hub.streams(),
+    counts() {
+      return Object.fromEntries(Object.entries(servers).map(([k, v]) => [k, v.clients.size])) as Record<GatewayChannel, number>;
+    },
+  };
+}

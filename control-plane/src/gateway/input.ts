@@ -1,0 +1,155 @@
+/**
+ * Input channel: pointer and keyboard messages, each carrying the lease fence it was sent under,
+ * applied in arrival order through the agent's input routes.
+ *
+ * Security gate (fencing): every message is checked against the machine's current lease right before
+ * it is forwarded. A message whose fence is lower or higher than the current one — or sent by a
+ * session that no longer holds the lease — is dropped, the client gets exactly one `lease_lost`, and
+ * from then on the socket is read-only: later input messages are ignored without an answer. A takeover
+ * noticed through the lease watch does the same at once, so nothing queued behind it is applied.
+ */
+import { WebSocket, type RawData } from 'ws';
+import { AGENT_ROUTES } from '../../../shared/agent-protocol.js';
+import { AppError } from '../../../shared/errors.js';
+import { INPUT_RATE_BURST, INPUT_RATE_PER_SECOND, InputMessage } from '../../../shared/schemas/gateway.js';
+import type { Principal } from '../context.js';
+import type { GatewayDeps } from './deps.js';
+import { TokenBucket } from './rate.js';
+import { sendJson } from './send.js';
+
+export interface InputLimits {
+  ratePerSecond: number;
+  burst: number;
+  /** Accepted messages waiting for the agent beyond this are refused (the rate limit normally prevents it). */
+  maxQueued: number;
+  /** At most one `rate_limited` error per this many ms, so a flood is not answered with a flood. */
+  rateNoticeMs: number;
+}
+
+export const DEFAULT_INPUT_LIMITS: InputLimits = {
+  ratePerSecond: INPUT_RATE_PER_SECOND,
+  burst: INPUT_RATE_BURST,
+  maxQueued: 1000,
+  rateNoticeMs: 1000,
+};
+
+function text(data: RawData): string {
+  if (Buffer.isBuffer(data)) return data.toString('utf8');
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
+  return Buffer.from(data).toString('utf8');
+}
+
+export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machineId: string, sessionId: string, limits: Partial<InputLimits> = {}): void {
+  const lim = { ...DEFAULT_INPUT_LIMITS, ...limits };
+  const orgId = p.org_id!;
+  const bucket = new TokenBucket(lim.ratePerSecond, lim.burst);
+  /** Read-only from the moment the loss is known; input arriving after that is ignored unanswered. */
+  let readOnly = false;
+  let notified = false;
+  /** The fence the last applied message was checked under: a release of exactly that grant is a loss. */
+  let heldFence: number | null = null;
+  let lastRateNotice = -Infinity;
+  let queued = 0;
+  let chain: Promise<void> = Promise.resolve();
+
+  const send = (msg: unknown) => sendJson(ws, deps.egress, machineId, msg);
+
+  const notify = (current: number | null) => {
+    if (notified) return;
+    notified = true;
+    send({ type: 'lease_lost', fence: current, message: 'This session no longer holds the input lease; input on this socket is ignored from now on.' });
+  };
+
+  const unwatch = deps.leases.watch(machineId, (released, fence) => {
+    if (readOnly || released !== sessionId || heldFence === null || fence !== heldFence) return;
+    readOnly = true;
+    // Said after the message being applied right now (if any) is answered, so no `ack` ever follows
+    // `lease_lost`; nothing queued behind it is applied.
+    chain = chain.then(() => {
+      const c = deps.leases.checkFence(p, machineId, sessionId, fence);
+      notify(c.ok ? null : c.current);
+    });
+  });
+  ws.once('close', unwatch);
+
+  const apply = async (msg: InputMessage): Promise<void> => {
+    if (readOnly || ws.readyState !== WebSocket.OPEN) return;
+    const check = deps.leases.checkFence(p, machineId, sessionId, msg.fence);
+    if (!check.ok) {
+      readOnly = true;
+      return notify(check.current);
+    }
+    heldFence = msg.fence;
+    const { type, fence: _fence, id, ...body } = msg;
+    const route = AGENT_ROUTES[type];
+    let res;
+    try {
+      res = await deps.callAgent(orgId, machineId, { method: 'POST', path: route.path, body: JSON.stringify(body) });
+    } catch (e) {
+      send({ type: 'error', id: id ?? null, code: e instanceof AppError ? e.code : 'internal_error', message: e instanceof AppError ? e.message : 'The input could not be applied.' });
+      return;
+    }
+    let json: unknown = null;
+    try {
+      json = JSON.parse(res.body.toString('utf8'));
+    } catch {
+      /* not JSON */
+    }
+    if (res.status === 200) {
+      send({ type: 'ack', id: id ?? null, op: type, result: json });
+      return;
+    }
+    const err = (json as { error?: { code?: unknown; message?: unknown; details?: unknown } } | null)?.error;
+    send({
+      type: 'error',
+      id: id ?? null,
+      code: typeof err?.code === 'string' && res.status !== 401 ? err.code : 'compute_unavailable',
+      message: typeof err?.message === 'string' && res.status !== 401 ? err.message : 'The machine could not apply the input.',
+      details: Array.isArray(err?.details) ? err.details : [],
+    });
+  };
+
+  ws.on('message', (data, isBinary) => {
+    if (readOnly) return;
+    if (!bucket.take()) {
+      const now = performance.now();
+      if (now - lastRateNotice >= lim.rateNoticeMs) {
+        lastRateNotice = now;
+        send({
+          type: 'error', id: null, code: 'rate_limited',
+          message: `Input is limited to ${lim.ratePerSecond} messages per second (bursts of ${lim.burst}) per socket; messages over the limit are dropped.`,
+        });
+      }
+      return;
+    }
+    if (isBinary) {
+      send({ type: 'error', id: null, code: 'invalid_request', message: 'Input messages are JSON text.' });
+      return;
+    }
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text(data));
+    } catch {
+      send({ type: 'error', id: null, code: 'invalid_request', message: 'Input messages are JSON text.' });
+      return;
+    }
+    const r = InputMessage.safeParse(raw);
+    if (!r.success) {
+      const cid = (raw as { id?: unknown } | null)?.id;
+      const details = r.error.issues.map((i) => ({ field: i.path.map(String).join('.') || '(message)', message: i.message }));
+      send({
+        type: 'error', id: typeof cid === 'string' ? cid : null, code: 'invalid_request',
+        message: `Invalid input message: ${details.map((d) => `${d.field}: ${d.message}`).join('; ')}`, details,
+      });
+      return;
+    }
+    if (queued >= lim.maxQueued) {
+      send({ type: 'error', id: r.data.id ?? null, code: 'rate_limited', message: 'Too many input messages are waiting to be applied.' });
+      return;
+    }
+    queued++;
+    chain = chain.then(() => apply(r.data)).catch(() => {}).finally(() => {
+      queued--;
+    });
+  });
+}

@@ -1,0 +1,236 @@
+/**
+ * Screen channel: one agent screen stream per (machine, format, quality, fps), shared by every viewer
+ * asking for those parameters. Frames go to viewers as binary messages, status changes as JSON.
+ *
+ * Invariant (backpressure): a viewer whose socket holds more than `maxBuffered` unsent bytes gets
+ * no new frame; when it has drained it gets the newest frame (never a queue of old ones). So a stalled
+ * viewer costs at most maxBuffered + one frame of memory and never delays anyone else.
+ */
+import http2 from 'node:http2';
+import { WebSocket } from 'ws';
+import { AppError } from '../../../shared/errors.js';
+import { ScreenStreamDecoder } from '../../../shared/agent-protocol.js';
+import { CLOSE_CODES, type ScreenChannelQuery, type ScreenStatusMessage } from '../../../shared/schemas/gateway.js';
+import { readAgentError } from './agent-streams.js';
+import type { GatewayDeps, OpenedStream } from './deps.js';
+import { sendBinary, sendJson } from './send.js';
+
+export interface ScreenLimits {
+  /** Unsent bytes above which a viewer's frames are dropped. */
+  maxBuffered: number;
+  /** Wait before reopening the agent stream after it failed or ended. */
+  retryMs: number;
+  /** How often a viewer that missed frames is checked for having drained. */
+  catchUpMs: number;
+}
+
+export const DEFAULT_SCREEN_LIMITS: ScreenLimits = { maxBuffered: 1024 * 1024, retryMs: 1000, catchUpMs: 100 };
+
+interface Viewer {
+  ws: WebSocket;
+  /** Missed the newest frame because its socket was full. */
+  behind: boolean;
+}
+
+class SharedScreen {
+  readonly viewers = new Set<Viewer>();
+  private status: ScreenStatusMessage;
+  /** Whether `status` reflects the agent yet (viewers are told nothing before that). */
+  private known = false;
+  private lastFrame: Buffer | null = null;
+  private agent: OpenedStream | null = null;
+  private retry: NodeJS.Timeout | null = null;
+  private catchUp: NodeJS.Timeout | null = null;
+  private stopped = false;
+  /** Frames dropped for slow viewers (tests, metrics). */
+  dropped = 0;
+
+  constructor(
+    private readonly deps: GatewayDeps,
+    private readonly limits: ScreenLimits,
+    private readonly orgId: string,
+    private readonly machineId: string,
+    private readonly q: ScreenChannelQuery,
+    private readonly onEmpty: () => void,
+  ) {
+    this.status = { type: 'status', up: false, width: 0, height: 0, format: q.format, code: 'compute_unavailable', message: 'Connecting to the machine.' };
+    void this.open();
+  }
+
+  add(ws: WebSocket): void {
+    const v: Viewer = { ws, behind: false };
+    this.viewers.add(v);
+    if (this.known) sendJson(ws, this.deps.egress, this.machineId, this.status);
+    // The agent only sends frames on change: a new viewer gets the current picture at once.
+    if (this.status.up && this.lastFrame) this.sendFrame(v, this.lastFrame);
+    ws.once('close', () => {
+      this.viewers.delete(v);
+      if (this.viewers.size === 0) this.stop();
+    });
+  }
+
+  private setStatus(next: Omit<ScreenStatusMessage, 'type' | 'format'>): void {
+    const s = this.status;
+    if (this.known && s.up === next.up && s.width === next.width && s.height === next.height && s.code === next.code) return;
+    this.known = true;
+    if (!next.up || next.width !== s.width || next.height !== s.height) this.lastFrame = null;
+    this.status = { type: 'status', format: this.q.format, ...next };
+    for (const v of this.viewers) sendJson(v.ws, this.deps.egress, this.machineId, this.status);
+  }
+
+  private down(message: string): void {
+    this.setStatus({ up: false, width: this.status.width, height: this.status.height, code: 'compute_unavailable', message });
+  }
+
+  private async open(): Promise<void> {
+    if (this.stopped) return;
+    const path = `/screen/stream?format=${this.q.format}&quality=${this.q.quality}&fps=${this.q.fps}`;
+    let o: OpenedStream;
+    try {
+      o = await this.deps.openAgentStream(this.orgId, this.machineId, { method: 'GET', path, duplex: false });
+    } catch (e) {
+      return this.failed(e);
+    }
+    if (this.stopped) {
+      o.stream.close(http2.constants.NGHTTP2_CANCEL);
+      return;
+    }
+    if (o.status !== 200) {
+      const err = await readAgentError(o);
+      return this.failed(new AppError('compute_unavailable', err.message || 'The desktop is not up yet.'));
+    }
+    this.agent = o;
+    const decoder = new ScreenStreamDecoder();
+    o.stream.on('data', (chunk: Buffer) => {
+      let msgs;
+      try {
+        msgs = decoder.push(chunk);
+      } catch {
+        o.stream.close(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+        return;
+      }
+      for (const { header, payload } of msgs) {
+        if (header.type === 'status') {
+          this.setStatus(
+            header.up
+              ? { up: true, width: header.width, height: header.height, code: null, message: null }
+              : { up: false, width: header.width, height: header.height, code: 'compute_unavailable', message: 'The desktop is not up.' },
+          );
+        } else if (header.type === 'frame') {
+          if (header.width !== this.status.width || header.height !== this.status.height) {
+            this.setStatus({ up: true, width: header.width, height: header.height, code: null, message: null });
+          }
+          this.broadcast(payload);
+        }
+      }
+    });
+    o.stream.once('close', () => {
+      if (this.agent === o) this.agent = null;
+      this.failed(new AppError('compute_unavailable', 'The screen stream ended.'));
+    });
+  }
+
+  private failed(e: unknown): void {
+    if (this.stopped) return;
+    if (e instanceof AppError && e.code === 'not_found') {
+      for (const v of this.viewers) v.ws.close(CLOSE_CODES.not_found, 'machine not found');
+      return;
+    }
+    // A stopped machine and a desktop that is not up look the same to a viewer: no frames for now.
+    this.down(e instanceof AppError ? e.message : 'The machine is not reachable.');
+    if (this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = null;
+      void this.open();
+    }, this.limits.retryMs);
+  }
+
+  private sendFrame(v: Viewer, frame: Buffer): void {
+    if (v.ws.readyState !== WebSocket.OPEN) return;
+    if (v.ws.bufferedAmount > this.limits.maxBuffered) {
+      this.dropped++;
+      v.behind = true;
+      this.scheduleCatchUp();
+      return;
+    }
+    v.behind = false;
+    sendBinary(v.ws, this.deps.egress, this.machineId, frame);
+  }
+
+  private broadcast(frame: Buffer): void {
+    this.lastFrame = frame;
+    for (const v of this.viewers) this.sendFrame(v, frame);
+  }
+
+  /** Viewers that missed frames get the newest one once their socket has room again. */
+  private scheduleCatchUp(): void {
+    if (this.catchUp) return;
+    this.catchUp = setInterval(() => {
+      let anyBehind = false;
+      for (const v of this.viewers) {
+        if (!v.behind) continue;
+        if (v.ws.bufferedAmount <= this.limits.maxBuffered && this.lastFrame && this.status.up) this.sendFrame(v, this.lastFrame);
+        anyBehind ||= v.behind;
+      }
+      if (!anyBehind && this.catchUp) {
+        clearInterval(this.catchUp);
+        this.catchUp = null;
+      }
+    }, this.limits.catchUpMs);
+    this.catchUp.unref();
+  }
+
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.retry) clearTimeout(this.retry);
+    if (this.catchUp) clearInterval(this.catchUp);
+    this.agent?.stream.close(http2.constants.NGHTTP2_CANCEL);
+    this.agent = null;
+    this.lastFrame = null;
+    this.onEmpty();
+  }
+}
+
+export interface ScreenStreamInfo {
+  key: string;
+  viewers: number;
+  /** Frames not sent to a viewer because its socket was full. */
+  dropped: number;
+  /** Each viewer's unsent bytes right now. */
+  buffered: number[];
+}
+
+export class ScreenHub {
+  private readonly shared = new Map<string, SharedScreen>();
+  private readonly limits: ScreenLimits;
+
+  constructor(private readonly deps: GatewayDeps, limits: Partial<ScreenLimits> = {}) {
+    this.limits = { ...DEFAULT_SCREEN_LIMITS, ...limits };
+  }
+
+  join(ws: WebSocket, orgId: string, machineId: string, q: ScreenChannelQuery): void {
+    const key = `${machineId}|${q.format}|${q.quality}|${q.fps}`;
+    let s = this.shared.get(key);
+    if (!s) {
+      const created: SharedScreen = new SharedScreen(this.deps, this.limits, orgId, machineId, q, () => {
+        if (this.shared.get(key) === created) this.shared.delete(key);
+      });
+      s = created;
+      this.shared.set(key, s);
+    }
+    s.add(ws);
+  }
+
+  /** Agent streams currently open or opening (tests: viewers share one). */
+  streams(): ScreenStreamInfo[] {
+    return [...this.shared.entries()].map(([key, s]) => ({
+      key, viewers: s.viewers.size, dropped: s.dropped, buffered: [...s.viewers].map((v) => v.ws.bufferedAmount),
+    }));
+  }
+
+  close(): void {
+    for (const s of [...this.shared.values()]) s.stop();
+    this.shared.clear();
+  }
+}

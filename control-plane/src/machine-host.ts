@@ -1,0 +1,110 @@
+/**
+ * Picks and prepares the substrate for `npm start`: vm when hardware KVM is usable, else container
+ * (SUBSTRATE=vm|container|fake overrides). The guest image is built on first use, in the background,
+ * with its progress printed; until it is ready every substrate call waits for it, so the API answers
+ * from the first second and the first machine create simply takes longer.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Duplex } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { AppError } from '../../shared/errors.js';
+import type { Config } from './config.js';
+import { ContainerSubstrate } from './substrate/container/driver.js';
+import { FakeSubstrate } from './substrate/fake.js';
+import { defaultImageCacheDir, ensureImage } from './substrate/image.js';
+import type { Substrate, SubstrateKind } from './substrate/substrate.js';
+import { probeKvm } from './substrate/vm/kvm-probe.js';
+import { VmSubstrate } from './substrate/vm/driver.js';
+
+/** The repository root: the nearest ancestor holding package.json and images/ (works from src and dist). */
+export function findRepoRoot(from = path.dirname(fileURLToPath(import.meta.url))): string {
+  let dir = from;
+  for (;;) {
+    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'images'))) return dir;
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error('cannot find the repository root (package.json + images/)');
+    dir = up;
+  }
+}
+
+export function chooseSubstrateKind(config: Pick<Config, 'substrate'>, kvmUsable: () => boolean): SubstrateKind {
+  if (config.substrate) return config.substrate;
+  return kvmUsable() ? 'vm' : 'container';
+}
+
+/**
+ * A substrate whose real implementation arrives later (after the image build). Calls wait for it; if
+ * preparing failed, they answer 503 with the reason kept out of the message (it can name paths).
+ */
+export class DeferredSubstrate implements Substrate {
+  private impl: Substrate | null = null;
+  private failed: unknown = null;
+  readonly ready: Promise<Substrate>;
+
+  constructor(readonly kind: SubstrateKind, prepare: () => Promise<Substrate>) {
+    this.ready = prepare().then(
+      (s) => (this.impl = s),
+      (e) => {
+        this.failed = e;
+        throw e;
+      },
+    );
+    this.ready.catch(() => {});
+  }
+
+  private async get(): Promise<Substrate> {
+    if (this.impl) return this.impl;
+    if (this.failed) throw new AppError('compute_unavailable', 'The machine host failed to prepare its guest image; see the server log.');
+    try {
+      return await this.ready;
+    } catch {
+      throw new AppError('compute_unavailable', 'The machine host failed to prepare its guest image; see the server log.');
+    }
+  }
+
+  create: Substrate['create'] = async (spec, opts) => (await this.get()).create(spec, opts);
+  start: Substrate['start'] = async (id) => (await this.get()).start(id);
+  stop: Substrate['stop'] = async (id, opts) => (await this.get()).stop(id, opts);
+  status: Substrate['status'] = async (id) => (await this.get()).status(id);
+  capture: Substrate['capture'] = async (id, holder) => (await this.get()).capture(id, holder);
+  replaceDisk: Substrate['replaceDisk'] = async (id, source) => (await this.get()).replaceDisk(id, source);
+  destroy: Substrate['destroy'] = async (id) => (await this.get()).destroy(id);
+  openChannel = async (id: string): Promise<Duplex> => {
+    // A channel is wanted only for running machines, which exist only once the substrate does.
+    if (!this.impl) throw new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: { 'retry-after': '5' } });
+    return this.impl.openChannel(id);
+  };
+  channelPath(id: string): string {
+    return this.impl ? this.impl.channelPath(id) : '';
+  }
+  diskUsage: Substrate['diskUsage'] = async (id) => (await this.get()).diskUsage(id);
+  reattach: Substrate['reattach'] = async () => (await this.get()).reattach();
+}
+
+export interface HostOptions {
+  config: Config;
+  /** Progress and warnings for the operator (the terminal running `npm start`). */
+  say: (line: string) => void;
+  repoRoot?: string;
+}
+
+export function prepareSubstrate(o: HostOptions): DeferredSubstrate {
+  const kind = chooseSubstrateKind(o.config, () => probeKvm().usable);
+  const root = path.resolve(o.config.dataDir, 'substrate');
+  const cacheDir = o.config.imageCacheDir ?? defaultImageCacheDir();
+  return new DeferredSubstrate(kind, async () => {
+    if (kind === 'fake') {
+      o.say('substrate: fake (in-memory; machines have no desktop, files or shell)');
+      return new FakeSubstrate();
+    }
+    const repoRoot = o.repoRoot ?? findRepoRoot();
+    o.say(`substrate: ${kind}; preparing the guest image (cached in ${cacheDir}; the first build takes a few minutes)`);
+    const image = await ensureImage({
+      repoRoot, cacheDir, artifacts: kind === 'vm' ? 'all' : 'container', log: (l) => o.say(`image: ${l}`),
+    });
+    o.say(`image ${image.hash} ready`);
+    if (kind === 'container') return new ContainerSubstrate({ root, baseRootfs: image.rootfs });
+    return new VmSubstrate({ root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, warn: (m) => o.say(`vm: ${m}`) });
+  });
+}

@@ -1,0 +1,244 @@
+/**
+ * The input lease: decisions are domain/lease.ts; this records them (compare-and-set on the fence that
+ * was read, inside one transaction) and says who took or lost control in the event log.
+ */
+import { AppError } from '../../../shared/errors.js';
+import type { LeaseRequest } from '../../../shared/schemas/machine.js';
+import type { Principal } from '../context.js';
+import { checkInput, decideAcquire, decideRelease, isHeld, type LeaseRow } from '../domain/lease.js';
+import type { MachineRow, SessionRow } from '../store/repos/machines.js';
+import type { Store } from '../store/store.js';
+import { actorOf } from './actor.js';
+import type { Actor, EventService } from './events.js';
+
+export interface LeaseView {
+  machine_id: string;
+  held: boolean;
+  session_id: string | null;
+  fence: number;
+  expires_at: string | null;
+  holder: { session_id: string; type: string; opener: { type: string; id: string } } | null;
+}
+
+export interface Grant {
+  machine_id: string;
+  session_id: string;
+  fence: number;
+  expires_at: string;
+  renewed: boolean;
+}
+
+export function openerOf(s: SessionRow): { type: 'user' | 'api_key'; id: string } {
+  return { type: s.opener_kind, id: s.opener_id };
+}
+
+/** A session may be used for control only by whoever opened it (the same user, or the same key). */
+export function ownsSession(p: Principal, s: SessionRow): boolean {
+  const a = actorOf(p);
+  return s.opener_kind === a.type && s.opener_id === a.id;
+}
+
+export function createLeaseService(d: { store: Store; events: EventService; now: () => Date }) {
+  const { store, events } = d;
+  const iso = (ms: number) => new Date(ms).toISOString();
+
+  function machineOf(orgId: string, machineId: string): MachineRow {
+    const m = store.machines.inOrg(orgId, machineId);
+    if (!m) throw new AppError('not_found', 'No such machine.');
+    return m;
+  }
+
+  /** The caller's own, open session on this machine, or the reason it cannot be used. */
+  function usableSession(p: Principal, machineId: string, sessionId: string, field: string): SessionRow {
+    const s = store.sessions.inOrg(p.org_id!, sessionId);
+    if (!s) throw new AppError('not_found', 'No such session.', { details: [{ field, message: 'no such session' }] });
+    if (s.machine_id !== machineId) throw new AppError('invalid_request', 'The session is open on another machine.', { details: [{ field, message: 'session of another machine' }] });
+    if (s.state === 'closed') throw new AppError('conflict', 'The session is closed; open a new one.');
+    if (!ownsSession(p, s)) throw new AppError('permission_denied', 'The session was opened by another user or API key.');
+    if (s.type === 'view') throw new AppError('permission_denied', 'A view session cannot send input; open an agent or human session.');
+    return s;
+  }
+
+  function holderView(row: LeaseRow | null, nowMs: number): LeaseView['holder'] {
+    if (!isHeld(row, nowMs)) return null;
+    const s = store.sessions.byId(row.session_id);
+    return s ? { session_id: s.id, type: s.type, opener: openerOf(s) } : null;
+  }
+
+  function heldMessage(row: LeaseRow & { session_id: string }): string {
+    return `The input lease is held by session ${row.session_id} (fence ${row.fence}) until ${iso(row.expires_at)}.`;
+  }
+
+  /** Inside a transaction: end whatever lease the machine has, recording why. */
+  function releaseInTx(orgId: string, machineId: string, reason: string, by: Actor): void {
+    const nowMs = d.now().getTime();
+    const row = store.leases.get(machineId);
+    if (!row || row.session_id === null) return;
+    const wasHeld = isHeld(row, nowMs);
+    store.leases.put(machineId, row, { session_id: null, fence: row.fence, expires_at: nowMs }, d.now().toISOString());
+    events.append(orgId, machineId, 'session.control_released', {
+      session_id: row.session_id, fence: row.fence, reason: wasHeld ? reason : 'expired', by,
+    });
+  }
+
+  return {
+    acquire(p: Principal, machineId: string, req: LeaseRequest): Grant {
+      return store.db.tx(() => {
+        const m = machineOf(p.org_id!, machineId);
+        if (m.state !== 'running') throw new AppError('conflict', `The machine is ${m.state}; the input lease needs a running machine.`);
+        const session = usableSession(p, machineId, req.session_id, 'session_id');
+        const nowMs = d.now().getTime();
+        const at = d.now().toISOString();
+        const row = store.leases.get(machineId);
+        const dec = decideAcquire(row, { session_id: session.id, ttl_seconds: req.ttl_seconds, force: req.force, now: nowMs });
+        if (dec.kind === 'conflict') {
+          throw new AppError('conflict', heldMessage({ machine_id: machineId, session_id: dec.holder, fence: dec.fence, expires_at: dec.expires_at }), {
+            details: [{ field: 'session_id', message: `lease held by ${dec.holder}` }],
+          });
+        }
+        if (!store.leases.put(machineId, row, dec.lease, at)) throw new AppError('conflict', 'The input lease changed while it was being acquired; retry.');
+        const by = actorOf(p);
+        if (dec.kind === 'granted') {
+          if (row && row.session_id !== null && row.session_id !== dec.revoked) {
+            // The previous holder's lease ran out before this grant: say so, once.
+            events.append(p.org_id!, machineId, 'session.control_released', { session_id: row.session_id, fence: row.fence, reason: 'expired', by: { type: 'system', id: null } });
+          }
+          if (dec.revoked) {
+            events.append(p.org_id!, machineId, 'session.control_released', { session_id: dec.revoked, fence: row!.fence, reason: 'revoked', by });
+          }
+          events.append(p.org_id!, machineId, 'session.control_acquired', {
+            session_id: session.id, session_type: session.type, fence: dec.lease.fence, forced: dec.revoked !== null, opener: openerOf(session), by,
+          });
+        }
+        return { machine_id: machineId, session_id: session.id, fence: dec.lease.fence, expires_at: iso(dec.lease.expires_at), renewed: dec.renewed };
+      });
+    },
+
+    get(orgId: string, machineId: string): LeaseView {
+      machineOf(orgId, machineId);
+      const nowMs = d.now().getTime();
+      const row = store.leases.get(machineId);
+      const held = isHeld(row, nowMs);
+      return {
+        machine_id: machineId,
+        held,
+        session_id: held ? row.session_id : null,
+        fence: row?.fence ?? 0,
+        expires_at: held ? iso(row.expires_at) : null,
+        holder: holderView(row, nowMs),
+      };
+    },
+
+    /** Release by the holder (`sessionId` given) or by any controller of the machine (null). */
+    release(p: Principal, machineId: string, sessionId: string | null): void {
+      store.db.tx(() => {
+        machineOf(p.org_id!, machineId);
+        const nowMs = d.now().getTime();
+        const row = store.leases.get(machineId);
+        const dec = decideRelease(row, sessionId, nowMs);
+        if (dec.kind === 'not_holder') throw new AppError('conflict', `The input lease is held by session ${dec.holder}, not ${sessionId}.`);
+        if (dec.kind === 'not_held') return;
+        releaseInTx(p.org_id!, machineId, 'released', actorOf(p));
+      });
+    },
+
+    /** Inside a transaction (stop, delete, session close): end the lease if `sessionId` (or anyone) holds it. */
+    releaseInTx(orgId: string, machineId: string, reason: string, by: Actor, sessionId: string | null = null): void {
+      const row = store.leases.get(machineId);
+      if (!row || row.session_id === null) return;
+      if (sessionId !== null && row.session_id !== sessionId) return;
+      releaseInTx(orgId, machineId, reason, by);
+    },
+
+    /**
+     * For the gateway's input channel handshake: may `p` use `sessionId` for input on this machine at
+     * all (its own, open, non-view session of this machine)? Holding the lease is not required yet.
+     */
+    checkSession(p: Principal, machineId: string, sessionId: string): void {
+      machineOf(p.org_id!, machineId);
+      usableSession(p, machineId, sessionId, 'session_id');
+    },
+
+    /** Per input message: does `sessionId` hold the lease with exactly this fence now? */
+    checkFence(_p: Principal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null } {
+      const row = store.leases.get(machineId);
+      const r = checkInput(row, sessionId, fence, d.now().getTime());
+      return r.ok ? { ok: true } : { ok: false, current: isHeld(row, d.now().getTime()) ? row!.fence : null };
+    },
+
+    /**
+     * Calls `onReleased(sessionId)` whenever a session stops holding the machine's lease: release,
+     * takeover, session close, stop or delete (from the event log), and expiry (a timer at expires_at).
+     * Returns the unsubscribe function.
+     */
+    watch(machineId: string, onReleased: (sessionId: string) => void): () => void {
+      let timer: NodeJS.Timeout | null = null;
+      let closed = false;
+      const told = new Set<string>();
+      const tell = (sid: string, fence: number) => {
+        const k = `${sid}:${fence}`;
+        if (told.has(k)) return;
+        told.add(k);
+        onReleased(sid);
+      };
+      const arm = () => {
+        if (timer) clearTimeout(timer);
+        timer = null;
+        const row = store.leases.get(machineId);
+        if (closed || !isHeld(row, d.now().getTime())) return;
+        const held = { session_id: row.session_id, fence: row.fence };
+        timer = setTimeout(() => {
+          try {
+            const now = store.leases.get(machineId);
+            if (!isHeld(now, d.now().getTime()) || now.session_id !== held.session_id || now.fence !== held.fence) tell(held.session_id, held.fence);
+            else arm();
+          } catch {
+            /* store closed: nothing to watch any more */
+          }
+        }, Math.max(1, row.expires_at - d.now().getTime() + 1));
+        timer.unref?.();
+      };
+      const unsub = events.subscribe(machineId, null, ({ event }) => {
+        const data = event.data as { session_id?: unknown; fence?: unknown };
+        if (event.type === 'session.control_released' && typeof data.session_id === 'string') tell(data.session_id, Number(data.fence));
+        if (event.type === 'session.control_acquired' || event.type === 'session.control_released') arm();
+      });
+      arm();
+      return () => {
+        closed = true;
+        if (timer) clearTimeout(timer);
+        unsub();
+      };
+    },
+
+    /** Is any lease in force on the machine (restore refuses while one is)? */
+    isHeld(machineId: string): boolean {
+      return isHeld(store.leases.get(machineId), d.now().getTime());
+    },
+
+    /**
+     * Security gate for input routes: the caller's own session named in X-Session-Id must hold the
+     * lease, and a given X-Lease-Fence must be the current fence.
+     */
+    checkInput(p: Principal, machineId: string, sessionHeader: string | undefined, fenceHeader: string | undefined): { session_id: string; fence: number } {
+      if (!sessionHeader) {
+        throw new AppError('invalid_request', 'Input needs the input lease: name your session in the X-Session-Id header.', {
+          details: [{ field: 'x-session-id', message: 'required' }],
+        });
+      }
+      let fence: number | null = null;
+      if (fenceHeader !== undefined) {
+        if (!/^\d{1,15}$/.test(fenceHeader)) throw new AppError('invalid_request', 'X-Lease-Fence must be a non-negative integer.', { details: [{ field: 'x-lease-fence', message: 'must be an integer' }] });
+        fence = Number(fenceHeader);
+      }
+      const session = usableSession(p, machineId, sessionHeader, 'x-session-id');
+      const row = store.leases.get(machineId);
+      const r = checkInput(row, session.id, fence, d.now().getTime());
+      if (r.ok) return { session_id: session.id, fence: r.fence };
+      if (r.reason === 'no_lease') throw new AppError('conflict', 'No session holds the input lease; acquire it first.');
+      if (r.reason === 'not_holder') throw new AppError('conflict', heldMessage(row as LeaseRow & { session_id: string }));
+      throw new AppError('conflict', `Stale fence ${fence}: the current input lease fence is ${r.fence}.`);
+    },
+  };
+}
+export type LeaseService = ReturnType<typeof createLeaseService>;

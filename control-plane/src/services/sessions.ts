@@ -1,0 +1,103 @@
+/**
+ * Sessions: who is working on a machine (an agent, a person, a viewer). Opening one is not control
+ * (the spec gives it to the `sessions:write` scope, which grants no permission); sending input needs
+ * the input lease on top.
+ */
+import { AppError } from '../../../shared/errors.js';
+import { newId } from '../../../shared/ids.js';
+import type { Page } from '../../../shared/schemas/pagination.js';
+import type { CreateSessionRequest, SessionListQuery } from '../../../shared/schemas/session.js';
+import type { Principal } from '../context.js';
+import { pageOf } from '../store/pagination.js';
+import type { SessionRow, SessionState } from '../store/repos/machines.js';
+import type { Store } from '../store/store.js';
+import { actorOf } from './actor.js';
+import type { EventService } from './events.js';
+import type { LeaseService } from './leases.js';
+import { openerOf } from './leases.js';
+import type { QuotaService } from './quotas.js';
+
+export interface SessionView {
+  id: string;
+  machine_id: string;
+  type: string;
+  state: string;
+  opener: { type: 'user' | 'api_key'; id: string };
+  created_at: string;
+  closed_at: string | null;
+}
+
+export function sessionView(s: SessionRow): SessionView {
+  return { id: s.id, machine_id: s.machine_id, type: s.type, state: s.state, opener: openerOf(s), created_at: s.created_at, closed_at: s.closed_at };
+}
+
+/**
+ * Security gate: an API key opens and closes sessions only with the `sessions:write` scope. People
+ * need only membership (reads and session work are gated by membership).
+ */
+export function requireSessionsWrite(p: Principal): void {
+  if (p.kind === 'api_key' && !(p.scopes ?? []).includes('sessions:write')) {
+    throw new AppError('permission_denied', 'This needs an API key with the sessions:write scope.');
+  }
+}
+
+export function createSessionService(d: { store: Store; events: EventService; leases: LeaseService; quotas: QuotaService; now: () => Date }) {
+  const { store, events, leases } = d;
+  return {
+    open(p: Principal, req: CreateSessionRequest): SessionView {
+      requireSessionsWrite(p);
+      return store.db.tx(() => {
+        const m = store.machines.inOrg(p.org_id!, req.machine_id);
+        if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });
+        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        d.quotas.check(p.org_id!, 'concurrent_sessions');
+        const a = actorOf(p);
+        const row: SessionRow = {
+          id: newId('session'), org_id: p.org_id!, machine_id: m.id, type: req.type, state: 'active',
+          opener_kind: a.type, opener_id: a.id, created_at: d.now().toISOString(), closed_at: null,
+        };
+        store.sessions.insert(row);
+        events.append(p.org_id!, m.id, 'session.connected', { session_id: row.id, session_type: row.type, opener: openerOf(row) });
+        return sessionView(row);
+      });
+    },
+
+    get(orgId: string, id: string): SessionView {
+      const s = store.sessions.inOrg(orgId, id);
+      if (!s) throw new AppError('not_found', 'No such session.');
+      return sessionView(s);
+    },
+
+    list(orgId: string, q: SessionListQuery): Page<SessionView> {
+      return pageOf(q, (after, limit) => store.sessions.page(orgId, after, limit, { machine_id: q.machine_id ?? null, state: (q.state ?? null) as SessionState | null }), sessionView);
+    },
+
+    /** Closing releases the session's input lease. Closing a closed session is a no-op. */
+    close(p: Principal, id: string): void {
+      requireSessionsWrite(p);
+      store.db.tx(() => {
+        const s = store.sessions.inOrg(p.org_id!, id);
+        if (!s) throw new AppError('not_found', 'No such session.');
+        if (!store.sessions.close(id, d.now().toISOString())) return;
+        const by = actorOf(p);
+        leases.releaseInTx(s.org_id, s.machine_id, 'session_closed', by, s.id);
+        events.append(s.org_id, s.machine_id, 'session.disconnected', { session_id: s.id, reason: 'closed', by });
+      });
+    },
+
+    /** Inside a transaction: close every open session of a machine that is going away. */
+    closeAllInTx(orgId: string, machineId: string, reason: string): void {
+      for (const s of store.sessions.openOnMachine(machineId)) {
+        if (store.sessions.close(s.id, d.now().toISOString())) {
+          events.append(orgId, machineId, 'session.disconnected', { session_id: s.id, reason, by: { type: 'system', id: null } });
+        }
+      }
+    },
+
+    /** For the gateway: active ↔ idle as clients come and go. */
+    setIdle(id: string, idle: boolean): boolean {
+      return idle ? store.sessions.setState(id, 'active', 'idle') : store.sessions.setState(id, 'idle', 'active');
+    },
+  };
+}
+export type SessionService = ReturnType<typeof createSessionService>;

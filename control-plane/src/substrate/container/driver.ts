@@ -1,0 +1,302 @@
+/**
+ * The container substrate: rootful podman + runc running the guest image's root on each machine's own
+ * overlayfs chain (base root <- captured layers <- writable upper), mounted by us and handed to
+ * `podman --rootfs`. Containers run as real root without a user namespace: weaker isolation than a VM
+ * (Chromium runs without its sandbox here).
+ */
+import { execFile } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import type { Duplex } from 'node:stream';
+import { promisify } from 'node:util';
+import { AppError } from '../../../../shared/errors.js';
+import { LayerStore } from '../disks/layer-store.js';
+import { copyBlob, isMounted, mountOverlay, unmount, OverlayBackend } from '../disks/overlay-backend.js';
+import {
+  assertMachineId,
+  notFound,
+  type CaptureResult,
+  type CreateSpec,
+  type DiskSource,
+  type DiskUsage,
+  type MachineResources,
+  type Substrate,
+  type SubstrateStatus,
+} from '../substrate.js';
+import { installHostGuard } from './host-guard.js';
+import { containerName, containersConf, createArgs, globalArgs, podmanEnv, type PodmanEnv } from './podman-argv.js';
+
+const execFileP = promisify(execFile);
+
+export interface ContainerSubstrateConfig {
+  /** Everything this substrate keeps: podman state, disk layers, machine directories. */
+  root: string;
+  /** The guest image's read-only root directory (bottom layer of every new disk). */
+  baseRootfs: string;
+  /** Default graceful stop timeout. */
+  stopTimeoutMs?: number;
+  /** podman's runtime state; default /run/computer-podman/<hash of root> (tmpfs on most hosts). */
+  runDir?: string;
+}
+
+interface MachineRecord {
+  id: string;
+  resources: MachineResources;
+  disk: string;
+  network: 'none' | 'outbound';
+  /** Kernel boot id when last started: a container "running" since another boot is lost. */
+  boot?: string;
+}
+
+function bootId(): string {
+  try {
+    return fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+const GiB = 1024 ** 3;
+
+export class ContainerSubstrate implements Substrate {
+  readonly kind = 'container' as const;
+  readonly disks: LayerStore;
+  readonly env: PodmanEnv;
+  private guarded = false;
+
+  constructor(private readonly cfg: ContainerSubstrateConfig) {
+    fs.mkdirSync(cfg.root, { recursive: true, mode: 0o700 });
+    const runDir = cfg.runDir ?? path.join('/run/computer-podman', crypto.createHash('sha256').update(path.resolve(cfg.root)).digest('hex').slice(0, 12));
+    this.env = { stateDir: path.join(cfg.root, 'podman'), runDir };
+    fs.mkdirSync(path.join(this.env.stateDir, 'root'), { recursive: true, mode: 0o700 });
+    for (const d of ['run', 'tmp']) fs.mkdirSync(path.join(runDir, d), { recursive: true, mode: 0o700 });
+    fs.writeFileSync(path.join(this.env.stateDir, 'containers.conf'), containersConf());
+    fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
+    this.disks = new LayerStore(path.join(cfg.root, 'disks'), new OverlayBackend());
+  }
+
+  private async podman(args: string[], opts: { allowFail?: boolean } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+    try {
+      const r = await execFileP('podman', [...globalArgs(this.env), ...args], {
+        env: { ...process.env, ...podmanEnv(this.env) },
+        maxBuffer: 16 * 1024 * 1024,
+      });
+      return { code: 0, stdout: r.stdout, stderr: r.stderr };
+    } catch (e) {
+      const err = e as { code?: number; stdout?: string; stderr?: string };
+      if (opts.allowFail) return { code: typeof err.code === 'number' ? err.code : 1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
+      // podman's stderr can name paths; it goes to the cause, not the message.
+      throw new AppError('compute_unavailable', `podman ${args[0]} failed`, { cause: e });
+    }
+  }
+
+  private machineDir(id: string): string {
+    return path.join(this.cfg.root, 'machines', id);
+  }
+  private mergedDir(id: string): string {
+    return path.join(this.machineDir(id), 'merged');
+  }
+  private channelDir(id: string): string {
+    return path.join(this.machineDir(id), 'channel');
+  }
+  channelPath(id: string): string {
+    return path.join(this.channelDir(id), 'agent.sock');
+  }
+
+  private record(id: string): MachineRecord {
+    assertMachineId(id);
+    const f = path.join(this.machineDir(id), 'machine.json');
+    if (!fs.existsSync(f)) throw notFound();
+    return JSON.parse(fs.readFileSync(f, 'utf8')) as MachineRecord;
+  }
+
+  private writeRecord(rec: MachineRecord): void {
+    const f = path.join(this.machineDir(rec.id), 'machine.json');
+    fs.writeFileSync(`${f}.tmp`, JSON.stringify(rec));
+    fs.renameSync(`${f}.tmp`, f);
+  }
+
+  private async mount(rec: MachineRecord): Promise<void> {
+    const target = this.mergedDir(rec.id);
+    if (isMounted(target)) return;
+    const d = this.disks.disk(rec.disk);
+    await mountOverlay(target, this.disks.lowerPaths(d), d.base, this.disks.blobPath(d.writable));
+  }
+
+  async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
+    assertMachineId(spec.id);
+    const dir = this.machineDir(spec.id);
+    if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // The channel directory is the agent's only door: 0700 root on the host, token file 0600.
+    fs.mkdirSync(this.channelDir(spec.id), { mode: 0o700 });
+    fs.writeFileSync(path.join(this.channelDir(spec.id), 'token'), spec.token, { mode: 0o600 });
+    const disk = await this.disks.newDisk({
+      id: `disk-${spec.id}`,
+      base: this.cfg.baseRootfs,
+      top: spec.source.kind === 'layer' ? spec.source.layerId : null,
+      sizeBytes: spec.resources.disk_gb * GiB,
+    });
+    const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none' };
+    this.writeRecord(rec);
+    try {
+      // The bridge is never used without the guard that keeps machines off the host's own services.
+      if (rec.network === 'outbound' && !this.guarded) {
+        await installHostGuard();
+        this.guarded = true;
+      }
+      await this.mount(rec);
+      await this.podman(
+        createArgs(this.env, { id: spec.id, resources: spec.resources, rootfs: this.mergedDir(spec.id), channelDir: this.channelDir(spec.id), network: rec.network }).slice(
+          globalArgs(this.env).length,
+        ),
+      );
+    } catch (e) {
+      await this.destroy(spec.id).catch(() => {});
+      throw e;
+    }
+    if (opts.start !== false) await this.start(spec.id);
+  }
+
+  async start(id: string): Promise<void> {
+    const rec = this.record(id);
+    // A stale socket from the last run would look like a live agent to a client probing the path.
+    fs.rmSync(this.channelPath(id), { force: true });
+    await this.mount(rec);
+    await this.podman(['start', containerName(id)]);
+    rec.boot = bootId();
+    this.writeRecord(rec);
+  }
+
+  async stop(id: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+    this.record(id);
+    const secs = Math.max(1, Math.ceil((opts.timeoutMs ?? this.cfg.stopTimeoutMs ?? 10_000) / 1000));
+    // podman stop sends SIGTERM (the init stops the agent and the desktop, syncs) and SIGKILLs after the timeout.
+    await this.podman(['stop', '-t', String(secs), containerName(id)], { allowFail: true });
+    await unmount(this.mergedDir(id));
+    fs.rmSync(this.channelPath(id), { force: true });
+  }
+
+  private async inspect(id: string): Promise<{ status: string; cgroup: string } | null> {
+    const r = await this.podman(['inspect', '--format', '{{.State.Status}} {{.State.CgroupPath}}', containerName(id)], { allowFail: true });
+    if (r.code !== 0) return null;
+    const [status = '', cgroup = ''] = r.stdout.trim().split(' ');
+    return { status, cgroup };
+  }
+
+  private async containerState(id: string): Promise<string | null> {
+    return (await this.inspect(id))?.status ?? null;
+  }
+
+  async status(id: string): Promise<SubstrateStatus> {
+    assertMachineId(id);
+    if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) return 'absent';
+    const rec = this.record(id);
+    if (!this.disks.hasDisk(rec.disk)) return 'lost';
+    const st = await this.containerState(id);
+    if (st === null) return 'lost';
+    if (st === 'running' || st === 'paused') return rec.boot === undefined || rec.boot === bootId() ? 'running' : 'lost';
+    return 'stopped';
+  }
+
+  async capture(id: string, holder: string): Promise<CaptureResult> {
+    const rec = this.record(id);
+    const info = await this.inspect(id);
+    if (info?.status === 'running') {
+      // Live: the overlay's upper directory cannot be swapped under a mounted overlay, so the container is
+      // frozen (cgroup freezer) while its upper layer is copied; the copy costs time in proportion to what
+      // the machine wrote since its disk was last mounted.
+      const thaw = await this.freeze(id, info.cgroup);
+      try {
+        const layer = await this.disks.copyToLayer(rec.disk, holder, copyBlob);
+        return { layerId: layer.id, bytes: layer.bytes, live: true };
+      } finally {
+        await thaw();
+      }
+    }
+    // Stopped: the writable directory becomes the layer in place (a rename-free O(1) freeze).
+    await unmount(this.mergedDir(id));
+    const layer = await this.disks.freeze(rec.disk, holder);
+    return { layerId: layer.id, bytes: layer.bytes, live: false };
+  }
+
+  /**
+   * Freeze every process of the container; returns the thaw. Writes the cgroup v1 freezer directly (about a
+   * millisecond) when podman's cgroup is where cgroupfs puts it, else falls back to podman pause/unpause.
+   */
+  private async freeze(id: string, cg: string): Promise<() => Promise<void>> {
+    const state = cg && /^\/[A-Za-z0-9_./-]+$/.test(cg) && !cg.includes('..') ? path.join('/sys/fs/cgroup/freezer', cg, 'freezer.state') : '';
+    if (state && fs.existsSync(state)) {
+      fs.writeFileSync(state, 'FROZEN');
+      const end = Date.now() + 5000;
+      while (fs.readFileSync(state, 'utf8').trim() !== 'FROZEN') {
+        if (Date.now() > end) {
+          fs.writeFileSync(state, 'THAWED');
+          throw new AppError('compute_unavailable', 'container did not freeze');
+        }
+        await new Promise((res) => setTimeout(res, 1));
+      }
+      return async () => fs.writeFileSync(state, 'THAWED');
+    }
+    await this.podman(['pause', containerName(id)]);
+    return async () => {
+      await this.podman(['unpause', containerName(id)], { allowFail: true });
+    };
+  }
+
+  async replaceDisk(id: string, source: DiskSource): Promise<void> {
+    const rec = this.record(id);
+    if ((await this.containerState(id)) === 'running') throw new AppError('conflict', 'stop the machine before replacing its disk');
+    await unmount(this.mergedDir(id));
+    await this.disks.replaceDisk(rec.disk, source.kind === 'layer' ? source.layerId : null, this.cfg.baseRootfs);
+  }
+
+  async destroy(id: string): Promise<void> {
+    assertMachineId(id);
+    const dir = this.machineDir(id);
+    let rec: MachineRecord | null = null;
+    try {
+      rec = this.record(id);
+    } catch {
+      /* partially created */
+    }
+    await this.podman(['rm', '--force', '--time', '0', containerName(id)], { allowFail: true });
+    await unmount(this.mergedDir(id));
+    if (rec) await this.disks.deleteDisk(rec.disk);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+
+  openChannel(id: string): Promise<Duplex> {
+    this.record(id);
+    return new Promise((resolve, reject) => {
+      const s = net.connect(this.channelPath(id));
+      s.once('connect', () => resolve(s));
+      s.once('error', (e) => reject(new AppError('compute_unavailable', 'agent channel not reachable', { cause: e })));
+    });
+  }
+
+  async diskUsage(id: string): Promise<DiskUsage> {
+    const rec = this.record(id);
+    const d = this.disks.disk(rec.disk);
+    const u = await this.disks.usage();
+    return {
+      provisioned_bytes: d.size_bytes,
+      writable_bytes: u.disks.find((x) => x.id === d.id)?.writable_bytes ?? 0,
+      chain: this.disks.layerChain(d.top),
+    };
+  }
+
+  async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {
+    const out: Array<{ id: string; status: SubstrateStatus }> = [];
+    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
+      if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) continue;
+      let status = await this.status(id);
+      // After a host reboot podman may still list the container while its overlay mount is gone.
+      if (status === 'running' && !isMounted(this.mergedDir(id))) status = 'lost';
+      out.push({ id, status });
+    }
+    return out;
+  }
+}

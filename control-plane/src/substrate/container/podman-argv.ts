@@ -1,0 +1,119 @@
+/**
+ * Pure builders for what is handed to podman (tested against pinned output). Podman runs rootful with runc
+ * (crun refuses the cgroup v1 hybrid hosts), cgroupfs (no systemd PID 1), the file events backend and a
+ * private storage root, so it never touches a system-wide podman's state.
+ */
+import path from 'node:path';
+import type { MachineResources } from '../substrate.js';
+
+export interface PodmanEnv {
+  /** Private podman state: <stateDir>/root (storage, container records), <stateDir>/containers.conf. */
+  stateDir: string;
+  /**
+   * Runtime state (<runDir>/run, <runDir>/tmp), default under stateDir. On a tmpfs such as /run it vanishes
+   * at reboot, which is how podman notices a reboot and resets its containers' states.
+   */
+  runDir?: string;
+}
+
+/** Where the host's channel directory appears in the guest (the image's init expects it there). */
+export const GUEST_CHANNEL_DIR = '/run/computer-channel';
+export const CONTAINER_PREFIX = 'computer-';
+
+export function containerName(id: string): string {
+  return CONTAINER_PREFIX + id;
+}
+
+/** containers.conf for our private podman: runc, cgroupfs, file events, the ulimits these hosts allow. */
+export function containersConf(): string {
+  return [
+    '[containers]',
+    // root lacks CAP_SYS_RESOURCE under the hosts' hard nofile 20000: podman's default (1048576) fails setrlimit.
+    'default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]',
+    '',
+    '[engine]',
+    'runtime = "runc"',
+    'cgroup_manager = "cgroupfs"',
+    'events_logger = "file"',
+    '',
+  ].join('\n');
+}
+
+export function globalArgs(env: PodmanEnv): string[] {
+  return [
+    '--root',
+    path.join(env.stateDir, 'root'),
+    '--runroot',
+    path.join(env.runDir ?? env.stateDir, 'run'),
+    '--tmpdir',
+    path.join(env.runDir ?? env.stateDir, 'tmp'),
+    '--runtime',
+    'runc',
+    '--cgroup-manager',
+    'cgroupfs',
+    '--events-backend',
+    'file',
+  ];
+}
+
+export function podmanEnv(env: PodmanEnv): Record<string, string> {
+  return { CONTAINERS_CONF: path.join(env.stateDir, 'containers.conf') };
+}
+
+export interface RunSpec {
+  id: string;
+  resources: MachineResources;
+  /** The machine's merged overlay mount: the container's root. */
+  rootfs: string;
+  /** Host directory (0700) bind-mounted at GUEST_CHANNEL_DIR; holds the agent socket and token file. */
+  channelDir: string;
+  network: 'none' | 'outbound';
+}
+
+/** `podman create` for a machine (started separately with `podman start`). */
+export function createArgs(env: PodmanEnv, spec: RunSpec): string[] {
+  const r = spec.resources;
+  return [
+    ...globalArgs(env),
+    'create',
+    '--name',
+    containerName(spec.id),
+    '--hostname',
+    'computer',
+    // outbound: podman's bridge, guarded on the host by an INPUT drop rule (see host-guard.ts).
+    '--network',
+    spec.network === 'none' ? 'none' : 'bridge',
+    '--cpus',
+    String(r.vcpu),
+    '--memory',
+    `${r.memory_mb}m`,
+    '--memory-swap',
+    `${r.memory_mb}m`,
+    '--pids-limit',
+    String(pidsLimit(r)),
+    '--shm-size',
+    `${Math.min(1024, Math.max(64, Math.floor(r.memory_mb / 4)))}m`,
+    // Frame buffer, sockets and scratch stay in memory, out of the captured disk layers.
+    '--tmpfs',
+    '/run:rw,nosuid,nodev,mode=755',
+    '--tmpfs',
+    '/tmp:rw,nosuid,nodev,mode=1777',
+    '--volume',
+    `${spec.channelDir}:${GUEST_CHANNEL_DIR}:rw`,
+    '--log-driver',
+    'none',
+    '--stop-signal',
+    'SIGTERM',
+    // `--rootfs` is a flag: every option comes before the directory.
+    '--rootfs',
+    spec.rootfs,
+    '/usr/bin/tini',
+    '--',
+    '/usr/sbin/computer-init',
+    'container',
+  ];
+}
+
+export function pidsLimit(r: MachineResources): number {
+  return Math.max(1024, r.vcpu * 1024);
+}

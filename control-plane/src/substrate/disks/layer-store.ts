@@ -1,0 +1,312 @@
+/**
+ * The disk layer store: immutable layers plus one writable layer per disk. A layer's references are its child
+ * layers, the disks standing on it and its pins (snapshots, templates); a layer with none is garbage and is
+ * deleted. The bottom of every chain is a base image, which this store never deletes.
+ *
+ * Blobs (layer or writable) are named by id under <root>/blobs; how a blob is made and chained is the
+ * backend's business (overlayfs directories for containers, qcow2 files for VMs). A capture turns the
+ * writable blob into a layer in place (same path, so a running QEMU keeps its open file) and gives the disk
+ * a new writable blob on top.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { AppError } from '../../../../shared/errors.js';
+
+/** Chains stay bounded: overlayfs mount options must fit a page and qcow2 reads walk the chain. */
+export const MAX_CHAIN_DEPTH = 24;
+
+export interface LayerRecord {
+  id: string;
+  /** Parent layer id, or null when the layer sits directly on `base`. */
+  parent: string | null;
+  base: string;
+  bytes: number;
+  created_at: string;
+  pins: string[];
+}
+
+export interface DiskRecord {
+  id: string;
+  /** The top immutable layer under the writable one, or null (straight on the base). */
+  top: string | null;
+  base: string;
+  writable: string;
+  size_bytes: number;
+}
+
+interface State {
+  version: 1;
+  layers: Record<string, LayerRecord>;
+  disks: Record<string, DiskRecord>;
+}
+
+export interface BlobBackend {
+  /** Create an empty writable blob over `lower` (paths of the chain, top first, ending with the base). */
+  createWritable(blobPath: string, lower: string[], sizeBytes: number): Promise<void>;
+  /** Make a just-frozen blob immutable (e.g. drop overlayfs's workdir). */
+  sealLayer(blobPath: string): Promise<void>;
+  deleteBlob(blobPath: string): Promise<void>;
+  blobBytes(blobPath: string): Promise<number>;
+  /** The path a chain element resolves to, for a blob's directory or file. */
+  readonly blobSuffix: string;
+}
+
+function newId(prefix: string): string {
+  return `${prefix}_${crypto.randomBytes(8).toString('hex')}`;
+}
+
+export class LayerStore {
+  private state: State;
+  private readonly statePath: string;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly root: string,
+    private readonly backend: BlobBackend,
+  ) {
+    fs.mkdirSync(path.join(root, 'blobs'), { recursive: true, mode: 0o700 });
+    this.statePath = path.join(root, 'state.json');
+    this.state = fs.existsSync(this.statePath)
+      ? (JSON.parse(fs.readFileSync(this.statePath, 'utf8')) as State)
+      : { version: 1, layers: {}, disks: {} };
+  }
+
+  /** Mutations run one at a time; the state file is replaced atomically after each. */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.queue.then(fn, fn);
+    this.queue = p.catch(() => {});
+    return p;
+  }
+
+  private save(): void {
+    const tmp = `${this.statePath}.tmp`;
+    fs.writeFileSync(tmp, JSON.stringify(this.state, null, 1), { mode: 0o600 });
+    fs.renameSync(tmp, this.statePath);
+  }
+
+  blobPath(id: string): string {
+    return path.join(this.root, 'blobs', id + this.backend.blobSuffix);
+  }
+
+  layer(id: string): LayerRecord {
+    const l = this.state.layers[id];
+    if (!l) throw new AppError('not_found', 'layer not found');
+    return l;
+  }
+
+  hasLayer(id: string): boolean {
+    return id in this.state.layers;
+  }
+
+  disk(id: string): DiskRecord {
+    const d = this.state.disks[id];
+    if (!d) throw new AppError('not_found', 'disk not found');
+    return d;
+  }
+
+  hasDisk(id: string): boolean {
+    return id in this.state.disks;
+  }
+
+  layers(): LayerRecord[] {
+    return Object.values(this.state.layers);
+  }
+
+  disks(): DiskRecord[] {
+    return Object.values(this.state.disks);
+  }
+
+  /** Layer ids from `top` down to the base, top first. */
+  layerChain(top: string | null): string[] {
+    const out: string[] = [];
+    for (let cur = top; cur !== null; cur = this.layer(cur).parent) out.push(cur);
+    return out;
+  }
+
+  /** Paths under a disk's writable blob: its layers top first, then the base. */
+  lowerPaths(disk: DiskRecord): string[] {
+    return [...this.layerChain(disk.top).map((l) => this.blobPath(l)), disk.base];
+  }
+
+  /** References to a layer: child layers + disks on it + pins. */
+  refCount(layerId: string): number {
+    const l = this.layer(layerId);
+    let n = l.pins.length;
+    for (const c of Object.values(this.state.layers)) if (c.parent === layerId) n++;
+    for (const d of Object.values(this.state.disks)) if (d.top === layerId) n++;
+    return n;
+  }
+
+  private checkDepth(top: string | null): void {
+    if (this.layerChain(top).length >= MAX_CHAIN_DEPTH)
+      throw new AppError('conflict', `disk chain is at its limit of ${MAX_CHAIN_DEPTH} layers`);
+  }
+
+  /** A new disk on the base image (`top` null) or on a layer, with an empty writable blob. */
+  newDisk(opts: { id?: string; base: string; top: string | null; sizeBytes: number }): Promise<DiskRecord> {
+    return this.serial(async () => {
+      const base = opts.top === null ? opts.base : this.layer(opts.top).base;
+      const id = opts.id ?? newId('dsk');
+      if (this.state.disks[id]) throw new AppError('conflict', 'disk exists');
+      const writable = newId('blb');
+      const rec: DiskRecord = { id, top: opts.top, base, writable, size_bytes: opts.sizeBytes };
+      await this.backend.createWritable(this.blobPath(writable), this.lowerPaths(rec), opts.sizeBytes);
+      this.state.disks[id] = rec;
+      this.save();
+      return { ...rec };
+    });
+  }
+
+  /**
+   * Freeze a disk's writable blob into a layer pinned by `holder`, and give the disk a new writable blob.
+   * `makeWritable` creates the new writable blob (a live QEMU does it with blockdev-snapshot-sync); by
+   * default the backend creates it (machine stopped).
+   */
+  freeze(
+    diskId: string,
+    holder: string,
+    makeWritable?: (newBlobPath: string, frozenBlobPath: string) => Promise<void>,
+  ): Promise<LayerRecord> {
+    return this.serial(async () => {
+      const d = this.disk(diskId);
+      this.checkDepth(d.top);
+      const layerId = d.writable;
+      const layer: LayerRecord = { id: layerId, parent: d.top, base: d.base, bytes: 0, created_at: new Date().toISOString(), pins: [holder] };
+      const next = newId('blb');
+      const nextPath = this.blobPath(next);
+      if (makeWritable) await makeWritable(nextPath, this.blobPath(layerId));
+      else await this.backend.createWritable(nextPath, [this.blobPath(layerId), ...this.lowerPaths(d)], d.size_bytes);
+      await this.backend.sealLayer(this.blobPath(layerId));
+      layer.bytes = await this.backend.blobBytes(this.blobPath(layerId));
+      this.state.layers[layerId] = layer;
+      d.top = layerId;
+      d.writable = next;
+      this.save();
+      return { ...layer, pins: [...layer.pins] };
+    });
+  }
+
+  /**
+   * A layer made by copying a disk's writable blob while the disk stays in use (overlayfs cannot swap the
+   * upper directory of a mounted overlay). The disk keeps its chain; the copy sits on the same parent.
+   */
+  copyToLayer(diskId: string, holder: string, copy: (srcBlobPath: string, dstBlobPath: string) => Promise<void>): Promise<LayerRecord> {
+    return this.serial(async () => {
+      const d = this.disk(diskId);
+      this.checkDepth(d.top);
+      const id = newId('blb');
+      const dst = this.blobPath(id);
+      try {
+        await copy(this.blobPath(d.writable), dst);
+        await this.backend.sealLayer(dst);
+      } catch (e) {
+        await this.backend.deleteBlob(dst).catch(() => {});
+        throw e;
+      }
+      const layer: LayerRecord = {
+        id,
+        parent: d.top,
+        base: d.base,
+        bytes: await this.backend.blobBytes(dst),
+        created_at: new Date().toISOString(),
+        pins: [holder],
+      };
+      this.state.layers[id] = layer;
+      this.save();
+      return layer;
+    });
+  }
+
+  pin(layerId: string, holder: string): Promise<void> {
+    return this.serial(async () => {
+      const l = this.layer(layerId);
+      if (!l.pins.includes(holder)) l.pins.push(holder);
+      this.save();
+    });
+  }
+
+  /** Drop a pin; layers left without references are deleted. Returns the freed layer ids. */
+  unpin(layerId: string, holder: string): Promise<string[]> {
+    return this.serial(async () => {
+      const l = this.layer(layerId);
+      l.pins = l.pins.filter((h) => h !== holder);
+      this.save();
+      return this.collect();
+    });
+  }
+
+  /** Point a disk at a new chain (restore): its writable blob is replaced by an empty one on `top`. */
+  replaceDisk(diskId: string, top: string | null, base: string): Promise<DiskRecord> {
+    return this.serial(async () => {
+      const d = this.disk(diskId);
+      const old = d.writable;
+      const rec: DiskRecord = { ...d, top, base: top === null ? base : this.layer(top).base, writable: newId('blb') };
+      await this.backend.createWritable(this.blobPath(rec.writable), this.lowerPaths(rec), d.size_bytes);
+      this.state.disks[diskId] = rec;
+      this.save();
+      await this.backend.deleteBlob(this.blobPath(old));
+      await this.collect();
+      return { ...rec };
+    });
+  }
+
+  /** Delete a disk and its writable blob; returns the layers that became garbage and were freed. */
+  deleteDisk(diskId: string): Promise<string[]> {
+    return this.serial(async () => {
+      const d = this.state.disks[diskId];
+      if (!d) return [];
+      delete this.state.disks[diskId];
+      this.save();
+      await this.backend.deleteBlob(this.blobPath(d.writable));
+      return this.collect();
+    });
+  }
+
+  /** Garbage collection: delete layers with no references, repeatedly (a freed child frees its parent). */
+  gc(): Promise<string[]> {
+    return this.serial(() => this.collect());
+  }
+
+  private async collect(): Promise<string[]> {
+    const freed: string[] = [];
+    for (;;) {
+      const garbage = Object.keys(this.state.layers).filter((id) => this.refCount(id) === 0);
+      if (!garbage.length) break;
+      for (const id of garbage) {
+        delete this.state.layers[id];
+        freed.push(id);
+      }
+      this.save();
+      for (const id of garbage) await this.backend.deleteBlob(this.blobPath(id));
+    }
+    return freed;
+  }
+
+  /** Bytes held per layer and per disk, for metering (cold storage: pinned layers; hot: provisioned disks). */
+  async usage(): Promise<{
+    layers: Array<{ id: string; bytes: number; pins: string[]; refs: number }>;
+    disks: Array<{ id: string; provisioned_bytes: number; writable_bytes: number }>;
+  }> {
+    const disks = [];
+    for (const d of Object.values(this.state.disks))
+      disks.push({ id: d.id, provisioned_bytes: d.size_bytes, writable_bytes: await this.backend.blobBytes(this.blobPath(d.writable)) });
+    return {
+      layers: Object.values(this.state.layers).map((l) => ({ id: l.id, bytes: l.bytes, pins: [...l.pins], refs: this.refCount(l.id) })),
+      disks,
+    };
+  }
+}
+
+/** Allocated bytes under a path (files, directories), like `du -s --block-size=1`. */
+export function allocatedBytes(p: string): number {
+  let st: fs.Stats;
+  try {
+    st = fs.lstatSync(p);
+  } catch {
+    return 0;
+  }
+  let n = st.blocks * 512;
+  if (st.isDirectory()) for (const name of fs.readdirSync(p)) n += allocatedBytes(path.join(p, name));
+  return n;
+}

@@ -1,0 +1,36 @@
+/**
+ * Layer blobs as qcow2 files chained by backing file. The base is the image's base.qcow2. A writable blob's
+ * virtual size is the machine's disk size (the guest grows its filesystem to fit at boot).
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import { promisify } from 'node:util';
+import type { BlobBackend } from './layer-store.js';
+
+const run = promisify(execFile);
+
+export class Qcow2Backend implements BlobBackend {
+  readonly blobSuffix = '.qcow2';
+
+  async createWritable(blobPath: string, lower: string[], sizeBytes: number): Promise<void> {
+    const backing = lower[0];
+    if (!backing) throw new Error('a qcow2 disk needs a backing file');
+    await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', backing, '-F', 'qcow2', blobPath, String(sizeBytes)]);
+  }
+
+  async sealLayer(blobPath: string): Promise<void> {
+    fs.chmodSync(blobPath, 0o400);
+  }
+
+  async deleteBlob(blobPath: string): Promise<void> {
+    fs.rmSync(blobPath, { force: true });
+  }
+
+  async blobBytes(blobPath: string): Promise<number> {
+    try {
+      return fs.statSync(blobPath).blocks * 512;
+    } catch {
+      return 0;
+    }
+  }
+}

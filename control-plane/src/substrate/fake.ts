@@ -1,0 +1,200 @@
+/**
+ * An in-memory substrate for unit tests of control-plane logic: no processes, no disks. Delays and failures
+ * are injectable per operation; the channel is an in-process duplex an optional handler serves.
+ */
+import { Duplex } from 'node:stream';
+import { AppError } from '../../../shared/errors.js';
+import {
+  assertMachineId,
+  notFound,
+  type CaptureResult,
+  type CreateSpec,
+  type DiskSource,
+  type DiskUsage,
+  type MachineResources,
+  type Substrate,
+  type SubstrateStatus,
+} from './substrate.js';
+
+export type FakeOp = 'create' | 'start' | 'stop' | 'status' | 'capture' | 'replaceDisk' | 'destroy' | 'openChannel';
+
+export interface FakeMachine {
+  id: string;
+  resources: MachineResources;
+  token: string;
+  source: DiskSource;
+  state: 'running' | 'stopped' | 'lost';
+  /** Pretend disk content: a capture copies it into a layer, a fork or restore starts from a layer's copy. */
+  files: Map<string, string>;
+  starts: number;
+}
+
+export interface FakeSubstrateOptions {
+  /** Milliseconds each operation waits before acting. */
+  delays?: Partial<Record<FakeOp, number>>;
+  /** Serves the machine's end of an opened channel (e.g. an agent app); without it the far end is inert. */
+  channelHandler?: (machineId: string, guestEnd: Duplex) => void;
+}
+
+export class FakeSubstrate implements Substrate {
+  readonly kind = 'fake' as const;
+  readonly machines = new Map<string, FakeMachine>();
+  readonly layers = new Map<string, { files: Map<string, string>; pins: Set<string> }>();
+  /** Every call, in order, as `op:id` (for assertions on what the control plane asked for). */
+  readonly calls: string[] = [];
+  private readonly failures = new Map<FakeOp, Error[]>();
+  private seq = 0;
+
+  constructor(private readonly opts: FakeSubstrateOptions = {}) {}
+
+  /** The next call of `op` throws `err` (queued; one failure per call). */
+  failNext(op: FakeOp, err: Error = new AppError('compute_unavailable', `fake ${op} failure`)): void {
+    const q = this.failures.get(op) ?? [];
+    q.push(err);
+    this.failures.set(op, q);
+  }
+
+  setDelay(op: FakeOp, ms: number): void {
+    this.opts.delays = { ...this.opts.delays, [op]: ms };
+  }
+
+  /** Simulate the host losing a machine (e.g. its process died while the control plane was down). */
+  lose(id: string): void {
+    const m = this.machines.get(id);
+    if (m) m.state = 'lost';
+  }
+
+  private async enter(op: FakeOp, id: string): Promise<void> {
+    this.calls.push(`${op}:${id}`);
+    const d = this.opts.delays?.[op] ?? 0;
+    if (d > 0) await new Promise((r) => setTimeout(r, d));
+    const q = this.failures.get(op);
+    const err = q?.shift();
+    if (err) throw err;
+  }
+
+  private get(id: string): FakeMachine {
+    const m = this.machines.get(id);
+    if (!m) throw notFound();
+    return m;
+  }
+
+  private filesOf(source: DiskSource): Map<string, string> {
+    if (source.kind === 'base') return new Map();
+    const l = this.layers.get(source.layerId);
+    if (!l) throw new AppError('not_found', 'layer not found');
+    return new Map(l.files);
+  }
+
+  async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
+    assertMachineId(spec.id);
+    await this.enter('create', spec.id);
+    if (this.machines.has(spec.id)) throw new AppError('conflict', 'machine exists on this substrate');
+    this.machines.set(spec.id, {
+      id: spec.id,
+      resources: { ...spec.resources },
+      token: spec.token,
+      source: spec.source,
+      state: 'stopped',
+      files: this.filesOf(spec.source),
+      starts: 0,
+    });
+    if (opts.start !== false) await this.start(spec.id);
+  }
+
+  async start(id: string): Promise<void> {
+    await this.enter('start', id);
+    const m = this.get(id);
+    if (m.state === 'lost') throw new AppError('compute_unavailable', 'machine lost');
+    m.state = 'running';
+    m.starts++;
+  }
+
+  async stop(id: string): Promise<void> {
+    await this.enter('stop', id);
+    const m = this.get(id);
+    if (m.state === 'running') m.state = 'stopped';
+  }
+
+  async status(id: string): Promise<SubstrateStatus> {
+    await this.enter('status', id);
+    const m = this.machines.get(id);
+    return m ? m.state : 'absent';
+  }
+
+  async capture(id: string, holder: string): Promise<CaptureResult> {
+    await this.enter('capture', id);
+    const m = this.get(id);
+    const layerId = `fake_layer_${++this.seq}`;
+    this.layers.set(layerId, { files: new Map(m.files), pins: new Set([holder]) });
+    let bytes = 0;
+    for (const v of m.files.values()) bytes += Buffer.byteLength(v);
+    return { layerId, bytes, live: m.state === 'running' };
+  }
+
+  async replaceDisk(id: string, source: DiskSource): Promise<void> {
+    await this.enter('replaceDisk', id);
+    const m = this.get(id);
+    if (m.state === 'running') throw new AppError('conflict', 'stop the machine before replacing its disk');
+    m.files = this.filesOf(source);
+    m.source = source;
+  }
+
+  async destroy(id: string): Promise<void> {
+    await this.enter('destroy', id);
+    this.machines.delete(id);
+  }
+
+  unpin(layerId: string, holder: string): void {
+    const l = this.layers.get(layerId);
+    if (!l) return;
+    l.pins.delete(holder);
+    const inUse = [...this.machines.values()].some((m) => m.source.kind === 'layer' && m.source.layerId === layerId);
+    if (l.pins.size === 0 && !inUse) this.layers.delete(layerId);
+  }
+
+  async openChannel(id: string): Promise<Duplex> {
+    await this.enter('openChannel', id);
+    const m = this.get(id);
+    if (m.state !== 'running') throw new AppError('compute_unavailable', 'machine is not running');
+    const [hostEnd, guestEnd] = duplexPair();
+    this.opts.channelHandler?.(id, guestEnd);
+    return hostEnd;
+  }
+
+  channelPath(id: string): string {
+    return `fake://${id}`;
+  }
+
+  async diskUsage(id: string): Promise<DiskUsage> {
+    const m = this.get(id);
+    let bytes = 0;
+    for (const v of m.files.values()) bytes += Buffer.byteLength(v);
+    return { provisioned_bytes: m.resources.disk_gb * 1024 ** 3, writable_bytes: bytes, chain: m.source.kind === 'layer' ? [m.source.layerId] : [] };
+  }
+
+  async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {
+    return [...this.machines.values()].map((m) => ({ id: m.id, status: m.state }));
+  }
+}
+
+/** Two connected in-memory duplex streams (what one end writes, the other reads). */
+export function duplexPair(): [Duplex, Duplex] {
+  class End extends Duplex {
+    other!: End;
+    override _read(): void {}
+    override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void): void {
+      this.other.push(chunk);
+      cb();
+    }
+    override _final(cb: (e?: Error | null) => void): void {
+      this.other.push(null);
+      cb();
+    }
+  }
+  const a = new End();
+  const b = new End();
+  a.other = b;
+  b.other = a;
+  return [a, b];
+}

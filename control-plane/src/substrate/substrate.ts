@@ -1,0 +1,95 @@
+/**
+ * The one interface every machine substrate (vm, container, fake) implements. The control plane's services
+ * decide and record; a substrate only acts on the host. Machine ids are the control plane's (mch_…).
+ */
+import type { Duplex } from 'node:stream';
+import type { MachineSize } from '../../../shared/schemas/machine.js';
+import { AppError } from '../../../shared/errors.js';
+
+export type SubstrateKind = 'vm' | 'container' | 'fake';
+
+/** What a machine gets from the host; shaped like the catalog's SizeSpec so one can be passed as the other. */
+export interface MachineResources {
+  vcpu: number;
+  memory_mb: number;
+  disk_gb: number;
+}
+
+/** Where a new machine's disk comes from: the current base image, or a captured layer (fork, template). */
+export type DiskSource = { kind: 'base' } | { kind: 'layer'; layerId: string };
+
+export interface CreateSpec {
+  id: string;
+  resources: MachineResources;
+  source: DiskSource;
+  /** The agent's bearer token; delivered privately (0600 file in the channel dir, or fw_cfg). */
+  token: string;
+  /** Outbound-only network (never the host's own services) or none. Default none. */
+  network?: 'none' | 'outbound';
+}
+
+/**
+ * running: the guest runs. stopped: created or stopped, disk kept. lost: records say it exists but the host
+ * no longer has it (process gone after a host restart, runtime state missing). absent: never created or destroyed.
+ */
+export type SubstrateStatus = 'running' | 'stopped' | 'lost' | 'absent';
+
+export interface CaptureResult {
+  /** The new immutable layer; pinned by `holder` until unpinned in the layer store. */
+  layerId: string;
+  bytes: number;
+  /** true when the machine kept running across the capture. */
+  live: boolean;
+}
+
+export interface DiskUsage {
+  /** The machine's provisioned disk (hot storage is metered on this, not on what is written). */
+  provisioned_bytes: number;
+  /** Bytes in the machine's own writable layer. */
+  writable_bytes: number;
+  /** The immutable layers under the machine's disk, top first. */
+  chain: string[];
+}
+
+export interface Substrate {
+  readonly kind: SubstrateKind;
+  /** Prepare the machine (disk, runtime directory, token). Starts it unless start is false. */
+  create(spec: CreateSpec, opts?: { start?: boolean }): Promise<void>;
+  start(id: string): Promise<void>;
+  /** Graceful stop within timeoutMs, then forced. The disk is kept. */
+  stop(id: string, opts?: { timeoutMs?: number }): Promise<void>;
+  status(id: string): Promise<SubstrateStatus>;
+  /** Freeze the machine's writable disk into a new immutable layer, live when it is running. */
+  capture(id: string, holder: string): Promise<CaptureResult>;
+  /** Replace a stopped machine's disk with a new one on `layerId` (restore). */
+  replaceDisk(id: string, source: DiskSource): Promise<void>;
+  /** Stop (forced) and delete the machine and its writable layer; layers nothing refers to are freed. */
+  destroy(id: string): Promise<void>;
+  /** A connected byte stream to the guest agent (HTTP/2 runs over it). */
+  openChannel(id: string): Promise<Duplex>;
+  /** Filesystem path of the channel's unix socket (for clients that connect themselves). */
+  channelPath(id: string): string;
+  diskUsage(id: string): Promise<DiskUsage>;
+  /** After a control-plane restart: find machines left by the last run and report each one's state. */
+  reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>>;
+}
+
+/** Map a catalog size to resources; the catalog (server-owned) is passed in, never hard-coded here. */
+export function resourcesForSize(
+  size: MachineSize,
+  catalog: ReadonlyArray<{ id: string; vcpu: number; memory_mb: number; disk_gb: number }>,
+): MachineResources {
+  const s = catalog.find((x) => x.id === size);
+  if (!s) throw new AppError('invalid_request', 'unknown machine size', { details: [{ field: 'size', message: 'not in the catalog' }] });
+  if (!(s.vcpu > 0 && s.memory_mb > 0 && s.disk_gb > 0)) throw new AppError('internal_error', 'catalog size has non-positive resources');
+  return { vcpu: s.vcpu, memory_mb: s.memory_mb, disk_gb: s.disk_gb };
+}
+
+/** Machine ids reach file names and podman names: only the shape the control plane generates passes. */
+export function assertMachineId(id: string): void {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) throw new AppError('invalid_request', 'bad machine id');
+}
+
+export function notFound(): AppError {
+  return new AppError('not_found', 'machine not found on this substrate');
+}

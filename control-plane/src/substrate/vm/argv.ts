@@ -1,0 +1,118 @@
+/**
+ * The QEMU command line of a machine, built by a pure function (tested against pinned output).
+ * microvm + direct kernel boot + a small initrd keep a TCG boot near 12 s; every device is virtio-mmio.
+ */
+import path from 'node:path';
+import type { MachineResources } from '../substrate.js';
+
+export const AGENT_PORT_NAME = 'computer.agent';
+export const TOKEN_FWCFG_NAME = 'opt/computer/token';
+
+export interface VmPaths {
+  kernel: string;
+  initrd: string;
+  /** The machine's writable qcow2 layer (its backing chain is recorded in the file). */
+  disk: string;
+  /** The machine's 0700 runtime directory: sockets, pid file, token file, console log. */
+  runDir: string;
+}
+
+export interface VmArgvSpec {
+  id: string;
+  resources: MachineResources;
+  paths: VmPaths;
+  accel: 'kvm' | 'tcg';
+  network: 'none' | 'outbound';
+  /** The disk's node name in QEMU (a live capture moves the active node to a new name). */
+  diskNode: string;
+  /**
+   * TCG: the host's TSC rate. Under load the guest's PIT-based TSC calibration can fail, and the kernel then
+   * waits for timer ticks that never come (a boot hang at 0.000000); telling it the rate skips calibration.
+   */
+  tscKhz?: number;
+}
+
+export function vmFiles(runDir: string) {
+  return {
+    agentSocket: path.join(runDir, 'agent.sock'),
+    qmpSocket: path.join(runDir, 'qmp.sock'),
+    pidFile: path.join(runDir, 'qemu.pid'),
+    tokenFile: path.join(runDir, 'token'),
+    consoleLog: path.join(runDir, 'console.log'),
+  };
+}
+
+export function vmProcessName(id: string): string {
+  return `computer-${id}`;
+}
+
+export function buildQemuArgv(s: VmArgvSpec): string[] {
+  const f = vmFiles(s.paths.runDir);
+  const r = s.resources;
+  const kernelCmdline = [
+    'console=ttyS0',
+    'root=/dev/vda',
+    'ro',
+    'quiet',
+    'loglevel=3',
+    // The guest never reboots by itself: a panic or reboot ends the process and the control plane sees it.
+    'panic=-1',
+    'reboot=t',
+    ...(s.tscKhz ? [`tsc_early_khz=${s.tscKhz}`] : []),
+  ].join(' ');
+  const argv = [
+    'qemu-system-x86_64',
+    '-name',
+    `${vmProcessName(s.id)},process=${vmProcessName(s.id)}`,
+    // microvm needs its PIT under TCG (pit=off hangs); ACPI carries the power button for a graceful stop.
+    '-machine',
+    'microvm,acpi=on,pit=on,pic=on,rtc=on,isa-serial=on',
+    '-accel',
+    s.accel === 'kvm' ? 'kvm' : 'tcg,thread=multi',
+    '-cpu',
+    s.accel === 'kvm' ? 'host' : 'max',
+    '-smp',
+    String(r.vcpu),
+    '-m',
+    `${r.memory_mb}M`,
+    '-nodefaults',
+    '-no-user-config',
+    '-display',
+    'none',
+    '-no-reboot',
+    '-kernel',
+    s.paths.kernel,
+    '-initrd',
+    s.paths.initrd,
+    '-append',
+    kernelCmdline,
+    '-serial',
+    `file:${f.consoleLog}`,
+    '-blockdev',
+    `driver=qcow2,node-name=${s.diskNode},file.driver=file,file.filename=${s.paths.disk},discard=unmap`,
+    '-device',
+    `virtio-blk-device,drive=${s.diskNode}`,
+    '-device',
+    'virtio-serial-device',
+    '-chardev',
+    `socket,id=agent,path=${f.agentSocket},server=on,wait=off`,
+    '-device',
+    `virtserialport,chardev=agent,name=${AGENT_PORT_NAME}`,
+    '-qmp',
+    `unix:${f.qmpSocket},server=on,wait=off`,
+    // The token reaches the guest through fw_cfg: never on the command line, never on the disk.
+    '-fw_cfg',
+    `name=${TOKEN_FWCFG_NAME},file=${f.tokenFile}`,
+    '-device',
+    'virtio-rng-device',
+  ];
+  if (s.network === 'none') argv.push('-nic', 'none');
+  else {
+    // User networking with no host forwards: outbound only. restrict=off is needed for outbound at all; the
+    // host's services stay reachable through 10.0.2.2, so `outbound` is refused by the driver until a
+    // filtered tap/bridge path exists (see docs/substrates.md).
+    argv.push('-netdev', 'user,id=net0', '-device', 'virtio-net-device,netdev=net0');
+  }
+  argv.push('-pidfile', f.pidFile, '-daemonize');
+  return argv;
+}

@@ -1,0 +1,279 @@
+/**
+ * The vm substrate: one daemonized qemu-system-x86_64 (microvm) per running machine, on the machine's qcow2
+ * writable layer. QEMU outlives the control plane; a restart re-attaches through the pid file and sockets.
+ * The agent channel is a virtio-serial port whose host end is a unix socket in the machine's 0700 run dir.
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import type { Duplex } from 'node:stream';
+import { promisify } from 'node:util';
+import { AppError } from '../../../../shared/errors.js';
+import { LayerStore } from '../disks/layer-store.js';
+import { Qcow2Backend } from '../disks/qcow2-backend.js';
+import {
+  assertMachineId,
+  notFound,
+  type CaptureResult,
+  type CreateSpec,
+  type DiskSource,
+  type DiskUsage,
+  type MachineResources,
+  type Substrate,
+  type SubstrateStatus,
+} from '../substrate.js';
+import { buildQemuArgv, vmFiles, vmProcessName } from './argv.js';
+import { hostTscKhz, probeKvm, type KvmVerdict } from './kvm-probe.js';
+import { Qmp } from './qmp.js';
+
+const execFileP = promisify(execFile);
+const GiB = 1024 ** 3;
+
+export interface VmSubstrateConfig {
+  /** Disk layers and machine run directories. Keep it short: unix socket paths are limited to 107 bytes. */
+  root: string;
+  kernel: string;
+  initrd: string;
+  baseDisk: string;
+  /** Force an accelerator; by default KVM when the probe finds it usable, TCG otherwise. */
+  accel?: 'kvm' | 'tcg';
+  stopTimeoutMs?: number;
+  /** Warnings (e.g. running under TCG). */
+  warn?: (msg: string) => void;
+}
+
+interface VmRecord {
+  id: string;
+  resources: MachineResources;
+  disk: string;
+  network: 'none' | 'outbound';
+  /** What the control plane last asked for: a running record whose process is gone is lost. */
+  desired: 'running' | 'stopped';
+  /** QEMU node name of the active disk layer (changes at each live capture). */
+  diskNode: string;
+  captures: number;
+}
+
+export class VmSubstrate implements Substrate {
+  readonly kind = 'vm' as const;
+  readonly disks: LayerStore;
+  readonly accel: 'kvm' | 'tcg';
+  readonly kvm: KvmVerdict;
+  private readonly tscKhz: number | null;
+
+  constructor(private readonly cfg: VmSubstrateConfig) {
+    fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
+    this.disks = new LayerStore(path.join(cfg.root, 'disks'), new Qcow2Backend());
+    this.kvm = probeKvm();
+    this.accel = cfg.accel ?? (this.kvm.usable ? 'kvm' : 'tcg');
+    this.tscKhz = this.accel === 'tcg' ? hostTscKhz() : null;
+    if (this.accel === 'tcg') cfg.warn?.(`vm substrate: KVM unusable (${this.kvm.usable ? 'forced tcg' : this.kvm.reason}); machines run under TCG emulation, much slower`);
+  }
+
+  private runDir(id: string): string {
+    return path.join(this.cfg.root, 'machines', id);
+  }
+  channelPath(id: string): string {
+    return vmFiles(this.runDir(id)).agentSocket;
+  }
+
+  private record(id: string): VmRecord {
+    assertMachineId(id);
+    const f = path.join(this.runDir(id), 'machine.json');
+    if (!fs.existsSync(f)) throw notFound();
+    return JSON.parse(fs.readFileSync(f, 'utf8')) as VmRecord;
+  }
+  private writeRecord(rec: VmRecord): void {
+    const f = path.join(this.runDir(rec.id), 'machine.json');
+    fs.writeFileSync(`${f}.tmp`, JSON.stringify(rec));
+    fs.renameSync(`${f}.tmp`, f);
+  }
+
+  /** The QEMU pid if its process is alive and is this machine's (pid files outlive reboots and pids are reused). */
+  private pid(id: string): number | null {
+    let pid: number;
+    try {
+      pid = Number(fs.readFileSync(vmFiles(this.runDir(id)).pidFile, 'utf8').trim());
+    } catch {
+      return null;
+    }
+    if (!Number.isInteger(pid) || pid <= 1) return null;
+    try {
+      const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      return cmdline.includes(`${vmProcessName(id)},process=${vmProcessName(id)}`) ? pid : null;
+    } catch {
+      return null;
+    }
+  }
+
+  async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
+    assertMachineId(spec.id);
+    if (spec.network === 'outbound')
+      throw new AppError('unsupported_operation', 'outbound networking is not available on the vm substrate yet');
+    const dir = this.runDir(spec.id);
+    if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
+    // Only the control plane enters the run dir: it holds the agent and QMP sockets and the token file.
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    fs.writeFileSync(vmFiles(dir).tokenFile, spec.token, { mode: 0o600 });
+    const disk = await this.disks.newDisk({
+      id: `disk-${spec.id}`,
+      base: this.cfg.baseDisk,
+      top: spec.source.kind === 'layer' ? spec.source.layerId : null,
+      sizeBytes: spec.resources.disk_gb * GiB,
+    });
+    this.writeRecord({ id: spec.id, resources: spec.resources, disk: disk.id, network: 'none', desired: 'stopped', diskNode: 'disk0', captures: 0 });
+    if (opts.start !== false) await this.start(spec.id);
+  }
+
+  argv(id: string): string[] {
+    const rec = this.record(id);
+    const d = this.disks.disk(rec.disk);
+    return buildQemuArgv({
+      id,
+      resources: rec.resources,
+      accel: this.accel,
+      network: rec.network,
+      diskNode: rec.diskNode,
+      ...(this.tscKhz ? { tscKhz: this.tscKhz } : {}),
+      paths: { kernel: this.cfg.kernel, initrd: this.cfg.initrd, disk: this.disks.blobPath(d.writable), runDir: this.runDir(id) },
+    });
+  }
+
+  async start(id: string): Promise<void> {
+    const rec = this.record(id);
+    if (this.pid(id) !== null) return;
+    const f = vmFiles(this.runDir(id));
+    for (const p of [f.agentSocket, f.qmpSocket, f.pidFile]) fs.rmSync(p, { force: true });
+    // A fresh process opens the disk under its first node name again.
+    rec.diskNode = 'disk0';
+    this.writeRecord(rec);
+    const [cmd, ...args] = this.argv(id);
+    try {
+      // -daemonize: the parent exits once the guest is set up; the VM outlives the control plane.
+      await execFileP(cmd!, args);
+    } catch (e) {
+      throw new AppError('compute_unavailable', 'qemu failed to start', { cause: e });
+    }
+    rec.desired = 'running';
+    this.writeRecord(rec);
+  }
+
+  private async waitExit(id: string, ms: number): Promise<boolean> {
+    const end = Date.now() + ms;
+    while (Date.now() < end) {
+      if (this.pid(id) === null) return true;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return this.pid(id) === null;
+  }
+
+  async stop(id: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+    const rec = this.record(id);
+    rec.desired = 'stopped';
+    this.writeRecord(rec);
+    if (this.pid(id) === null) return;
+    const timeout = opts.timeoutMs ?? this.cfg.stopTimeoutMs ?? 30_000;
+    // Graceful: ACPI power button; the guest's init stops the agent, syncs and powers off.
+    try {
+      const q = await Qmp.connect(vmFiles(this.runDir(id)).qmpSocket);
+      try {
+        await q.execute('system_powerdown');
+      } finally {
+        q.close();
+      }
+    } catch {
+      /* QMP gone: fall through to force */
+    }
+    if (await this.waitExit(id, timeout)) return;
+    const pid = this.pid(id);
+    if (pid !== null) process.kill(pid, 'SIGKILL');
+    await this.waitExit(id, 5000);
+  }
+
+  async status(id: string): Promise<SubstrateStatus> {
+    assertMachineId(id);
+    if (!fs.existsSync(path.join(this.runDir(id), 'machine.json'))) return 'absent';
+    const rec = this.record(id);
+    if (!this.disks.hasDisk(rec.disk)) return 'lost';
+    if (this.pid(id) !== null) return 'running';
+    return rec.desired === 'running' ? 'lost' : 'stopped';
+  }
+
+  async capture(id: string, holder: string): Promise<CaptureResult> {
+    const rec = this.record(id);
+    if (this.pid(id) === null) {
+      const layer = await this.disks.freeze(rec.disk, holder);
+      return { layerId: layer.id, bytes: layer.bytes, live: false };
+    }
+    // Live and crash-consistent: QEMU creates the new writable qcow2 on top of the current one and switches
+    // to it; the old file (same path, now read-only to QEMU) becomes the layer.
+    const q = await Qmp.connect(vmFiles(this.runDir(id)).qmpSocket);
+    try {
+      const newNode = `disk${rec.captures + 1}`;
+      const layer = await this.disks.freeze(rec.disk, holder, async (newPath) => {
+        await q.execute('blockdev-snapshot-sync', {
+          'node-name': rec.diskNode,
+          'snapshot-file': newPath,
+          'snapshot-node-name': newNode,
+          format: 'qcow2',
+          mode: 'absolute-paths',
+        });
+      });
+      rec.diskNode = newNode;
+      rec.captures++;
+      this.writeRecord(rec);
+      return { layerId: layer.id, bytes: layer.bytes, live: true };
+    } finally {
+      q.close();
+    }
+  }
+
+  async replaceDisk(id: string, source: DiskSource): Promise<void> {
+    const rec = this.record(id);
+    if (this.pid(id) !== null) throw new AppError('conflict', 'stop the machine before replacing its disk');
+    await this.disks.replaceDisk(rec.disk, source.kind === 'layer' ? source.layerId : null, this.cfg.baseDisk);
+  }
+
+  async destroy(id: string): Promise<void> {
+    assertMachineId(id);
+    let rec: VmRecord | null = null;
+    try {
+      rec = this.record(id);
+    } catch {
+      /* partially created */
+    }
+    const pid = this.pid(id);
+    if (pid !== null) {
+      process.kill(pid, 'SIGKILL');
+      await this.waitExit(id, 5000);
+    }
+    if (rec) await this.disks.deleteDisk(rec.disk);
+    fs.rmSync(this.runDir(id), { recursive: true, force: true });
+  }
+
+  openChannel(id: string): Promise<Duplex> {
+    this.record(id);
+    return new Promise((resolve, reject) => {
+      const s = net.connect(this.channelPath(id));
+      s.once('connect', () => resolve(s));
+      s.once('error', (e) => reject(new AppError('compute_unavailable', 'agent channel not reachable', { cause: e })));
+    });
+  }
+
+  async diskUsage(id: string): Promise<DiskUsage> {
+    const rec = this.record(id);
+    const d = this.disks.disk(rec.disk);
+    const u = await this.disks.usage();
+    return { provisioned_bytes: d.size_bytes, writable_bytes: u.disks.find((x) => x.id === d.id)?.writable_bytes ?? 0, chain: this.disks.layerChain(d.top) };
+  }
+
+  async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {
+    const out: Array<{ id: string; status: SubstrateStatus }> = [];
+    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
+      if (!fs.existsSync(path.join(this.runDir(id), 'machine.json'))) continue;
+      out.push({ id, status: await this.status(id) });
+    }
+    return out;
+  }
+}

@@ -1,0 +1,25 @@
+// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,container,vm (default: all).
+import path from 'node:path';
+import { benchAgent } from './bench/agent.js';
+import { benchApi } from './bench/api.js';
+import { benchGateway } from './bench/gateway.js';
+import { benchContainer, benchVm } from './bench/substrates.js';
+
+const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,container,vm').split(',').map((s) => s.trim()));
+const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+
+async function main(): Promise<void> {
+  if (parts.has('agent')) await benchAgent();
+  if (parts.has('gateway')) await benchGateway();
+  if (parts.has('api')) await benchApi({ substrate: 'container' });
+  if (parts.has('container')) await benchContainer({ repoRoot });
+  if (parts.has('vm')) await benchVm({ repoRoot });
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,176 @@
+/**
+ * Gateway benchmark: a real agent process on a real Xvfb at 1280x800, reached by the gateway's own
+ * agent-stream dialer and the control plane's AgentPool over the unix socket channel, and real ws
+ * clients on loopback. Credentials and the lease are stubbed (an always-valid principal and fence): one
+ * SQLite read per message in the real services, negligible next to what is measured.
+ *
+ *  - input → applied on screen: a `keyboard.type` of one character into a focused xterm, from the ws
+ *    send until the screen channel delivers the next frame (the agent sends frames only on change);
+ *  - input → ack: the input message's round trip;
+ *  - screen frames/s at 1280x800 with the whole screen changing continuously (fps cap 30).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { WebSocket } from 'ws';
+import { AgentPool } from '../../control-plane/src/agent-client/pool.js';
+import type { Principal } from '../../control-plane/src/context.js';
+import { AgentStreamDialer } from '../../control-plane/src/gateway/agent-streams.js';
+import type { GatewayDeps } from '../../control-plane/src/gateway/deps.js';
+import { attachGateway } from '../../control-plane/src/gateway/gateway.js';
+import { EgressCounter } from '../../control-plane/src/gateway/send.js';
+import { startXvfb } from '../../test/helpers/xvfb.js';
+import { line, percentile } from './stats.js';
+
+const MID = 'mch_' + 'b'.repeat(24);
+const KEY = 'sk_bench_gateway';
+
+function summary(xs: number[]): string {
+  const s = [...xs].sort((a, b) => a - b);
+  return `p50 ${percentile(s, 50).toFixed(1)} ms  p90 ${percentile(s, 90).toFixed(1)} ms  max ${s[s.length - 1]!.toFixed(1)} ms  (n=${s.length})`;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function openWs(url: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${KEY}` }, perMessageDeflate: false });
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+    ws.once('unexpected-response', (_q, res) => reject(new Error(`refused ${res.statusCode}`)));
+  });
+}
+
+export async function benchGateway(): Promise<void> {
+  console.log('\n== gateway (ws on loopback → real agent process over a unix socket, 1280x800) ==');
+  const xvfb = await startXvfb({ width: 1280, height: 800 });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-gw-'));
+  const token = 'bench-gw-token-' + 'g'.repeat(32);
+  const tokenFile = path.join(dir, 'token');
+  fs.writeFileSync(tokenFile, token, { mode: 0o600 });
+  const sock = path.join(dir, 'agent.sock');
+  const procs: ChildProcess[] = [];
+  const agentMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../agent/src/main.js');
+  procs.push(spawn(process.execPath, [agentMain, '--socket', sock, '--token-file', tokenFile, '--display', xvfb.display,
+    '--fbdir', xvfb.fbdir, '--secrets-dir', path.join(dir, 'secrets'), '--profile-script', path.join(dir, 'profile.sh'), '--quiet'], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  }));
+  const openChannel = () =>
+    new Promise<net.Socket>((resolve, reject) => {
+      const s = net.connect(sock);
+      s.once('connect', () => resolve(s));
+      s.once('error', reject);
+    });
+  const pool = new AgentPool({ openChannel });
+  const dialer = new AgentStreamDialer({ openChannel });
+  const principal: Principal = {
+    kind: 'api_key', user_id: 'usr_bench', auth_session_id: null, api_key_id: 'key_bench', org_id: 'org_bench', role: 'owner',
+    scopes: null, permissions: new Set(['machines:control']) as Principal['permissions'], via_cookie: false,
+  };
+  const egress = new EgressCounter();
+  const deps: GatewayDeps = {
+    authenticate: (req) => (req.headers.authorization === `Bearer ${KEY}` ? principal : null),
+    isRecognisedOrigin: () => false,
+    getMachine: (_o, id) => ({ id, state: 'running' }),
+    openAgentStream: (_o, id, req) => dialer.open(id, token, req),
+    callAgent: async (_o, id, req) => {
+      const r = await pool.request(id, token, { method: req.method, path: req.path, body: req.body });
+      return { status: r.status, body: r.body };
+    },
+    leases: { checkSession: () => {}, checkFence: () => ({ ok: true }), watch: () => () => {} },
+    events: { validateCursor: () => {}, subscribe: () => () => {} },
+    egress,
+  };
+  const server = http.createServer((_q, res) => res.writeHead(404).end());
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const gateway = attachGateway(server, deps);
+  const base = `ws://127.0.0.1:${(server.address() as AddressInfo).port}/v1/machines/${MID}`;
+  try {
+    for (let i = 0; i < 100 && !fs.existsSync(sock); i++) await sleep(50);
+    for (let i = 0; i < 100; i++) {
+      const h = await pool.request(MID, token, { method: 'GET', path: '/health' }).catch(() => null);
+      if (h?.status === 200 && JSON.parse(h.body.toString()).desktop.up) break;
+      await sleep(100);
+    }
+    const env = { ...process.env, DISPLAY: xvfb.display, LC_ALL: 'C.UTF-8' };
+    procs.push(spawn('xsetroot', ['-solid', '#336699'], { env, stdio: 'ignore' }));
+    procs.push(spawn('xterm', ['-geometry', '100x30+0+0', '-e', 'sh', '-c', 'cat > /dev/null'], { env, stdio: 'ignore' }));
+    await sleep(1500);
+
+    const viewer = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30`);
+    let frames = 0;
+    let frameBytes = 0;
+    let onFrame: (() => void) | null = null;
+    viewer.on('message', (d, isBinary) => {
+      if (!isBinary) return;
+      frames++;
+      frameBytes += (d as Buffer).length;
+      onFrame?.();
+    });
+    const input = await openWs(`${base}/input?session_id=ses_bench`);
+    const acks: Array<() => void> = [];
+    input.on('message', (d) => {
+      const m = JSON.parse(d.toString());
+      if (m.type === 'ack' || m.type === 'error') acks.shift()?.();
+    });
+    const send = (m: object) =>
+      new Promise<void>((resolve) => {
+        acks.push(resolve);
+        input.send(JSON.stringify({ ...m, fence: 1 }));
+      });
+    await send({ type: 'mouse.move', x: 200, y: 200 });
+    await sleep(500);
+
+    const ackMs: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const t0 = performance.now();
+      await send({ type: 'mouse.move', x: 100 + (i % 300), y: 100 + (i % 200) });
+      ackMs.push(performance.now() - t0);
+    }
+    line('input message → ack (mouse.move)', summary(ackMs));
+
+    const toScreen: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      // Quiet first: no frame for 150 ms, so the next frame is the one the keystroke caused.
+      for (;;) {
+        const n = frames;
+        await sleep(150);
+        if (frames === n) break;
+      }
+      const t0 = performance.now();
+      const got = new Promise<void>((resolve) => (onFrame = resolve));
+      void send({ type: 'keyboard.type', text: String.fromCharCode(97 + (i % 26)) });
+      await got;
+      onFrame = null;
+      toScreen.push(performance.now() - t0);
+    }
+    line('input → applied on screen (type 1 char, fps 30)', summary(toScreen));
+
+    // Whole-screen change: random text scrolling in a full-screen xterm.
+    procs.push(spawn('xterm', ['-geometry', '210x62+0+0', '-e', 'sh', '-c', 'while :; do head -c 20000 /dev/urandom | base64; sleep 0.01; done'], { env, stdio: 'ignore' }));
+    await sleep(1500);
+    const f0 = frames;
+    const b0 = frameBytes;
+    const t0 = performance.now();
+    await sleep(5000);
+    const secs = (performance.now() - t0) / 1000;
+    const fps = (frames - f0) / secs;
+    line('screen frames/s at 1280x800 (jpeg q60, cap 30)', `${fps.toFixed(1)} frames/s, ${((frameBytes - b0) / secs / 1024 / 1024).toFixed(2)} MB/s, ${((frameBytes - b0) / Math.max(1, frames - f0) / 1024).toFixed(0)} KB/frame`);
+    line('egress counted for the machine', `${(egress.peek(MID) / 1024 / 1024).toFixed(1)} MB`);
+    viewer.close();
+    input.close();
+  } finally {
+    await gateway.close();
+    await new Promise<void>((r) => server.close(() => r()));
+    dialer.close();
+    await pool.close();
+    for (const p of procs) p.kill('SIGTERM');
+    await sleep(200);
+    await xvfb.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * The agent-client pool against the REAL agent app over a real unix socket: pooling, error relay,
+ * a dead or silent agent yields 503 (never a hang), and reconnection after the agent restarts.
+ */
+import t from 'tap';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { createAgentApp } from '../../agent/src/app.js';
+import { createAgentServer } from '../../agent/src/channel/server.js';
+import { listenUnix } from '../../agent/src/channel/unix-socket.js';
+import { execRoutes } from '../../agent/src/routes/exec.js';
+import { AgentPool } from '../../control-plane/src/agent-client/pool.js';
+import { relayAgentResponse } from '../../control-plane/src/agent-client/relay.js';
+import { AppError } from '../../shared/errors.js';
+
+const TOKEN = 'agent-token-' + 'z'.repeat(32);
+
+async function startAgent(sock: string) {
+  const app = createAgentApp({ token: TOKEN, log: () => {}, mounts: [execRoutes()] });
+  const server = createAgentServer(app, () => {});
+  const listener = await listenUnix(server, sock);
+  const sockets = new Set<net.Socket>();
+  listener.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  return {
+    /** Simulates the agent process dying: the listener and every connection go away. */
+    async kill() {
+      for (const s of sockets) s.destroy();
+      server.close();
+      await new Promise<void>((r) => listener.close(() => r()));
+    },
+  };
+}
+
+function dialer(sock: string) {
+  let dials = 0;
+  return {
+    get dials() {
+      return dials;
+    },
+    open: (_id: string) =>
+      new Promise<net.Socket>((resolve, reject) => {
+        dials++;
+        const s = net.connect(sock);
+        s.once('connect', () => resolve(s));
+        s.once('error', (e) => reject(e));
+      }),
+  };
+}
+
+async function expect503(t: Tap.Test, p: Promise<unknown>, what: string) {
+  try {
+    await p;
+    t.fail(`${what}: expected a rejection`);
+  } catch (e) {
+    t.ok(e instanceof AppError && e.code === 'compute_unavailable', `${what}: 503 compute_unavailable`);
+  }
+}
+
+t.test('pooled requests, envelopes, restart and dead agent', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-client-'));
+  const sock = path.join(dir, 'agent.sock');
+  let agent = await startAgent(sock);
+  const d = dialer(sock);
+  const pool = new AgentPool({ openChannel: d.open, connectTimeoutMs: 1000, requestTimeoutMs: 2000 });
+  t.teardown(async () => {
+    await pool.close();
+    await agent.kill().catch(() => {});
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const exec = (cmd: string[]) => pool.request('mch_a', TOKEN, { method: 'POST', path: '/exec', body: JSON.stringify({ command: cmd, user: 'root' }), requestId: 'req_fromcp' });
+  const r = await exec(['echo', 'hi']);
+  t.equal(r.status, 200);
+  t.equal(JSON.parse(r.body.toString()).stdout, 'hi\n');
+  // many concurrent requests share one session
+  const many = await Promise.all(Array.from({ length: 20 }, (_, i) => exec(['echo', String(i)])));
+  t.same(many.map((x) => JSON.parse(x.body.toString()).stdout), Array.from({ length: 20 }, (_, i) => `${i}\n`));
+  t.equal(d.dials, 1, 'one connection for every request');
+
+  // an agent error envelope is relayed with the control plane's request id
+  const bad = await pool.request('mch_a', TOKEN, { method: 'POST', path: '/exec', body: '{"command":[]}', requestId: 'req_fromcp' });
+  t.equal(bad.status, 400);
+  const relayed = relayAgentResponse(bad, 'req_controlplane');
+  t.equal(relayed.status, 400);
+  const env = (await relayed.json()) as any;
+  t.equal(env.error.code, 'invalid_request');
+  t.equal(env.error.request_id, 'req_controlplane');
+  t.equal(env.error.details[0].field, 'command');
+  // the agent refusing the token never surfaces as 401 to the API client
+  const wrongToken = await pool.request('mch_a', 'x'.repeat(40), { method: 'POST', path: '/exec', body: '{"command":["true"]}' });
+  t.equal(wrongToken.status, 401);
+  t.throws(() => relayAgentResponse(wrongToken, 'req_x'), { code: 'compute_unavailable' });
+
+  // the agent restarts: the pool notices the dead session and dials again
+  await agent.kill();
+  await expect503(t, exec(['true']), 'agent down');
+  agent = await startAgent(sock);
+  const back = await exec(['echo', 'back']);
+  t.equal(JSON.parse(back.body.toString()).stdout, 'back\n', 'reconnected after the agent restarted');
+  t.ok(d.dials >= 2, 'a new connection was dialed');
+
+  // dead agent: the socket is gone entirely
+  await agent.kill();
+  fs.rmSync(sock, { force: true });
+  await expect503(t, exec(['true']), 'socket gone');
+  await expect503(t, exec(['true']), 'still gone');
+
+  // a request longer than its deadline: 503, and the session stays usable
+  agent = await startAgent(sock);
+  await expect503(t, pool.request('mch_a', TOKEN, { method: 'POST', path: '/exec', body: JSON.stringify({ command: ['sleep', '5'], user: 'root' }), timeoutMs: 300 }), 'deadline');
+  t.equal((await exec(['echo', 'ok'])).status, 200, 'usable after a deadline miss');
+});
+
+t.test('a silent peer (accepts, never speaks HTTP/2) gives 503 within the connect deadline', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-client-'));
+  const sock = path.join(dir, 'silent.sock');
+  const held: net.Socket[] = [];
+  const silent = net.createServer((s) => held.push(s));
+  await new Promise<void>((r) => silent.listen(sock, () => r()));
+  const pool = new AgentPool({ openChannel: dialer(sock).open, connectTimeoutMs: 300 });
+  t.teardown(async () => {
+    await pool.close();
+    for (const s of held) s.destroy();
+    await new Promise<void>((r) => silent.close(() => r()));
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  await expect503(t, pool.request('mch_s', TOKEN, { method: 'GET', path: '/health' }), 'silent peer');
+  t.equal(pool.size, 0, 'the failed dial is not kept');
+});

@@ -1,0 +1,76 @@
+/**
+ * End to end through /v1 with the vm substrate (QEMU; TCG on hosts without usable KVM, so ONE machine
+ * and generous waits): create → running → display up → screenshot → lease-gated input → exec →
+ * stop/start keeps the disk → delete. The catalog's small size is shrunk so a TCG guest fits the host.
+ */
+import t from 'tap';
+import fs from 'node:fs';
+import { CATALOG } from '../../control-plane/src/domain/catalog.js';
+import { VmSubstrate } from '../../control-plane/src/substrate/vm/driver.js';
+import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
+import { testImage } from '../helpers/substrate-image.js';
+
+async function until<T>(what: string, ms: number, fn: () => Promise<T | null>): Promise<T> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const v = await fn();
+    if (v !== null) return v;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+const ok200 = (rig: MachinesRig, key: string, method: string, p: string, body?: unknown) => async () => {
+  const r = await rig.call(method, p, { key, body });
+  if (r.status === 200) return r;
+  if (r.status === 503) return null;
+  throw new Error(`${p}: ${r.status} ${r.text}`);
+};
+
+t.test('machines API end to end on the vm substrate', { timeout: 1_500_000 }, async (t) => {
+  const image = await testImage('all');
+  const root = fs.mkdtempSync('/tmp/cpv-');
+  const sub = new VmSubstrate({ root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, stopTimeoutMs: 60_000 });
+  const catalog = [{ ...CATALOG[0]!, sizes: CATALOG[0]!.sizes.map((s) => (s.id === 'small' ? { ...s, vcpu: 2, memory_mb: 2048, disk_gb: 6 } : s)) }];
+  const rig = makeMachinesRig({ substrate: sub, services: { catalog, agentTimeouts: { connectMs: 10_000, requestMs: 120_000 } } });
+  const created: string[] = [];
+  t.teardown(async () => {
+    for (const id of created) await sub.destroy(id).catch(() => {});
+    await rig.close();
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  const a = await rig.tenant('developer');
+  const create = await rig.call('POST', '/v1/machines', { key: a.key, body: { name: 'vm-e2e' } });
+  t.equal(create.status, 201, 'created');
+  created.push(create.json.id);
+  t.equal(create.json.state, 'running', 'returns once running');
+  const base = `/v1/machines/${create.json.id}`;
+
+  const display = await until('the desktop', 300_000, ok200(rig, a.key, 'GET', `${base}/display`));
+  t.match(display.json, { up: true }, 'the desktop came up');
+  const shot = await rig.call('GET', `${base}/screenshot?format=png`, { key: a.key });
+  t.same([...Buffer.from(shot.json.image, 'base64').subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47], 'a PNG frame through /v1');
+
+  const s = (await rig.call('POST', '/v1/sessions', { key: a.key, body: { machine_id: create.json.id, type: 'agent' } })).json.id;
+  t.equal((await rig.call('POST', `${base}/mouse/move`, { key: a.key, body: { x: 5, y: 5 }, headers: { 'x-session-id': s } })).status, 409, 'input without the lease');
+  const fence = (await rig.call('POST', `${base}/input-lease`, { key: a.key, body: { session_id: s } })).json.fence;
+  const moved = await rig.call('POST', `${base}/mouse/move`, { key: a.key, body: { x: 5, y: 5 }, headers: { 'x-session-id': s, 'x-lease-fence': String(fence) } });
+  t.equal(moved.status, 200, 'input with the lease');
+  t.same(moved.json.pointer, { x: 5, y: 5 });
+
+  const ex = await rig.call('POST', `${base}/exec`, { key: a.key, body: { command: ['sh', '-c', 'id -un > /home/agent/who && cat /home/agent/who && sync'] } });
+  t.equal(ex.json.stdout, 'agent\n', 'exec as the agent user');
+  const denied = await rig.call('GET', `${base}/files/content?path=${encodeURIComponent('/sys/firmware/qemu_fw_cfg/by_name/opt/computer/token/raw')}`, { key: a.key });
+  t.equal(denied.status, 403, 'the fw_cfg token is denied through /v1');
+
+  t.equal((await rig.call('POST', `${base}/stop`, { key: a.key })).json.state, 'stopped');
+  t.equal((await rig.call('POST', `${base}/start`, { key: a.key })).json.state, 'running');
+  const again = await until('the agent after start', 300_000, ok200(rig, a.key, 'POST', `${base}/exec`, { command: ['cat', '/home/agent/who'] }));
+  t.equal(again.json.stdout, 'agent\n', 'the disk survived stop/start');
+
+  t.equal((await rig.call('DELETE', base, { key: a.key })).status, 204);
+  t.equal(await sub.status(create.json.id), 'absent');
+  const token = rig.store.db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [create.json.id])!.agent_token;
+  t.notOk(rig.bodies.join('\n').includes(token), 'no response carried the guest token');
+});

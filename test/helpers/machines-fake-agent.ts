@@ -1,0 +1,85 @@
+/**
+ * A FakeSubstrate whose channels are served by the real agent app (real HTTP/2 server, auth, envelope,
+ * real exec routes) with a small in-memory desktop mount standing in for Xvfb. For unit tests of the
+ * control plane's proxy, lease and lifecycle logic.
+ */
+import { Hono } from 'hono';
+import type { Duplex } from 'node:stream';
+import { createAgentApp, type AgentEnv } from '../../agent/src/app.js';
+import { createAgentServer } from '../../agent/src/channel/server.js';
+import { jsonBody } from '../../agent/src/http/body.js';
+import { execRoutes } from '../../agent/src/routes/exec.js';
+import { AGENT_ROUTES } from '../../shared/agent-protocol.js';
+import { AppError } from '../../shared/errors.js';
+import { FakeSubstrate, type FakeSubstrateOptions } from '../../control-plane/src/substrate/fake.js';
+
+export interface FakeDesktopState {
+  width: number;
+  height: number;
+  up: boolean;
+  pointer: { x: number; y: number } | null;
+  typed: string[];
+}
+
+function desktopMount(st: FakeDesktopState): Hono<AgentEnv> {
+  const app = new Hono<AgentEnv>();
+  const R = AGENT_ROUTES;
+  const display = () => ({ width: st.width, height: st.height, up: st.up, resizable: true });
+  const inside = (p: { x: number; y: number }, field: string) => {
+    if (p.x >= st.width || p.y >= st.height) throw new AppError('invalid_request', 'outside the display', { details: [{ field, message: 'outside the display' }] });
+  };
+  app.get(R['display.get'].path, (c) => c.json(display()));
+  app.get(R.screenshot.path, (c) => {
+    if (!st.up) throw new AppError('compute_unavailable', 'desktop not up');
+    return c.json({ image: Buffer.from('frame').toString('base64'), format: 'png', display: display() });
+  });
+  app.post(R['mouse.move'].path, async (c) => {
+    const b = await jsonBody(c, R['mouse.move'].body);
+    inside(b, 'x');
+    st.pointer = { x: b.x, y: b.y };
+    return c.json({ display: display(), pointer: st.pointer });
+  });
+  app.post(R['mouse.click'].path, async (c) => {
+    const b = await jsonBody(c, R['mouse.click'].body);
+    if (b.at) inside(b.at, 'at');
+    if (b.at) st.pointer = { ...b.at };
+    return c.json({ display: display(), pointer: st.pointer });
+  });
+  app.post(R['keyboard.type'].path, async (c) => {
+    const b = await jsonBody(c, R['keyboard.type'].body);
+    st.typed.push(b.text);
+    return c.json({ display: display(), pointer: st.pointer });
+  });
+  return app;
+}
+
+/** A FakeSubstrate serving each machine's channel with an agent that checks that machine's token. */
+export function fakeSubstrateWithAgents(opts: FakeSubstrateOptions = {}) {
+  const desktops = new Map<string, FakeDesktopState>();
+  const desktopOf = (id: string) => {
+    let d = desktops.get(id);
+    if (!d) desktops.set(id, (d = { width: 1280, height: 800, up: true, pointer: null, typed: [] }));
+    return d;
+  };
+  const servers = new Map<string, ReturnType<typeof createAgentServer>>();
+  // eslint-disable-next-line prefer-const
+  let sub: FakeSubstrate;
+  const handler = (id: string, guestEnd: Duplex) => {
+    let server = servers.get(id);
+    if (!server) {
+      const token = sub.machines.get(id)!.token;
+      const app = createAgentApp({ token, log: () => {}, mounts: [desktopMount(desktopOf(id)), execRoutes()] });
+      server = createAgentServer(app, () => {});
+      servers.set(id, server);
+    }
+    server.emit('connection', guestEnd);
+  };
+  sub = new FakeSubstrate({ ...opts, channelHandler: handler });
+  return {
+    substrate: sub,
+    desktopOf,
+    close() {
+      for (const s of servers.values()) s.close();
+    },
+  };
+}

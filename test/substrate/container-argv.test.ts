@@ -1,0 +1,67 @@
+import t from 'tap';
+import { containersConf, createArgs, globalArgs } from '../../control-plane/src/substrate/container/podman-argv.js';
+import { resourcesForSize } from '../../control-plane/src/substrate/substrate.js';
+
+const catalog = [
+  { id: 'small', vcpu: 2, memory_mb: 4096, disk_gb: 10, weight_milli: 500 },
+  { id: 'standard', vcpu: 4, memory_mb: 8192, disk_gb: 25, weight_milli: 1000 },
+  { id: 'large', vcpu: 8, memory_mb: 16384, disk_gb: 50, weight_milli: 2000 },
+];
+
+t.test('podman create argv is pinned', async (t) => {
+  const env = { stateDir: '/var/lib/computer/container/podman' };
+  const argv = createArgs(env, {
+    id: 'mch_abc',
+    resources: resourcesForSize('small', catalog),
+    rootfs: '/var/lib/computer/container/machines/mch_abc/merged',
+    channelDir: '/var/lib/computer/container/machines/mch_abc/channel',
+    network: 'none',
+  });
+  t.same(argv, [
+    '--root', '/var/lib/computer/container/podman/root',
+    '--runroot', '/var/lib/computer/container/podman/run',
+    '--tmpdir', '/var/lib/computer/container/podman/tmp',
+    '--runtime', 'runc',
+    '--cgroup-manager', 'cgroupfs',
+    '--events-backend', 'file',
+    'create',
+    '--name', 'computer-mch_abc',
+    '--hostname', 'computer',
+    '--network', 'none',
+    '--cpus', '2',
+    '--memory', '4096m',
+    '--memory-swap', '4096m',
+    '--pids-limit', '2048',
+    '--shm-size', '1024m',
+    '--tmpfs', '/run:rw,nosuid,nodev,mode=755',
+    '--tmpfs', '/tmp:rw,nosuid,nodev,mode=1777',
+    '--volume', '/var/lib/computer/container/machines/mch_abc/channel:/run/computer-channel:rw',
+    '--log-driver', 'none',
+    '--stop-signal', 'SIGTERM',
+    '--rootfs', '/var/lib/computer/container/machines/mch_abc/merged',
+    '/usr/bin/tini', '--', '/usr/sbin/computer-init', 'container',
+  ]);
+  t.equal(argv.indexOf('--rootfs'), argv.length - 6, 'every option precedes --rootfs DIR and the command');
+  t.same(argv.slice(0, globalArgs(env).length), globalArgs(env));
+  const outbound = createArgs(env, { id: 'x', resources: resourcesForSize('large', catalog), rootfs: '/r', channelDir: '/c', network: 'outbound' });
+  t.equal(outbound[outbound.indexOf('--network') + 1], 'bridge');
+  t.equal(outbound[outbound.indexOf('--cpus') + 1], '8');
+  t.equal(outbound[outbound.indexOf('--pids-limit') + 1], '8192');
+});
+
+t.test('containers.conf carries runc, cgroupfs, file events and the ulimits these hosts allow', async (t) => {
+  const c = containersConf();
+  t.match(c, /runtime = "runc"/);
+  t.match(c, /cgroup_manager = "cgroupfs"/);
+  t.match(c, /events_logger = "file"/);
+  t.match(c, /default_ulimits = \["nofile=20000:20000", "nproc=32768:32768"\]/);
+});
+
+t.test('sizes map from the catalog passed in', async (t) => {
+  t.same(resourcesForSize('standard', catalog), { vcpu: 4, memory_mb: 8192, disk_gb: 25 });
+  t.same(resourcesForSize('large', catalog), { vcpu: 8, memory_mb: 16384, disk_gb: 50 });
+  const changed = catalog.map((s) => (s.id === 'small' ? { ...s, vcpu: 1 } : s));
+  t.equal(resourcesForSize('small', changed).vcpu, 1, 'server-owned values, not hard-coded');
+  t.throws(() => resourcesForSize('small', []), { code: 'invalid_request' });
+  t.throws(() => resourcesForSize('small', [{ id: 'small', vcpu: 0, memory_mb: 1, disk_gb: 1 }]), { code: 'internal_error' });
+});
