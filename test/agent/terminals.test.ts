@@ -162,6 +162,27 @@ t.test('open refusals', async (t) => {
   t.match(s.output().toString(), /^0\r\n$/m, 'root terminal when asked');
 });
 
+t.test('a program that exits before the first attach keeps its output for that attach', async (t) => {
+  const term = (await open({ command: ['sh', '-c', 'echo gone-before-attach; exit 7'] })).json();
+  // Wait until it has exited: it leaves the list but stays attachable while its output is unread.
+  for (let i = 0; i < 50; i++) {
+    const l = (await agent.client.request('GET', '/terminals')).json().terminals as Array<{ id: string }>;
+    if (!l.some((x) => x.id === term.id)) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const listed = (await agent.client.request('GET', '/terminals')).json().terminals as Array<{ id: string }>;
+  t.notOk(listed.some((x) => x.id === term.id), 'an exited terminal is not listed');
+  t.equal((await agent.client.request('POST', `/terminals/${term.id}/resize`, { cols: 10, rows: 10 })).status, 409);
+  const s = openAttach(agent.client, TOKEN, term.id);
+  t.equal(Number((await s.response)[':status']), 200);
+  const { trailers } = await s.ended;
+  t.match(s.output().toString(), /gone-before-attach/);
+  t.equal(trailers?.['x-pty-exit-code'], '7', 'the exit status arrives after the output');
+  const again = openAttach(agent.client, TOKEN, term.id);
+  t.equal(Number((await again.response)[':status']), 404, 'once read, it is gone');
+  await again.ended.catch(() => {});
+});
+
 t.test('HTTP/2 concurrency: 100 requests while a pty stream is attached and streaming', async (t) => {
   const term = (await open({ command: ['sh', '-c', 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.01; done'] })).json();
   const s = openAttach(agent.client, TOKEN, term.id);

@@ -64,7 +64,15 @@ interface Entry {
   backlogBytes: number;
   paused: boolean;
   killTimer?: NodeJS.Timeout;
+  /** Set when the program exited before any client read its last output. */
+  exited?: { code: number; signal: number | null; timer: NodeJS.Timeout };
 }
+
+/**
+ * How long an exited terminal with unread output stays attachable. A short command (`id -u`) can exit
+ * before the client's attach arrives; its output must not vanish with it.
+ */
+export const EXITED_TERMINAL_GRACE_MS = 60_000;
 
 function findExecutable(cmd: string, pathVar: string): string | null {
   const candidates = cmd.includes('/') ? [cmd] : pathVar.split(':').filter(Boolean).map((d) => path.join(d, cmd));
@@ -168,8 +176,16 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
     });
     pty.onExit(({ exitCode, signal }) => {
       if (entry.killTimer) clearTimeout(entry.killTimer);
-      terms.delete(id);
       const sink = entry.sink;
+      if (!sink && entry.backlogBytes > 0) {
+        const timer = setTimeout(() => {
+          if (terms.get(id) === entry) terms.delete(id);
+        }, EXITED_TERMINAL_GRACE_MS);
+        timer.unref();
+        entry.exited = { code: exitCode, signal: signal ?? null, timer };
+        return;
+      }
+      terms.delete(id);
       entry.sink = null;
       sink?.end(exitCode, signal ?? null);
     });
@@ -191,6 +207,11 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
 
   function kill(id: string): void {
     const e = entryOf(id);
+    if (e.exited) {
+      clearTimeout(e.exited.timer);
+      terms.delete(id);
+      return;
+    }
     signalGroup(e, 'SIGHUP');
     if (!e.killTimer) {
       e.killTimer = setTimeout(() => signalGroup(e, 'SIGKILL'), 2000);
@@ -214,6 +235,14 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
     e.backlogBytes = 0;
     let ok = true;
     for (const b of backlog) ok = sink.write(b) && ok;
+    if (e.exited) {
+      // The program is gone: hand over what it printed, then its exit status, and forget it.
+      clearTimeout(e.exited.timer);
+      terms.delete(id);
+      e.sink = null;
+      sink.end(e.exited.code, e.exited.signal);
+      return { input() {}, detach() {} };
+    }
     if (!ok && !e.paused) {
       e.paused = true;
       e.pty.pause();
@@ -240,10 +269,11 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
 
   return {
     open,
-    list: () => [...terms.values()].map(view),
+    list: () => [...terms.values()].filter((e) => !e.exited).map(view),
     get: (id) => view(entryOf(id)),
     resize(id, cols, rows) {
       const e = entryOf(id);
+      if (e.exited) throw new AppError('conflict', `Terminal ${id} has exited.`);
       e.pty.resize(cols, rows);
       e.info.cols = cols;
       e.info.rows = rows;
@@ -252,7 +282,10 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
     kill,
     attach,
     closeAll() {
-      for (const e of terms.values()) signalGroup(e, 'SIGKILL');
+      for (const e of terms.values()) {
+        if (e.exited) clearTimeout(e.exited.timer);
+        else signalGroup(e, 'SIGKILL');
+      }
     },
   };
 }
