@@ -64,6 +64,8 @@ interface Entry {
   backlogBytes: number;
   paused: boolean;
   killTimer?: NodeJS.Timeout;
+  /** The client asked for it to be killed: once it exits it is gone, unread output or not. */
+  killed?: boolean;
   /** Set when the program exited before any client read its last output. */
   exited?: { code: number; signal: number | null; timer: NodeJS.Timeout };
 }
@@ -177,7 +179,7 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
     pty.onExit(({ exitCode, signal }) => {
       if (entry.killTimer) clearTimeout(entry.killTimer);
       const sink = entry.sink;
-      if (!sink && entry.backlogBytes > 0) {
+      if (!sink && entry.backlogBytes > 0 && !entry.killed) {
         const timer = setTimeout(() => {
           if (terms.get(id) === entry) terms.delete(id);
         }, EXITED_TERMINAL_GRACE_MS);
@@ -212,6 +214,7 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
       terms.delete(id);
       return;
     }
+    e.killed = true;
     signalGroup(e, 'SIGHUP');
     if (!e.killTimer) {
       e.killTimer = setTimeout(() => signalGroup(e, 'SIGKILL'), 2000);
