@@ -24,7 +24,7 @@ export type GatewayChannel = keyof typeof GATEWAY_PATHS;
 export const CLOSE_CODES = {
   normal: 1000,
   going_away: 1001,
-  /** Credentials no longer valid (key revoked, session signed out) — reserved; checked at the handshake. */
+  /** Credentials no longer valid (key revoked, session signed out): checked again every 15 s. */
   unauthenticated: 4401,
   permission_denied: 4403,
   not_found: 4404,

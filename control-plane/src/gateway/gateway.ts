@@ -10,10 +10,12 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { AppError, errorBody, parseOrThrow } from '../../../shared/errors.js';
 import { isMachineId, newId } from '../../../shared/ids.js';
 import {
+  CLOSE_CODES,
   EventsChannelQuery,
   InputChannelQuery,
   ScreenChannelQuery,
   TerminalChannelQuery,
+  type CloseCode,
   type GatewayChannel,
 } from '../../../shared/schemas/gateway.js';
 import type { Permission } from '../../../shared/schemas/org.js';
@@ -31,7 +33,12 @@ export interface GatewayOptions {
   input?: Partial<InputLimits>;
   /** Events channel: close a client (4408) whose unsent backlog exceeds this. */
   eventsMaxBuffered?: number;
+  /** How often an open socket's credentials are checked again (revoked key, signed-out session, lost role). */
+  credentialCheckMs?: number;
 }
+
+/** A revoked key or a signed-out session loses its open channels within this long. */
+export const DEFAULT_CREDENTIAL_CHECK_MS = 15_000;
 
 export interface Gateway {
   /** Closes every channel socket (1001) and stops the agent streams. */
@@ -103,6 +110,8 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
   ) as Record<GatewayChannel, WebSocketServer>;
   const hub = new ScreenHub(deps, opts.screen);
   const alive = new WeakMap<WebSocket, boolean>();
+  /** Per open socket: what the handshake admitted, re-evaluated on a timer. null = still admitted. */
+  const rechecks = new Map<WebSocket, () => CloseCode | null>();
   let closing = false;
 
   /** Everything decidable before the upgrade; throws AppError. */
@@ -151,6 +160,21 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
     wss.handleUpgrade(req, socket, head, (ws) => {
       const started = Date.now();
       alive.set(ws, true);
+      // Security gate: the handshake's answer must stay true while the socket is open. The request's
+      // headers (key or cookie) are authenticated again, against the same organization and permission.
+      rechecks.set(ws, () => {
+        const now = deps.authenticate(req);
+        if (!now) return CLOSE_CODES.unauthenticated;
+        const perm = PERMISSION[r.channel];
+        if (now.org_id !== p.org_id || (perm && !now.permissions.has(perm))) return CLOSE_CODES.permission_denied;
+        try {
+          deps.getMachine(now.org_id!, r.machineId);
+        } catch {
+          return CLOSE_CODES.not_found;
+        }
+        return null;
+      });
+      ws.once('close', () => rechecks.delete(ws));
       ws.on('pong', () => alive.set(ws, true));
       ws.on('error', () => {});
       ws.once('close', (code) => log({ event: 'ws', channel: r.channel, request_id: requestId, close: code, ms: Date.now() - started }));
@@ -196,10 +220,27 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
   }, opts.heartbeatMs ?? 30_000);
   heartbeat.unref();
 
+  const credentialCheck = setInterval(() => {
+    for (const [ws, recheck] of rechecks) {
+      let code: CloseCode | null;
+      try {
+        code = recheck();
+      } catch {
+        code = CLOSE_CODES.internal_error;
+      }
+      if (code !== null) {
+        rechecks.delete(ws);
+        ws.close(code, code === CLOSE_CODES.unauthenticated ? 'credentials no longer valid' : 'access no longer allowed');
+      }
+    }
+  }, opts.credentialCheckMs ?? DEFAULT_CREDENTIAL_CHECK_MS);
+  credentialCheck.unref();
+
   return {
     async close() {
       closing = true;
       clearInterval(heartbeat);
+      clearInterval(credentialCheck);
       server.off('upgrade', onUpgrade);
       hub.close();
       await Promise.all(
