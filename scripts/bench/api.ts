@@ -116,6 +116,7 @@ async function containerHost(repoRoot: string): Promise<Host> {
     async close() {
       for (const s of sessions.values()) s.destroy();
       for (const m of sub ? await sub.reattach() : []) await sub.destroy(m.id).catch(() => {});
+      await sub?.releaseMounts();
       fs.rmSync(root, { recursive: true, force: true });
     },
   };

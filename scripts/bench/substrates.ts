@@ -186,6 +186,7 @@ export async function benchContainer(opts: SubstrateBenchOptions): Promise<void>
   try {
     await benchOne('container', sub, { vcpu: 2, memory_mb: 4096, disk_gb: 10 }, opts.samples ?? 5, 60_000, print);
   } finally {
+    await sub.releaseMounts();
     fs.rmSync(root, { recursive: true, force: true });
     if (sub.env.runDir) fs.rmSync(sub.env.runDir, { recursive: true, force: true });
   }

@@ -39,6 +39,7 @@ t.test('gateway end to end on the container substrate', { timeout: 1_200_000 }, 
     });
     for (const id of created) await substrate.destroy(id).catch(() => {});
     await rig.close();
+    await substrate.releaseMounts();
     fs.rmSync(root, { recursive: true, force: true });
   });
   const wsBase = `ws://127.0.0.1:${(server.address() as AddressInfo).port}`;

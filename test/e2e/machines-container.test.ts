@@ -47,6 +47,7 @@ t.test('machines API end to end on the container substrate', { timeout: 1_200_00
   t.teardown(async () => {
     for (const id of created) await substrate.destroy(id).catch(() => {});
     await rig.close();
+    await substrate.releaseMounts();
     fs.rmSync(root, { recursive: true, force: true });
   });
 

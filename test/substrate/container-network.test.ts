@@ -49,6 +49,7 @@ t.test('outbound machines cannot reach host services; none has no network', { ti
   t.teardown(async () => {
     server?.close();
     for (const id of ['mch_net1', 'mch_net2']) await sub.destroy(id).catch(() => {});
+    await sub.releaseMounts();
     fs.rmSync(root, { recursive: true, force: true });
     fs.rmSync(env.runDir!, { recursive: true, force: true });
     await installHostGuard().catch(() => {});

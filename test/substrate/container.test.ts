@@ -35,6 +35,7 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   t.teardown(async () => {
     for (const c of clients) c.session.destroy();
     for (const id of ids) await sub.destroy(id).catch(() => {});
+    await sub.releaseMounts();
     fs.rmSync(root, { recursive: true, force: true });
     fs.rmSync(sub.env.runDir!, { recursive: true, force: true });
   });

@@ -253,6 +253,23 @@ export class ContainerSubstrate implements Substrate {
     await this.disks.replaceDisk(rec.disk, source.kind === 'layer' ? source.layerId : null, this.cfg.baseRootfs);
   }
 
+  /**
+   * Unmount whatever is still mounted under this substrate's root: podman's overlay storage driver keeps
+   * `<root>/podman/root/overlay` bind-mounted on itself after its last container, so removing a whole
+   * substrate root (tests, an operator deleting a data directory) would fail with EBUSY. Destroy the
+   * machines first; this only lets go of the host side.
+   */
+  async releaseMounts(): Promise<void> {
+    const root = path.resolve(this.cfg.root) + '/';
+    const targets = fs
+      .readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .map((l) => l.split(' ')[4])
+      .filter((t): t is string => !!t && (t + '/').startsWith(root))
+      .sort((a, b) => b.length - a.length);
+    for (const t of targets) await execFileP('umount', ['-l', t]).catch(() => {});
+  }
+
   async destroy(id: string): Promise<void> {
     assertMachineId(id);
     const dir = this.machineDir(id);
