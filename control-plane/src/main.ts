@@ -69,8 +69,8 @@ export async function serve(
   const server = await new Promise<ReturnType<typeof honoServe>>((resolve) => {
     const s = honoServe({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
   });
-  // The WebSocket gateway shares the port; it borrows the pool's one HTTP/2 session per machine.
-  const gw = gatewayDepsFromServices(services, { log, agentSession: (id) => services.pool.session(id) });
+  // The WebSocket gateway shares the port (and the agent pool's one HTTP/2 session per machine).
+  const gw = gatewayDepsFromServices(services, { log });
   const gateway = attachGateway(server as Server, gw.deps);
   const port = (server.address() as AddressInfo).port;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;

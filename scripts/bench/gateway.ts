@@ -66,7 +66,7 @@ export async function benchGateway(): Promise<void> {
       s.once('error', reject);
     });
   const pool = new AgentPool({ openChannel });
-  const dialer = new AgentStreamDialer({ openChannel });
+  const dialer = new AgentStreamDialer({ session: (id) => pool.session(id), drop: (id) => pool.drop(id) });
   const principal: Principal = {
     kind: 'api_key', user_id: 'usr_bench', auth_session_id: null, api_key_id: 'key_bench', org_id: 'org_bench', role: 'owner',
     scopes: null, permissions: new Set(['machines:control']) as Principal['permissions'], via_cookie: false,

@@ -1,21 +1,19 @@
 /**
- * Long-lived HTTP/2 streams to guest agents (screen stream, terminal attach): one HTTP/2 session per
- * machine over the substrate's channel, shared by every gateway stream of that machine and redialed
- * when it dies. Separate from the request pool because the pool buffers whole answers.
+ * Long-lived HTTP/2 streams to guest agents (screen stream, terminal attach). They run on the machine's
+ * one HTTP/2 session, which the AgentPool dials and owns: a VM's virtio-serial chardev takes a single
+ * host connection, so the gateway never dials its own. Separate from pool.request because that buffers
+ * whole answers.
  */
 import http2 from 'node:http2';
-import type { Duplex } from 'node:stream';
 import { AppError } from '../../../shared/errors.js';
 import type { OpenedStream } from './deps.js';
 
 export interface AgentStreamDialerOptions {
-  openChannel: (machineId: string) => Promise<Duplex>;
-  /**
-   * Use an HTTP/2 session someone else owns instead of dialing one (e.g. the AgentPool's): needed where
-   * the channel takes one client at a time (QEMU's virtio-serial chardev).
-   */
-  session?: (machineId: string) => Promise<http2.ClientHttp2Session>;
-  /** Deadline for dialing and for an opened stream's response headers. */
+  /** The machine's HTTP/2 session (AgentPool.session). */
+  session: (machineId: string) => Promise<http2.ClientHttp2Session>;
+  /** Tell the session's owner that its session failed (AgentPool.drop). */
+  drop?: (machineId: string) => void;
+  /** Deadline for an opened stream's response headers. */
   timeoutMs?: number;
 }
 
@@ -24,7 +22,6 @@ function unavailable(message: string, cause?: unknown): AppError {
 }
 
 export class AgentStreamDialer {
-  private readonly sessions = new Map<string, Promise<http2.ClientHttp2Session>>();
   private readonly timeoutMs: number;
   private closed = false;
 
@@ -32,63 +29,9 @@ export class AgentStreamDialer {
     this.timeoutMs = opts.timeoutMs ?? 10_000;
   }
 
-  private dial(machineId: string): Promise<http2.ClientHttp2Session> {
-    const p = (async () => {
-      let channel: Duplex;
-      try {
-        channel = await this.opts.openChannel(machineId);
-      } catch (e) {
-        throw e instanceof AppError ? e : unavailable('The machine is not reachable.', e);
-      }
-      // Screen frames are hundreds of KB: a large window keeps HTTP/2 flow control from pacing them.
-      const s = http2.connect('http://agent', { createConnection: () => channel as never, settings: { initialWindowSize: 8 * 1024 * 1024 } });
-      s.on('error', () => {});
-      s.once('connect', () => {
-        try {
-          s.setLocalWindowSize(32 * 1024 * 1024);
-        } catch {
-          /* closed already */
-        }
-      });
-      const forget = () => {
-        if (this.sessions.get(machineId) === p) this.sessions.delete(machineId);
-      };
-      s.on('close', forget);
-      s.on('goaway', forget);
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          s.destroy();
-          reject(unavailable('The machine agent did not answer in time.'));
-        }, this.timeoutMs);
-        timer.unref();
-        s.once('remoteSettings', () => {
-          clearTimeout(timer);
-          resolve();
-        });
-        s.once('close', () => {
-          clearTimeout(timer);
-          reject(unavailable('The machine agent closed the connection.'));
-        });
-      });
-      return s;
-    })();
-    this.sessions.set(machineId, p);
-    p.catch(() => {
-      if (this.sessions.get(machineId) === p) this.sessions.delete(machineId);
-    });
-    return p;
-  }
-
-  private async session(machineId: string): Promise<http2.ClientHttp2Session> {
-    if (this.closed) throw unavailable('The control plane is shutting down.');
-    if (this.opts.session) return this.opts.session(machineId);
-    const existing = this.sessions.get(machineId);
-    if (existing) {
-      const s = await existing.catch(() => null);
-      if (s && !s.closed && !s.destroyed) return s;
-      if (this.sessions.get(machineId) === existing) this.sessions.delete(machineId);
-    }
-    return this.dial(machineId);
+  private session(machineId: string): Promise<http2.ClientHttp2Session> {
+    if (this.closed) return Promise.reject(unavailable('The control plane is shutting down.'));
+    return this.opts.session(machineId);
   }
 
   /** Opens one stream with the machine's bearer token; resolves when the agent's response headers arrive. */
@@ -121,17 +64,13 @@ export class AgentStreamDialer {
     });
   }
 
-  /** Forget (and close) the machine's session. A borrowed session is left to its owner. */
+  /** The machine's session failed under a stream: its owner redials on next use. */
   drop(machineId: string): void {
-    const p = this.sessions.get(machineId);
-    if (!p) return;
-    this.sessions.delete(machineId);
-    p.then((s) => s.destroy(), () => {});
+    this.opts.drop?.(machineId);
   }
 
   close(): void {
     this.closed = true;
-    for (const id of [...this.sessions.keys()]) this.drop(id);
   }
 }
 

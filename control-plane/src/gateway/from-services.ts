@@ -6,7 +6,6 @@
  *   // on close: await gateway.close(); gw.close();
  */
 import type { IncomingMessage } from 'node:http';
-import type http2 from 'node:http2';
 import { AppError } from '../../../shared/errors.js';
 import { readSessionCookie } from '../auth/cookies.js';
 import { isRecognisedOrigin } from '../config.js';
@@ -24,8 +23,6 @@ export interface FromServicesOptions {
   egress?: EgressMeter;
   /** Deadline for reaching an agent and for its stream's response headers. */
   agentTimeoutMs?: number;
-  /** Borrow this HTTP/2 session per machine instead of dialing one (see AgentStreamDialerOptions.session). */
-  agentSession?: (machineId: string) => Promise<http2.ClientHttp2Session>;
 }
 
 /** The same credential rules as the API's authenticate middleware: a bad key never falls back to the cookie. */
@@ -41,7 +38,8 @@ export function principalFromUpgrade(s: Services, req: IncomingMessage): Princip
 
 export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}): { deps: GatewayDeps; egress: EgressMeter; close(): void } {
   const egress = o.egress ?? new EgressCounter();
-  const dialer = new AgentStreamDialer({ openChannel: (id) => s.substrate.openChannel(id), timeoutMs: o.agentTimeoutMs, session: o.agentSession });
+  // Streams share the pool's one session per machine (a VM's channel takes a single connection).
+  const dialer = new AgentStreamDialer({ session: (id) => s.pool.session(id), drop: (id) => s.pool.drop(id), timeoutMs: o.agentTimeoutMs });
   // Streams must not outlive the machine's run even where the substrate leaves a channel open: a stop,
   // delete or failure ends them (viewers then see compute_unavailable, terminals close with 4503).
   const watched = new Map<string, () => void>();
