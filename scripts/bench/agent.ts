@@ -4,41 +4,32 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import http2 from 'node:http2';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { decodeToRgb, encodeRgb } from '../../agent/src/desktop/screen.js';
+import { AgentPool, type AgentRequest } from '../../control-plane/src/agent-client/pool.js';
 import { startXvfb } from '../../test/helpers/xvfb.js';
 import { fmt, line, measure } from './stats.js';
 
 type Json = any;
 
+/** The agent, reached the way the control plane reaches it: through AgentPool over the unix socket. */
 function client(sock: string, token: string) {
-  // A large receive window, as the control plane's agent client uses: screenshots are hundreds of KB.
-  const session = http2.connect('http://agent', {
-    createConnection: () => net.connect(sock),
-    settings: { initialWindowSize: 8 * 1024 * 1024 },
+  const pool = new AgentPool({
+    openChannel: () =>
+      new Promise<net.Socket>((resolve, reject) => {
+        const s = net.connect(sock);
+        s.once('connect', () => resolve(s));
+        s.once('error', reject);
+      }),
   });
-  session.on('connect', () => session.setLocalWindowSize(32 * 1024 * 1024));
-  session.on('error', () => {});
-  const request = (method: string, p: string, body?: unknown): Promise<{ status: number; json: Json }> =>
-    new Promise((resolve, reject) => {
-      const h: http2.OutgoingHttpHeaders = { ':method': method, ':path': p, authorization: `Bearer ${token}` };
-      if (body !== undefined) h['content-type'] = 'application/json';
-      const req = session.request(h, { endStream: body === undefined });
-      const chunks: Buffer[] = [];
-      let status = 0;
-      req.on('response', (hs) => (status = Number(hs[':status'])));
-      req.on('data', (d: Buffer) => chunks.push(d));
-      req.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ status, json: text ? JSON.parse(text) : null });
-      });
-      req.on('error', reject);
-      if (body !== undefined) req.end(JSON.stringify(body));
-    });
-  return { request, close: () => session.close() };
+  const request = async (method: AgentRequest['method'], p: string, body?: unknown): Promise<{ status: number; json: Json }> => {
+    const r = await pool.request('bench', token, { method, path: p, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = r.body.toString('utf8');
+    return { status: r.status, json: text ? JSON.parse(text) : null };
+  };
+  return { request, close: () => void pool.close() };
 }
 
 async function ok(p: Promise<{ status: number; json: Json }>): Promise<Json> {
