@@ -84,19 +84,19 @@ export function walk(asked: string, policy: DenyPolicy, ids: DeniedIdentities, o
   try {
     const rootFd = fs.openSync('/', O_PATH | O_DIRECTORY);
     stack.push({ name: '', fd: rootFd });
-    let todo = asked.split('/');
+    let remaining = asked.split('/');
     let hops = 0;
 
     for (;;) {
       // Drop empty and '.' components; '..' pops the resolved (symlink-free) stack, which is what the
       // kernel's '..' does on a path whose symlinks are already expanded.
-      while (todo.length && (todo[0] === '' || todo[0] === '.' || todo[0] === '..')) {
-        const c = todo.shift();
+      while (remaining.length && (remaining[0] === '' || remaining[0] === '.' || remaining[0] === '..')) {
+        const c = remaining.shift();
         if (c === '..' && stack.length > 1) safeClose(stack.pop()!.fd);
       }
-      if (!todo.length) break;
-      const c = todo.shift()!;
-      const isLast = todo.every((x) => x === '' || x === '.');
+      if (!remaining.length) break;
+      const c = remaining.shift()!;
+      const isLast = remaining.every((x) => x === '' || x === '.');
       const parent = stack[stack.length - 1]!;
       const candidate = here() + '/' + c;
       // Security gate 2: every resolved prefix (and so the fully resolved path).
@@ -118,7 +118,7 @@ export function walk(asked: string, policy: DenyPolicy, ids: DeniedIdentities, o
             if (errno(me) !== 'EEXIST') throw me;
           }
           // Re-open it like any other component: if it was raced into a symlink, gate 3 sees that.
-          todo.unshift(c);
+          remaining.unshift(c);
           continue;
         }
         if (code === 'ENOENT') throw new AppError('not_found', `No such file or directory: ${asked}`);
@@ -140,20 +140,20 @@ export function walk(asked: string, policy: DenyPolicy, ids: DeniedIdentities, o
         } catch (e) {
           // Swapped away between our open and readlink: look the name up again (bounded by hops).
           if (errno(e) === 'EINVAL' || errno(e) === 'ENOENT') {
-            todo.unshift(c);
+            remaining.unshift(c);
             continue;
           }
           if (errno(e) === 'EACCES' || errno(e) === 'EPERM') throw new AppError('permission_denied', `Access to ${asked} is not permitted.`);
           throw e;
         }
-        const rest = todo.join('/');
+        const rest = remaining.join('/');
         const hop = target.startsWith('/') ? target : here() + '/' + target;
         // Security gate 3: every symlink hop, as the path it makes together with what remains.
         if (policy.deniedBy(hop + (rest ? '/' + rest : ''))) throw denied(asked);
         if (target.startsWith('/')) {
           while (stack.length > 1) safeClose(stack.pop()!.fd);
         }
-        todo = [...target.split('/'), ...todo];
+        remaining = [...target.split('/'), ...remaining];
         continue;
       }
 
