@@ -15,6 +15,8 @@ PACKAGES=(
   mmdebstrap e2fsprogs qemu-utils cpio
   # container substrate: rootful podman with runc (crun fails on cgroup v1 hybrid hosts), CNI bridge, host guard
   podman runc conmon containernetworking-plugins iptables catatonit uidmap
+  # container disk layers: btrfs subvolumes (constant-time live captures); getfattr/setfattr to flatten chains
+  btrfs-progs attr
   # vm substrate
   qemu-system-x86
 )

@@ -104,7 +104,7 @@ export function prepareSubstrate(o: HostOptions): DeferredSubstrate {
       repoRoot, cacheDir, artifacts: kind === 'vm' ? 'all' : 'container', log: (l) => o.say(`image: ${l}`),
     });
     o.say(`image ${image.hash} ready`);
-    if (kind === 'container') return new ContainerSubstrate({ root, baseRootfs: image.rootfs });
+    if (kind === 'container') return new ContainerSubstrate({ root, baseRootfs: image.rootfs, warn: (m) => o.say(m) });
     return new VmSubstrate({ root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, warn: (m) => o.say(`vm: ${m}`) });
   });
 }

@@ -182,7 +182,8 @@ export async function benchContainer(opts: SubstrateBenchOptions): Promise<void>
   const print = opts.print ?? ((l: string) => console.log(l));
   const image = opts.image ?? (await ensureImage({ repoRoot: opts.repoRoot, cacheDir: opts.cacheDir ?? defaultImageCacheDir(), artifacts: 'container', log: print }));
   const root = fs.mkdtempSync('/tmp/bench-ct-');
-  const sub = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
+  const sub = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000, warn: print });
+  print(`container: disk mode ${sub.diskMode} (live captures ${sub.diskMode === 'snapshot' ? 'snapshot btrfs subvolumes' : 'copy files'})`);
   try {
     await benchOne('container', sub, { vcpu: 2, memory_mb: 4096, disk_gb: 10 }, opts.samples ?? 5, 60_000, print);
   } finally {

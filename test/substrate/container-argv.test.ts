@@ -24,6 +24,7 @@ t.test('podman create argv is pinned', async (t) => {
     '--runtime', 'runc',
     '--cgroup-manager', 'cgroupfs',
     '--events-backend', 'file',
+    '--storage-driver', 'vfs',
     'create',
     '--name', 'computer-mch_abc',
     '--hostname', 'computer',

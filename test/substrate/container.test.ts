@@ -42,6 +42,8 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   const token1 = crypto.randomBytes(24).toString('hex');
   const token2 = crypto.randomBytes(24).toString('hex');
 
+  // setup-host.sh installs btrfs-progs: disks live on a loop-mounted btrfs volume and live captures snapshot.
+  t.equal(sub.diskMode, 'snapshot');
   t.equal(await sub.status('mch_ct1'), 'absent');
   await sub.create({ id: 'mch_ct1', resources: res, source: { kind: 'base' }, token: token1 });
   t.equal(await sub.status('mch_ct1'), 'running');

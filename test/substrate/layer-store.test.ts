@@ -37,7 +37,7 @@ t.test('capture freezes the writable blob, forks stand on it, GC frees only unre
   t.same(store.lowerPaths(b), [store.blobPath(l1.id), base]);
   t.equal(
     overlayOptions(store.lowerPaths(b), base, store.blobPath(b.writable)),
-    `lowerdir=${store.blobPath(l1.id)}/diff:${base},upperdir=${store.blobPath(b.writable)}/diff,workdir=${store.blobPath(b.writable)}/work`,
+    `lowerdir=${store.blobPath(l1.id)}/diff:${base},upperdir=${store.blobPath(b.writable)}/diff,workdir=${store.blobPath(b.writable)}/work,redirect_dir=off,metacopy=off`,
   );
 
   // a second capture of b chains on l1
@@ -97,13 +97,61 @@ t.test('copyToLayer leaves the disk chain alone; restore replaces the writable b
   await t.rejects(store.newDisk({ base, top: 'nope', sizeBytes: MB }), { code: 'not_found' });
 });
 
-t.test('chains are bounded', async (t) => {
+t.test('chains are bounded: a capture past the limit makes a flattened layer', async (t) => {
   const root = tmp();
   const base = path.join(root, 'base');
   fs.mkdirSync(base);
   const store = new LayerStore(path.join(root, 'store'), new OverlayBackend());
+  t.equal(store.maxDepth, MAX_CHAIN_DEPTH);
   await store.newDisk({ id: 'a', base, top: null, sizeBytes: MB });
-  for (let i = 0; i < MAX_CHAIN_DEPTH; i++) await store.freeze('a', `s${i}`);
+  for (let i = 0; i < MAX_CHAIN_DEPTH; i++) {
+    fs.writeFileSync(path.join(store.blobPath(store.disk('a').writable), 'diff', `f${i}`), String(i));
+    await store.freeze('a', `s${i}`);
+  }
   t.equal(store.layerChain(store.disk('a').top).length, MAX_CHAIN_DEPTH);
-  await t.rejects(store.freeze('a', 'one-more'), { code: 'conflict' });
+  // A live VM capture cannot shorten the running chain: refused, nothing changes.
+  const before = JSON.stringify(store.disk('a'));
+  await t.rejects(
+    store.freeze('a', 'live', async () => {
+      throw new Error('must not be called');
+    }),
+    { code: 'conflict' },
+  );
+  t.equal(JSON.stringify(store.disk('a')), before);
+
+  fs.writeFileSync(path.join(store.blobPath(store.disk('a').writable), 'diff', 'last'), 'L');
+  const flat = await store.freeze('a', 'one-more');
+  t.equal(flat.parent, null, 'the new layer sits on the base');
+  t.same(store.layerChain(store.disk('a').top), [flat.id], 'the disk now stands on one layer');
+  t.same(fs.readdirSync(path.join(store.blobPath(flat.id), 'diff')).sort(), [...Array.from({ length: MAX_CHAIN_DEPTH }, (_, i) => `f${i}`), 'last'].sort());
+  t.equal(store.layers().length, MAX_CHAIN_DEPTH + 1, 'pinned layers stay');
+  for (let i = MAX_CHAIN_DEPTH - 1; i >= 0; i--) await store.unpin(store.layers().find((l) => l.pins.includes(`s${i}`))!.id, `s${i}`);
+  t.same(store.layers().map((l) => l.id), [flat.id], 'unpinned layers of the old chain are freed');
+});
+
+t.test('compactDisk flattens a stopped disk with a deep chain', async (t) => {
+  const root = tmp();
+  const base = path.join(root, 'base');
+  fs.mkdirSync(base);
+  const store = new LayerStore(path.join(root, 'store'), new OverlayBackend(), { maxDepth: 4 });
+  await store.newDisk({ id: 'a', base, top: null, sizeBytes: MB });
+  for (let i = 0; i < 3; i++) {
+    fs.writeFileSync(path.join(store.blobPath(store.disk('a').writable), 'diff', `f${i}`), String(i));
+    await store.freeze('a', `s${i}`);
+  }
+  fs.writeFileSync(path.join(store.blobPath(store.disk('a').writable), 'diff', 'w'), 'unsaved');
+  t.equal(await store.compactDisk('a', 4), false, 'below the threshold: untouched');
+  t.equal(await store.compactDisk('a', 3), true);
+  const top = store.disk('a').top!;
+  t.equal(store.layer(top).parent, null);
+  t.same(store.layer(top).pins, [], 'held by the disk only');
+  t.same(fs.readdirSync(path.join(store.blobPath(top), 'diff')).sort(), ['f0', 'f1', 'f2', 'w'], 'the writable content is kept');
+  t.same(fs.readdirSync(path.join(store.blobPath(store.disk('a').writable), 'diff')), []);
+  await store.unpin(store.layers().find((l) => l.pins.includes('s0'))!.id, 's0');
+  t.equal(store.layers().length, 4, 's1 and s2 still pinned, s0 still under s1, plus the flattened layer');
+  await store.unpin(store.layers().find((l) => l.pins.includes('s2'))!.id, 's2');
+  await store.unpin(store.layers().find((l) => l.pins.includes('s1'))!.id, 's1');
+  t.same(store.layers().map((l) => l.id), [top]);
+  await store.deleteDisk('a');
+  t.same(fs.readdirSync(path.join(root, 'store', 'blobs')), [], 'no blobs left');
 });

@@ -14,6 +14,13 @@ export interface PodmanEnv {
    * at reboot, which is how podman notices a reboot and resets its containers' states.
    */
   runDir?: string;
+  /**
+   * containers/storage driver. Machines run on `--rootfs` (our own overlay chain), never on podman images, so
+   * `vfs` (which mounts nothing) is enough; the `overlay` driver bind-mounts its home on itself, and podman's
+   * own exit-cleanup process re-creates that mount after the last container is gone. Roots first made with
+   * overlay keep it (podman refuses a driver change).
+   */
+  storageDriver?: 'vfs' | 'overlay';
 }
 
 /** Where the host's channel directory appears in the guest (the image's init expects it there). */
@@ -53,6 +60,8 @@ export function globalArgs(env: PodmanEnv): string[] {
     'cgroupfs',
     '--events-backend',
     'file',
+    '--storage-driver',
+    env.storageDriver ?? 'vfs',
   ];
 }
 

@@ -13,7 +13,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { AppError } from '../../../../shared/errors.js';
 
-/** Chains stay bounded: overlayfs mount options must fit a page and qcow2 reads walk the chain. */
+/**
+ * Chains stay bounded (overlayfs mount options must fit a page; qcow2 reads walk the chain): a disk stands on
+ * at most this many layers. A capture that would make a deeper layer makes a flattened one instead.
+ */
 export const MAX_CHAIN_DEPTH = 24;
 
 export interface LayerRecord {
@@ -48,6 +51,10 @@ export interface BlobBackend {
   sealLayer(blobPath: string): Promise<void>;
   deleteBlob(blobPath: string): Promise<void>;
   blobBytes(blobPath: string): Promise<number>;
+  /** Duplicate a writable blob that stays in use (a live container's upper) into a new layer blob. */
+  copyBlob?(srcBlobPath: string, dstBlobPath: string): Promise<void>;
+  /** Write one blob with the content of `layers` (blob paths, top first) that sits directly on `base`. */
+  flatten(dstBlobPath: string, layers: string[], base: string): Promise<void>;
   /** The path a chain element resolves to, for a blob's directory or file. */
   readonly blobSuffix: string;
 }
@@ -60,11 +67,14 @@ export class LayerStore {
   private state: State;
   private readonly statePath: string;
   private queue: Promise<unknown> = Promise.resolve();
+  readonly maxDepth: number;
 
   constructor(
     readonly root: string,
     private readonly backend: BlobBackend,
+    opts: { maxDepth?: number } = {},
   ) {
+    this.maxDepth = opts.maxDepth ?? MAX_CHAIN_DEPTH;
     fs.mkdirSync(path.join(root, 'blobs'), { recursive: true, mode: 0o700 });
     this.statePath = path.join(root, 'state.json');
     this.state = fs.existsSync(this.statePath)
@@ -138,9 +148,26 @@ export class LayerStore {
     return n;
   }
 
-  private checkDepth(top: string | null): void {
-    if (this.layerChain(top).length >= MAX_CHAIN_DEPTH)
-      throw new AppError('conflict', `disk chain is at its limit of ${MAX_CHAIN_DEPTH} layers`);
+  /** Whether a new layer on `top` would be deeper than the limit (and so must be flattened). */
+  private tooDeep(top: string | null): boolean {
+    return this.layerChain(top).length + 1 > this.maxDepth;
+  }
+
+  /**
+   * A new sealed layer blob with the content of `topBlob` over the chain under `top`, sitting directly on the
+   * base. Not registered: the caller records it.
+   */
+  private async flattened(topBlob: string, top: string | null, base: string): Promise<string> {
+    const id = newId('blb');
+    const dst = this.blobPath(id);
+    try {
+      await this.backend.flatten(dst, [topBlob, ...this.layerChain(top).map((l) => this.blobPath(l))], base);
+      await this.backend.sealLayer(dst);
+    } catch (e) {
+      await this.backend.deleteBlob(dst).catch(() => {});
+      throw e;
+    }
+    return id;
   }
 
   /** A new disk on the base image (`top` null) or on a layer, with an empty writable blob. */
@@ -170,17 +197,35 @@ export class LayerStore {
   ): Promise<LayerRecord> {
     return this.serial(async () => {
       const d = this.disk(diskId);
-      this.checkDepth(d.top);
-      const layerId = d.writable;
-      const layer: LayerRecord = { id: layerId, parent: d.top, base: d.base, bytes: 0, created_at: new Date().toISOString(), pins: [holder] };
+      const flatten = this.tooDeep(d.top);
+      // A running QEMU keeps reading the frozen file as the backing of its new writable one: its chain can
+      // only be shortened while it is stopped (compactDisk at its next start).
+      if (flatten && makeWritable)
+        throw new AppError('conflict', `the running disk is at its limit of ${this.maxDepth} layers; stop the machine to compact it`);
+      const frozen = d.writable;
       const next = newId('blb');
       const nextPath = this.blobPath(next);
-      if (makeWritable) await makeWritable(nextPath, this.blobPath(layerId));
-      else await this.backend.createWritable(nextPath, [this.blobPath(layerId), ...this.lowerPaths(d)], d.size_bytes);
-      await this.backend.sealLayer(this.blobPath(layerId));
-      layer.bytes = await this.backend.blobBytes(this.blobPath(layerId));
-      this.state.layers[layerId] = layer;
-      d.top = layerId;
+      if (flatten) {
+        await this.backend.sealLayer(this.blobPath(frozen));
+        const flat = await this.flattened(this.blobPath(frozen), d.top, d.base);
+        const layer: LayerRecord = { id: flat, parent: null, base: d.base, bytes: 0, created_at: new Date().toISOString(), pins: [holder] };
+        await this.backend.createWritable(nextPath, [this.blobPath(flat), d.base], d.size_bytes);
+        layer.bytes = await this.backend.blobBytes(this.blobPath(flat));
+        this.state.layers[flat] = layer;
+        d.top = flat;
+        d.writable = next;
+        this.save();
+        await this.backend.deleteBlob(this.blobPath(frozen));
+        await this.collect();
+        return { ...layer, pins: [...layer.pins] };
+      }
+      const layer: LayerRecord = { id: frozen, parent: d.top, base: d.base, bytes: 0, created_at: new Date().toISOString(), pins: [holder] };
+      if (makeWritable) await makeWritable(nextPath, this.blobPath(frozen));
+      else await this.backend.createWritable(nextPath, [this.blobPath(frozen), ...this.lowerPaths(d)], d.size_bytes);
+      await this.backend.sealLayer(this.blobPath(frozen));
+      layer.bytes = await this.backend.blobBytes(this.blobPath(frozen));
+      this.state.layers[frozen] = layer;
+      d.top = frozen;
       d.writable = next;
       this.save();
       return { ...layer, pins: [...layer.pins] };
@@ -188,27 +233,68 @@ export class LayerStore {
   }
 
   /**
+   * Shorten a stopped disk's chain when it has at least `minDepth` layers: its writable blob and every layer
+   * under it become one flattened layer, with a new empty writable blob on top. Layers that snapshots pin
+   * stay; the rest are freed. Returns whether it compacted.
+   */
+  compactDisk(diskId: string, minDepth: number): Promise<boolean> {
+    return this.serial(async () => {
+      const d = this.disk(diskId);
+      if (this.layerChain(d.top).length < minDepth) return false;
+      const old = d.writable;
+      await this.backend.sealLayer(this.blobPath(old));
+      const flat = await this.flattened(this.blobPath(old), d.top, d.base);
+      const next = newId('blb');
+      await this.backend.createWritable(this.blobPath(next), [this.blobPath(flat), d.base], d.size_bytes);
+      this.state.layers[flat] = {
+        id: flat,
+        parent: null,
+        base: d.base,
+        bytes: await this.backend.blobBytes(this.blobPath(flat)),
+        created_at: new Date().toISOString(),
+        pins: [],
+      };
+      d.top = flat;
+      d.writable = next;
+      this.save();
+      await this.backend.deleteBlob(this.blobPath(old));
+      await this.collect();
+      return true;
+    });
+  }
+
+  /**
    * A layer made by copying a disk's writable blob while the disk stays in use (overlayfs cannot swap the
    * upper directory of a mounted overlay). The disk keeps its chain; the copy sits on the same parent.
    */
-  copyToLayer(diskId: string, holder: string, copy: (srcBlobPath: string, dstBlobPath: string) => Promise<void>): Promise<LayerRecord> {
+  copyToLayer(diskId: string, holder: string, copy?: (srcBlobPath: string, dstBlobPath: string) => Promise<void>): Promise<LayerRecord> {
     return this.serial(async () => {
       const d = this.disk(diskId);
-      this.checkDepth(d.top);
-      const id = newId('blb');
+      const doCopy = copy ?? this.backend.copyBlob?.bind(this.backend);
+      if (!doCopy) throw new AppError('unsupported_operation', 'this disk backend cannot copy a writable blob');
+      let id = newId('blb');
       const dst = this.blobPath(id);
       try {
-        await copy(this.blobPath(d.writable), dst);
+        await doCopy(this.blobPath(d.writable), dst);
         await this.backend.sealLayer(dst);
       } catch (e) {
         await this.backend.deleteBlob(dst).catch(() => {});
         throw e;
       }
+      let parent = d.top;
+      if (this.tooDeep(d.top)) {
+        try {
+          id = await this.flattened(dst, d.top, d.base);
+        } finally {
+          await this.backend.deleteBlob(dst);
+        }
+        parent = null;
+      }
       const layer: LayerRecord = {
         id,
-        parent: d.top,
+        parent,
         base: d.base,
-        bytes: await this.backend.blobBytes(dst),
+        bytes: await this.backend.blobBytes(this.blobPath(id)),
         created_at: new Date().toISOString(),
         pins: [holder],
       };

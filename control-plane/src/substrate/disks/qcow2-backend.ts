@@ -18,6 +18,19 @@ export class Qcow2Backend implements BlobBackend {
     await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', backing, '-F', 'qcow2', blobPath, String(sizeBytes)]);
   }
 
+  /**
+   * The chain's content as one qcow2 on the base: a copy of the top layer rebased in qemu-img's safe mode,
+   * which writes every cluster where the old chain (recorded in the files) differs from the base. (`convert
+   * -B` would copy only the top file's own clusters.)
+   */
+  async flatten(dst: string, layers: string[], base: string): Promise<void> {
+    const top = layers[0];
+    if (!top) throw new Error('nothing to flatten');
+    await run('cp', ['--reflink=auto', top, dst]);
+    fs.chmodSync(dst, 0o600);
+    await run('qemu-img', ['rebase', '-q', '-f', 'qcow2', '-b', base, '-F', 'qcow2', dst]);
+  }
+
   async sealLayer(blobPath: string): Promise<void> {
     fs.chmodSync(blobPath, 0o400);
   }

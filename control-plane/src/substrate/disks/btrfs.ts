@@ -1,0 +1,107 @@
+/**
+ * btrfs for container disk layers. A live container's overlay upper directory cannot be swapped while it is
+ * mounted, so a live capture has to duplicate it; on btrfs each upper directory is a subvolume and the
+ * duplicate is a read-only snapshot: metadata only, a few milliseconds whatever was written. Hosts whose data
+ * directory is not on btrfs get a sparse, loop-mounted btrfs volume file instead (see `ensureBtrfsVolume`).
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+const BTRFS_SUPER_MAGIC = 0x9123683e;
+/** The root directory of every btrfs subvolume has this inode number. */
+const SUBVOLUME_ROOT_INO = 256;
+
+export function isBtrfs(dir: string): boolean {
+  try {
+    return fs.statfsSync(dir).type === BTRFS_SUPER_MAGIC;
+  } catch {
+    return false;
+  }
+}
+
+export function isSubvolume(p: string): boolean {
+  try {
+    const st = fs.lstatSync(p);
+    return st.isDirectory() && st.ino === SUBVOLUME_ROOT_INO && isBtrfs(p);
+  } catch {
+    return false;
+  }
+}
+
+function hasCommand(cmd: string): boolean {
+  for (const dir of (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':').concat(['/usr/sbin', '/sbin'])) {
+    try {
+      fs.accessSync(path.join(dir, cmd), fs.constants.X_OK);
+      return true;
+    } catch {
+      /* next */
+    }
+  }
+  return false;
+}
+
+/** Whether a path is a mount point (by /proc/self/mountinfo). */
+export function isMounted(target: string): boolean {
+  const abs = path.resolve(target);
+  return fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .some((l) => l.split(' ')[4] === abs);
+}
+
+export type VolumeOutcome =
+  | { kind: 'btrfs'; how: 'native' | 'loop' }
+  | { kind: 'plain'; reason: string };
+
+/**
+ * Make `dir` a btrfs directory if it can be: already on btrfs (native), or a sparse volume file `image`
+ * (created at `sizeBytes` apparent size; it takes host space only as data is written, and `discard` gives
+ * deleted blocks back) loop-mounted on `dir`. Synchronous: it runs once when a substrate is constructed,
+ * before its layer store reads its state from `dir`. An existing non-btrfs `dir` that already holds data
+ * stays as it is (plain), so an upgrade never hides a host's disks behind a new mount.
+ */
+export function ensureBtrfsVolume(opts: { dir: string; image: string; sizeBytes: number }): VolumeOutcome {
+  const { dir, image } = opts;
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (isBtrfs(dir)) return { kind: 'btrfs', how: isMounted(dir) && fs.existsSync(image) ? 'loop' : 'native' };
+  if (!fs.existsSync(image) && fs.readdirSync(dir).length > 0) return { kind: 'plain', reason: 'the disks directory already holds data outside btrfs' };
+  if (!hasCommand('mkfs.btrfs') || !hasCommand('btrfs')) return { kind: 'plain', reason: 'btrfs-progs is not installed' };
+  try {
+    if (!fs.existsSync(image)) {
+      const tmp = `${image}.tmp`;
+      const fd = fs.openSync(tmp, 'w', 0o600);
+      try {
+        fs.ftruncateSync(fd, opts.sizeBytes);
+      } finally {
+        fs.closeSync(fd);
+      }
+      execFileSync('mkfs.btrfs', ['-q', tmp], { stdio: 'ignore' });
+      fs.renameSync(tmp, image);
+    }
+    execFileSync('mount', ['-o', 'loop,discard=async,noatime', image, dir], { stdio: 'ignore' });
+  } catch (e) {
+    return { kind: 'plain', reason: `could not mount a btrfs volume (${(e as Error).message.split('\n')[0]})` };
+  }
+  return isBtrfs(dir) ? { kind: 'btrfs', how: 'loop' } : { kind: 'plain', reason: 'the btrfs volume did not mount' };
+}
+
+export async function createSubvolume(p: string): Promise<void> {
+  await run('btrfs', ['-q', 'subvolume', 'create', p]);
+}
+
+/** A writable snapshot (btrfs flushes the subvolume's dirty data into it first); `dst` must not exist. */
+export async function snapshot(src: string, dst: string): Promise<void> {
+  await run('btrfs', ['-q', 'subvolume', 'snapshot', src, dst]);
+}
+
+export async function setReadOnly(p: string): Promise<void> {
+  await run('btrfs', ['property', 'set', '-ts', p, 'ro', 'true']);
+}
+
+export async function deleteSubvolume(p: string): Promise<void> {
+  await run('btrfs', ['-q', 'subvolume', 'delete', p]);
+}
