@@ -5,8 +5,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http2 from 'node:http2';
-import net from 'node:net';
+import { AgentPool, type AgentRequest } from '../../control-plane/src/agent-client/pool.js';
 import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
 import { defaultImageCacheDir, ensureImage, type GuestImage } from '../../control-plane/src/substrate/image.js';
 import type { Substrate } from '../../control-plane/src/substrate/substrate.js';
@@ -23,62 +22,25 @@ export interface SubstrateBenchOptions {
   image?: GuestImage;
 }
 
-type Resp = { status: number; body: Buffer };
-
 /**
- * One HTTP/2 session per machine, reused: a VM's virtio-serial channel is one byte stream, and a reconnect
- * right after a close can read the previous session's frames.
+ * The agent reached the way the control plane reaches it: AgentPool keeps one HTTP/2 session per machine
+ * (a VM's virtio-serial channel is one byte stream; a reconnect right after a close can read the previous
+ * session's frames).
  */
-const sessions = new Map<string, http2.ClientHttp2Session>();
-
-function sessionFor(sub: Substrate, id: string): http2.ClientHttp2Session {
-  const cur = sessions.get(id);
-  if (cur && !cur.closed && !cur.destroyed) return cur;
-  const s = http2.connect('http://agent', { createConnection: () => net.connect(sub.channelPath(id)) });
-  s.on('error', () => sessions.delete(id));
-  s.on('close', () => sessions.get(id) === s && sessions.delete(id));
-  sessions.set(id, s);
-  return s;
-}
-
-function dropSession(id: string): void {
-  sessions.get(id)?.destroy();
-  sessions.delete(id);
-}
-
-function request(sub: Substrate, id: string, token: string, method: string, p: string, body?: unknown, timeoutMs = 10_000): Promise<Resp> {
-  return new Promise((resolve, reject) => {
-    const session = sessionFor(sub, id);
-    const timer = setTimeout(() => {
-      dropSession(id);
-      reject(new Error('timeout'));
-    }, timeoutMs);
-    const h: http2.OutgoingHttpHeaders = { ':method': method, ':path': p, authorization: `Bearer ${token}` };
-    if (body !== undefined) h['content-type'] = 'application/json';
-    let req: http2.ClientHttp2Stream;
-    try {
-      req = session.request(h, { endStream: body === undefined });
-    } catch (e) {
-      clearTimeout(timer);
-      dropSession(id);
-      reject(e as Error);
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let status = 0;
-    req.on('response', (hs) => (status = Number(hs[':status'])));
-    req.on('data', (d: Buffer) => chunks.push(d));
-    req.on('end', () => {
-      clearTimeout(timer);
-      resolve({ status, body: Buffer.concat(chunks) });
-    });
-    req.on('error', (e) => {
-      clearTimeout(timer);
-      dropSession(id);
-      reject(e);
-    });
-    if (body !== undefined) req.end(JSON.stringify(body));
-  });
+function agentClient(sub: Substrate) {
+  const pool = new AgentPool({ openChannel: (id) => sub.openChannel(id), connectTimeoutMs: 3000 });
+  return {
+    async request(id: string, token: string, method: AgentRequest['method'], p: string, body?: unknown, timeoutMs = 10_000): Promise<number> {
+      try {
+        return (await pool.request(id, token, { method, path: p, body: body === undefined ? undefined : JSON.stringify(body), timeoutMs })).status;
+      } catch (e) {
+        pool.drop(id);
+        throw e;
+      }
+    },
+    drop: (id: string) => pool.drop(id),
+    close: () => pool.close(),
+  };
 }
 
 async function until(fn: () => Promise<boolean>, timeoutMs: number): Promise<void> {
@@ -106,11 +68,13 @@ async function benchOne(
   print: (l: string) => void,
 ): Promise<void> {
   const token = crypto.randomBytes(24).toString('hex');
-  const ready = (id: string) => until(async () => (await request(sub, id, token, 'GET', '/health', undefined, 3000)).status === 200, readyMs);
-  const display = (id: string) => until(async () => (await request(sub, id, token, 'GET', '/screenshot?format=jpeg')).status === 200, readyMs);
+  const agent = agentClient(sub);
+  const dropSession = agent.drop;
+  const ready = (id: string) => until(async () => (await agent.request(id, token, 'GET', '/health', undefined, 3000)) === 200, readyMs);
+  const display = (id: string) => until(async () => (await agent.request(id, token, 'GET', '/screenshot?format=jpeg')) === 200, readyMs);
   const exec = async (id: string, command: string[]) => {
-    const r = await request(sub, id, token, 'POST', '/exec', { command, timeout_ms: 600_000 }, 600_000);
-    if (r.status !== 200) throw new Error(`exec ${r.status}`);
+    const status = await agent.request(id, token, 'POST', '/exec', { command, timeout_ms: 600_000 }, 600_000);
+    if (status !== 200) throw new Error(`exec ${status}`);
   };
   const toReady: number[] = [];
   const toDisplay: number[] = [];
@@ -175,6 +139,7 @@ async function benchOne(
       dropSession(id);
       await sub.destroy(id).catch(() => {});
     }
+    await agent.close();
   }
 }
 
