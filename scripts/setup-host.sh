@@ -17,8 +17,8 @@ PACKAGES=(
   podman runc conmon containernetworking-plugins iptables catatonit uidmap
   # container disk layers: btrfs subvolumes (constant-time live captures); getfattr/setfattr to flatten chains
   btrfs-progs attr
-  # vm substrate
-  qemu-system-x86
+  # vm substrate (iproute2: bridge and taps for outbound networking; ebtables comes with iptables)
+  qemu-system-x86 iproute2
 )
 
 missing=()

@@ -38,15 +38,23 @@ t.test('qemu argv is pinned (tcg, no network)', async (t) => {
   ]);
 });
 
-t.test('kvm argv uses the host cpu; outbound adds user networking without forwards', async (t) => {
-  const a = buildQemuArgv({ id: 'm', resources: { vcpu: 8, memory_mb: 16384, disk_gb: 50 }, paths, accel: 'kvm', network: 'outbound', diskNode: 'disk3' });
+t.test('kvm argv uses the host cpu; outbound adds a tap NIC and the address on the kernel command line', async (t) => {
+  const nic = { tap: 'ctap0123456789', mac: '52:54:0a:c9:00:07', address: '10.201.0.7', prefix: 16, gateway: '10.201.0.1', dns: ['192.0.2.53', '198.51.100.53'] };
+  const a = buildQemuArgv({ id: 'm', resources: { vcpu: 8, memory_mb: 16384, disk_gb: 50 }, paths, accel: 'kvm', network: nic, diskNode: 'disk3' });
   t.equal(a[a.indexOf('-accel') + 1], 'kvm');
   t.equal(a[a.indexOf('-cpu') + 1], 'host');
   t.equal(a[a.indexOf('-m') + 1], '16384M');
   t.ok(a.includes('driver=qcow2,node-name=disk3,file.driver=file,file.filename=/v/disks/blobs/blb_1.qcow2,discard=unmap'));
-  t.same(a.slice(a.indexOf('-netdev'), a.indexOf('-netdev') + 4), ['-netdev', 'user,id=net0', '-device', 'virtio-net-device,netdev=net0']);
-  t.notOk(a.some((x) => x.includes('hostfwd')), 'no host forwards');
+  t.same(a.slice(a.indexOf('-netdev'), a.indexOf('-netdev') + 4), [
+    '-netdev', 'tap,id=net0,ifname=ctap0123456789,script=no,downscript=no',
+    '-device', 'virtio-net-device,netdev=net0,mac=52:54:0a:c9:00:07',
+  ]);
+  t.equal(a[a.indexOf('-append') + 1], 'console=ttyS0 root=/dev/vda ro quiet loglevel=3 panic=-1 reboot=t computer.net=10.201.0.7/16,10.201.0.1 computer.dns=192.0.2.53,198.51.100.53');
+  t.notOk(a.includes('-nic'), 'no -nic none next to the tap');
+  t.notOk(a.some((x) => x.startsWith('user,') || x.includes('hostfwd')), 'no QEMU user networking');
   t.notOk(a.join(' ').includes('token=') , 'the token itself is never on the command line');
+  const noDns = buildQemuArgv({ id: 'm', resources: { vcpu: 1, memory_mb: 512, disk_gb: 5 }, paths, accel: 'tcg', network: { ...nic, dns: [] }, diskNode: 'disk0', tscKhz: 2000000 });
+  t.equal(noDns[noDns.indexOf('-append') + 1], 'console=ttyS0 root=/dev/vda ro quiet loglevel=3 panic=-1 reboot=t tsc_early_khz=2000000 computer.net=10.201.0.7/16,10.201.0.1', 'no nameservers: no computer.dns');
 });
 
 t.test('kvm decision', async (t) => {

@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import type { MachineResources } from '../substrate.js';
+import { kernelNetArgs, type VmNic } from './network.js';
 
 export const AGENT_PORT_NAME = 'computer.agent';
 export const TOKEN_FWCFG_NAME = 'opt/computer/token';
@@ -22,7 +23,8 @@ export interface VmArgvSpec {
   resources: MachineResources;
   paths: VmPaths;
   accel: 'kvm' | 'tcg';
-  network: 'none' | 'outbound';
+  /** No NIC at all, or a tap on the host bridge (outbound, see network.ts). */
+  network: 'none' | VmNic;
   /** The disk's node name in QEMU (a live capture moves the active node to a new name). */
   diskNode: string;
   /**
@@ -59,6 +61,8 @@ export function buildQemuArgv(s: VmArgvSpec): string[] {
     'panic=-1',
     'reboot=t',
     ...(s.tscKhz ? [`tsc_early_khz=${s.tscKhz}`] : []),
+    // The guest's address, gateway and nameservers: static, no DHCP server on the host.
+    ...(s.network === 'none' ? [] : kernelNetArgs(s.network)),
   ].join(' ');
   const argv = [
     'qemu-system-x86_64',
@@ -107,12 +111,14 @@ export function buildQemuArgv(s: VmArgvSpec): string[] {
     'virtio-rng-device',
   ];
   if (s.network === 'none') argv.push('-nic', 'none');
-  else {
-    // User networking with no host forwards: outbound only. restrict=off is needed for outbound at all; the
-    // host's services stay reachable through 10.0.2.2, so `outbound` is refused by the driver until a
-    // filtered tap/bridge path exists (see docs/substrates.md).
-    argv.push('-netdev', 'user,id=net0', '-device', 'virtio-net-device,netdev=net0');
-  }
+  else
+    // The tap is created and attached to the guarded bridge by the driver; QEMU only opens it (no scripts).
+    argv.push(
+      '-netdev',
+      `tap,id=net0,ifname=${s.network.tap},script=no,downscript=no`,
+      '-device',
+      `virtio-net-device,netdev=net0,mac=${s.network.mac}`,
+    );
   argv.push('-pidfile', f.pidFile, '-daemonize');
   return argv;
 }

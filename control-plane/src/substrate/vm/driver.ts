@@ -6,6 +6,7 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { promisify } from 'node:util';
@@ -24,7 +25,9 @@ import {
   type SubstrateStatus,
 } from '../substrate.js';
 import { buildQemuArgv, vmFiles, vmProcessName } from './argv.js';
+import { IpHostNet, type HostNet } from './host-net.js';
 import { hostTscKhz, probeKvm, type KvmVerdict } from './kvm-probe.js';
+import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from './network.js';
 import { Qmp } from './qmp.js';
 
 const execFileP = promisify(execFile);
@@ -41,6 +44,13 @@ export interface VmSubstrateConfig {
   stopTimeoutMs?: number;
   /** Warnings (e.g. running under TCG). */
   warn?: (msg: string) => void;
+  /**
+   * Outbound networking (machines created with network 'outbound'): bridge, subnet, nameservers. One
+   * substrate root per bridge: addresses are allocated from this root's machine records.
+   */
+  network?: VmNetworkConfig;
+  /** Host networking operations; the real ones by default. */
+  hostNet?: HostNet;
 }
 
 interface VmRecord {
@@ -48,6 +58,8 @@ interface VmRecord {
   resources: MachineResources;
   disk: string;
   network: 'none' | 'outbound';
+  /** outbound: the machine's IPv4 address on the bridge, kept for its whole life (released at destroy). */
+  address?: string;
   /** What the control plane last asked for: a running record whose process is gone is lost. */
   desired: 'running' | 'stopped';
   /** QEMU node name of the active disk layer (changes at each live capture). */
@@ -61,6 +73,13 @@ export class VmSubstrate implements Substrate {
   readonly accel: 'kvm' | 'tcg';
   readonly kvm: KvmVerdict;
   private readonly tscKhz: number | null;
+  readonly network: VmNetwork;
+  private readonly hostNet: HostNet;
+  private bridgeReady: Promise<void> | null = null;
+  /** Addresses handed out by creates still in flight (not yet in a machine.json). */
+  private readonly reserved = new Set<string>();
+  /** Machines between tap creation and QEMU's pid file: their tap has no process yet and must not be reaped. */
+  private readonly starting = new Set<string>();
 
   constructor(private readonly cfg: VmSubstrateConfig) {
     fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
@@ -68,6 +87,15 @@ export class VmSubstrate implements Substrate {
     this.kvm = probeKvm();
     this.accel = cfg.accel ?? (this.kvm.usable ? 'kvm' : 'tcg');
     this.tscKhz = this.accel === 'tcg' ? hostTscKhz() : null;
+    let hostDns: string[] = [];
+    try {
+      hostDns = resolvConfNameservers(fs.readFileSync('/etc/resolv.conf', 'utf8'));
+    } catch {
+      /* no resolv.conf: no default nameservers */
+    }
+    const hostAddrs = Object.values(os.networkInterfaces()).flatMap((l) => (l ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address));
+    this.network = resolveVmNetwork(cfg.network, hostDns, hostAddrs);
+    this.hostNet = cfg.hostNet ?? new IpHostNet();
     if (this.accel === 'tcg') cfg.warn?.(`vm substrate: KVM unusable (${this.kvm.usable ? 'forced tcg' : this.kvm.reason}); machines run under TCG emulation, much slower`);
   }
 
@@ -109,10 +137,39 @@ export class VmSubstrate implements Substrate {
 
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
     assertMachineId(spec.id);
-    if (spec.network === 'outbound')
-      throw new AppError('unsupported_operation', 'outbound networking is not available on the vm substrate yet');
     const dir = this.runDir(spec.id);
     if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
+    const network = spec.network ?? 'none';
+    const address = network === 'outbound' ? this.allocate() : undefined;
+    try {
+      await this.prepare(spec, dir, network, address);
+    } finally {
+      if (address) this.reserved.delete(address);
+    }
+    if (opts.start !== false) await this.start(spec.id);
+  }
+
+  /** Addresses are allocated synchronously (no await between the scan and the reservation). */
+  private allocate(): string {
+    const a = allocateAddress(this.network, [...this.usedAddresses(), ...this.reserved]);
+    this.reserved.add(a);
+    return a;
+  }
+
+  private usedAddresses(): string[] {
+    const out: string[] = [];
+    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
+      try {
+        const a = (JSON.parse(fs.readFileSync(path.join(this.runDir(id), 'machine.json'), 'utf8')) as VmRecord).address;
+        if (a) out.push(a);
+      } catch {
+        /* no record (being created or destroyed) */
+      }
+    }
+    return out;
+  }
+
+  private async prepare(spec: CreateSpec, dir: string, network: 'none' | 'outbound', address: string | undefined): Promise<void> {
     // Only the control plane enters the run dir: it holds the agent and QMP sockets and the token file.
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     fs.writeFileSync(vmFiles(dir).tokenFile, spec.token, { mode: 0o600 });
@@ -122,8 +179,12 @@ export class VmSubstrate implements Substrate {
       top: spec.source.kind === 'layer' ? spec.source.layerId : null,
       sizeBytes: spec.resources.disk_gb * GiB,
     });
-    this.writeRecord({ id: spec.id, resources: spec.resources, disk: disk.id, network: 'none', desired: 'stopped', diskNode: 'disk0', captures: 0 });
-    if (opts.start !== false) await this.start(spec.id);
+    this.writeRecord({ id: spec.id, resources: spec.resources, disk: disk.id, network, ...(address ? { address } : {}), desired: 'stopped', diskNode: 'disk0', captures: 0 });
+  }
+
+  /** The machine's tap device name (whether or not it exists). */
+  tapName(id: string): string {
+    return tapName(this.cfg.root, id);
   }
 
   argv(id: string): string[] {
@@ -133,7 +194,7 @@ export class VmSubstrate implements Substrate {
       id,
       resources: rec.resources,
       accel: this.accel,
-      network: rec.network,
+      network: rec.network === 'outbound' && rec.address ? nicFor(this.network, this.cfg.root, id, rec.address) : 'none',
       diskNode: rec.diskNode,
       ...(this.tscKhz ? { tscKhz: this.tscKhz } : {}),
       paths: { kernel: this.cfg.kernel, initrd: this.cfg.initrd, disk: this.disks.blobPath(d.writable), runDir: this.runDir(id) },
@@ -147,16 +208,53 @@ export class VmSubstrate implements Substrate {
     for (const p of [f.agentSocket, f.qmpSocket, f.pidFile]) fs.rmSync(p, { force: true });
     // A fresh process opens the disk under its first node name again.
     rec.diskNode = 'disk0';
+    // Live captures lengthen a running disk's chain and cannot shorten it (QEMU reads the frozen files);
+    // a start, with nothing reading the disk yet, is when a long chain is flattened.
+    await this.disks.compactDisk(rec.disk, Math.ceil(this.disks.maxDepth / 2));
+    if (rec.network === 'outbound' && (!rec.address || !inSubnet(this.network, rec.address))) {
+      // The operator moved the vm network since this machine last ran: a new address in the new subnet.
+      rec.address = allocateAddress(this.network, [...this.usedAddresses().filter((a) => a !== rec.address), ...this.reserved]);
+    }
     this.writeRecord(rec);
-    const [cmd, ...args] = this.argv(id);
+    const tap = this.tapName(id);
+    this.starting.add(id);
     try {
-      // -daemonize: the parent exits once the guest is set up; the VM outlives the control plane.
-      await execFileP(cmd!, args);
-    } catch (e) {
-      throw new AppError('compute_unavailable', 'qemu failed to start', { cause: e });
+      if (rec.network === 'outbound') {
+        await this.ensureBridge();
+        await this.hostNet.addTap(nicFor(this.network, this.cfg.root, id, rec.address!), this.network.bridge);
+      }
+      const [cmd, ...args] = this.argv(id);
+      try {
+        // -daemonize: the parent exits once the guest is set up; the VM outlives the control plane.
+        await execFileP(cmd!, args);
+      } catch (e) {
+        await this.hostNet.removeTap(tap);
+        throw new AppError('compute_unavailable', 'qemu failed to start', { cause: e });
+      }
+    } finally {
+      this.starting.delete(id);
     }
     rec.desired = 'running';
     this.writeRecord(rec);
+  }
+
+  /**
+   * The bridge, NAT and guard; once per process, again if the bridge disappeared. A tap is never attached
+   * before the guard is in place.
+   */
+  private async ensureBridge(): Promise<void> {
+    if (this.bridgeReady && !fs.existsSync(`/sys/class/net/${this.network.bridge}`)) this.bridgeReady = null;
+    this.bridgeReady ??= this.hostNet.ensureBridge(this.network).catch((e) => {
+      this.bridgeReady = null;
+      throw e;
+    });
+    await this.bridgeReady;
+  }
+
+  /** A tap whose QEMU is gone (stopped, killed, crashed) is removed. */
+  private async reapTap(id: string): Promise<void> {
+    const tap = this.tapName(id);
+    if (!this.starting.has(id) && this.pid(id) === null && this.hostNet.tapExists(tap)) await this.hostNet.removeTap(tap);
   }
 
   private async waitExit(id: string, ms: number): Promise<boolean> {
@@ -172,7 +270,7 @@ export class VmSubstrate implements Substrate {
     const rec = this.record(id);
     rec.desired = 'stopped';
     this.writeRecord(rec);
-    if (this.pid(id) === null) return;
+    if (this.pid(id) === null) return this.reapTap(id);
     const timeout = opts.timeoutMs ?? this.cfg.stopTimeoutMs ?? 30_000;
     // Graceful: ACPI power button; the guest's init stops the agent, syncs and powers off.
     try {
@@ -185,10 +283,12 @@ export class VmSubstrate implements Substrate {
     } catch {
       /* QMP gone: fall through to force */
     }
-    if (await this.waitExit(id, timeout)) return;
-    const pid = this.pid(id);
-    if (pid !== null) process.kill(pid, 'SIGKILL');
-    await this.waitExit(id, 5000);
+    if (!(await this.waitExit(id, timeout))) {
+      const pid = this.pid(id);
+      if (pid !== null) process.kill(pid, 'SIGKILL');
+      await this.waitExit(id, 5000);
+    }
+    await this.reapTap(id);
   }
 
   async status(id: string): Promise<SubstrateStatus> {
@@ -197,6 +297,7 @@ export class VmSubstrate implements Substrate {
     const rec = this.record(id);
     if (!this.disks.hasDisk(rec.disk)) return 'lost';
     if (this.pid(id) !== null) return 'running';
+    await this.reapTap(id);
     return rec.desired === 'running' ? 'lost' : 'stopped';
   }
 
@@ -248,7 +349,9 @@ export class VmSubstrate implements Substrate {
       process.kill(pid, 'SIGKILL');
       await this.waitExit(id, 5000);
     }
+    await this.reapTap(id);
     if (rec) await this.disks.deleteDisk(rec.disk);
+    // The machine's address is free again once its record is gone.
     fs.rmSync(this.runDir(id), { recursive: true, force: true });
   }
 

@@ -1,0 +1,84 @@
+/**
+ * The host side of VM networking: runs the commands network.ts describes (ip, bridge, sysctl, iptables).
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import { promisify } from 'node:util';
+import { AppError } from '../../../../shared/errors.js';
+import { ensureChain, GUARD_CHAIN, installHostGuard, ipt } from '../host-guard.js';
+import { bridgeSteps, forwardRules, portGuardChain, tapUpSteps, type NetStep, type VmNetwork, type VmNic } from './network.js';
+
+const run = promisify(execFile);
+
+/** The host side of VM networking (an interface so the driver's logic can run against a fake). */
+export interface HostNet {
+  /** Idempotent; after it, taps on the bridge are NATed outbound and guarded from the host. */
+  ensureBridge(n: VmNetwork): Promise<void>;
+  /** The machine's tap on the bridge: isolated port, anti-spoofing guard, up. */
+  addTap(nic: VmNic, bridge: string): Promise<void>;
+  /** Removes the tap (if it exists) and its port guard. */
+  removeTap(tap: string): Promise<void>;
+  tapExists(tap: string): boolean;
+}
+
+async function runSteps(steps: NetStep[]): Promise<void> {
+  for (const s of steps) {
+    if (s.unless && (await ipt(s.unless[0]!, s.unless.slice(1), true))) continue;
+    await ipt(s.argv[0]!, s.argv.slice(1), s.optional === true);
+  }
+}
+
+export class IpHostNet implements HostNet {
+  async ensureBridge(n: VmNetwork): Promise<void> {
+    try {
+      const { before, after } = bridgeSteps(n);
+      await runSteps(before);
+      await installHostGuard(n.bridge);
+      await ensureChain('iptables', n.forwardChain, forwardRules(n));
+      await runSteps(after);
+    } catch (e) {
+      throw new AppError('compute_unavailable', 'vm network setup failed on the host', { cause: e });
+    }
+  }
+
+  async addTap(nic: VmNic, bridge: string): Promise<void> {
+    // A tap left by a QEMU that died while the control plane was away.
+    await this.removeTap(nic.tap);
+    try {
+      await runSteps(tapUpSteps(nic.tap, bridge, nic));
+    } catch (e) {
+      await this.removeTap(nic.tap);
+      throw new AppError('compute_unavailable', 'vm tap setup failed on the host', { cause: e });
+    }
+  }
+
+  async removeTap(tap: string): Promise<void> {
+    if (this.tapExists(tap)) await run('ip', ['link', 'del', 'dev', tap]).catch(() => {});
+    await removePortGuard(tap);
+  }
+
+  tapExists(tap: string): boolean {
+    return fs.existsSync(`/sys/class/net/${tap}`);
+  }
+}
+
+/** Remove one port's ebtables guard (all of it that exists). */
+export async function removePortGuard(port: string): Promise<void> {
+  const ch = portGuardChain(port);
+  for (const hook of ['INPUT', 'FORWARD']) while (await ipt('ebtables', ['-D', hook, '-i', port, '-j', ch], true));
+  if (await ipt('ebtables', ['-F', ch], true)) await ipt('ebtables', ['-X', ch], true);
+}
+
+/**
+ * Undo ensureBridge for one bridge (taps must be gone): its NAT rule, FORWARD jump and chain, its guard jumps,
+ * the bridge itself. The shared guard chain stays (other bridges jump to it). For tests and operators.
+ */
+export async function removeVmNetwork(n: VmNetwork): Promise<void> {
+  const masq = ['-w', '-t', 'nat', '-D', 'POSTROUTING', '-s', n.subnet, '!', '-o', n.bridge, '-j', 'MASQUERADE'];
+  while (await ipt('iptables', masq, true));
+  while (await ipt('iptables', ['-w', '-D', 'FORWARD', '-j', n.forwardChain], true));
+  await ipt('iptables', ['-w', '-F', n.forwardChain], true);
+  await ipt('iptables', ['-w', '-X', n.forwardChain], true);
+  for (const bin of ['iptables', 'ip6tables']) while (await ipt(bin, ['-w', '-D', 'INPUT', '-i', n.bridge, '-j', GUARD_CHAIN], true));
+  await run('ip', ['link', 'del', 'dev', n.bridge]).catch(() => {});
+}
