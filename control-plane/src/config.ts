@@ -32,6 +32,19 @@ export const ConfigSchema = z
     SUBSTRATE: z.enum(['vm', 'container', 'fake']).optional(),
     /** Where built guest images are cached (default ~/.cache/computer/images). */
     IMAGE_CACHE_DIR: z.string().min(1).optional(),
+    /**
+     * Guest networking of new machines: outbound (the internet, never the host's own services) or none
+     * (loopback only). The browser in a machine needs outbound to open anything but local pages.
+     */
+    MACHINE_NETWORK: z.enum(['outbound', 'none']).default('outbound'),
+    /** vm substrate: the host bridge, its IPv4 subnet and the nameservers guests get (comma-separated). */
+    VM_BRIDGE: z.string().regex(/^[A-Za-z0-9_-]{1,15}$/).optional(),
+    VM_SUBNET: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/).optional(),
+    VM_DNS: z
+      .string()
+      .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+      .pipe(z.array(z.ipv4()))
+      .optional(),
   })
   .transform((e) => {
     const publicBaseUrl = (e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`).replace(/\/+$/, '');
@@ -49,6 +62,12 @@ export const ConfigSchema = z
       trustProxy: e.TRUST_PROXY,
       substrate: e.SUBSTRATE ?? null,
       imageCacheDir: e.IMAGE_CACHE_DIR ?? null,
+      machineNetwork: e.MACHINE_NETWORK,
+      vmNetwork: {
+        ...(e.VM_BRIDGE ? { bridge: e.VM_BRIDGE } : {}),
+        ...(e.VM_SUBNET ? { subnet: e.VM_SUBNET } : {}),
+        ...(e.VM_DNS ? { dns: e.VM_DNS } : {}),
+      },
     };
   });
 

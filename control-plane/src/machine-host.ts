@@ -105,6 +105,8 @@ export function prepareSubstrate(o: HostOptions): DeferredSubstrate {
     });
     o.say(`image ${image.hash} ready`);
     if (kind === 'container') return new ContainerSubstrate({ root, baseRootfs: image.rootfs, warn: (m) => o.say(m) });
-    return new VmSubstrate({ root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, warn: (m) => o.say(`vm: ${m}`) });
+    return new VmSubstrate({
+      root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, warn: (m) => o.say(`vm: ${m}`), network: o.config.vmNetwork,
+    });
   });
 }

@@ -67,6 +67,14 @@ t.test('config: parsed once from an env object, defaults, refusals', async (t) =
   t.equal(c.publicBaseUrl, 'http://127.0.0.1:8080');
   t.equal(c.billingProvider, 'builtin');
   t.equal(c.trustProxy, false);
+  t.equal(c.machineNetwork, 'outbound');
+  t.same(c.vmNetwork, {});
+  const n = parseConfig({ MACHINE_NETWORK: 'none', VM_BRIDGE: 'br-lab', VM_SUBNET: '10.50.0.0/24', VM_DNS: '9.9.9.9, 1.1.1.1' });
+  t.equal(n.machineNetwork, 'none');
+  t.same(n.vmNetwork, { bridge: 'br-lab', subnet: '10.50.0.0/24', dns: ['9.9.9.9', '1.1.1.1'] });
+  t.throws(() => parseConfig({ MACHINE_NETWORK: 'inbound' }), { details: [{ field: 'MACHINE_NETWORK' }] } as object as Error);
+  t.throws(() => parseConfig({ VM_DNS: 'dns.example' }), { details: [{ field: 'VM_DNS' }] } as object as Error);
+  t.throws(() => parseConfig({ VM_BRIDGE: 'a-bridge-name-too-long' }), { details: [{ field: 'VM_BRIDGE' }] } as object as Error);
   const d = parseConfig({ PORT: '9000', PUBLIC_BASE_URL: 'https://computer.example/', ALLOWED_ORIGINS: 'https://a.example/path, http://b.example:81', TRUST_PROXY: 'true' });
   t.equal(d.publicBaseUrl, 'https://computer.example');
   t.same(d.allowedOrigins, ['https://a.example', 'http://b.example:81']);

@@ -43,6 +43,7 @@ t.test('lifecycle through /v1 follows the transition table', async (t) => {
   t.equal(m.size, 'small');
   t.same(Object.keys(m).sort(), ['created_at', 'id', 'metadata', 'name', 'region', 'size', 'state', 'state_changed_at', 'template', 'updated_at']);
   t.equal(fake.substrate.machines.get(m.id)?.state, 'running');
+  t.equal(fake.substrate.machines.get(m.id)?.network, 'outbound', 'MACHINE_NETWORK defaults to outbound');
 
   const bad = await rig.call('POST', '/v1/machines', { key: a.key, body: { name: 'Bad_Name', metadata: { ['k'.repeat(65)]: 'v' } } });
   assertEnvelope(t, bad, 'invalid_request', 400);

@@ -71,6 +71,7 @@ export function createServices(d: ServiceDeps) {
   const sessions = createSessionService({ store, events, leases, quotas, now });
   const machines = createMachineService({
     store, substrate, pool, events, leases, sessions, quotas, billing, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
+    network: config.machineNetwork,
   });
   if (!d.counters?.machines) quotas.registerCounter('machines', (orgId) => store.machines.countLive(orgId));
   if (!d.counters?.running_machines) quotas.registerCounter('running_machines', (orgId) => store.machines.countCompute(orgId));

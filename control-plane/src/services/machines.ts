@@ -53,6 +53,8 @@ export interface MachineServiceDeps {
   onFailure?: (machineId: string, op: string, cause: unknown) => void;
   /** How `machine.ready` is detected after a boot: the agent's /display polled until `up` (false: never). */
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
+  /** Guest networking of new machines (the operator's MACHINE_NETWORK; default none). */
+  network?: 'outbound' | 'none';
 }
 
 const DEFAULT_READY_PROBE = { intervalMs: 1_000, timeoutMs: 180_000 };
@@ -230,7 +232,7 @@ export function createMachineService(d: MachineServiceDeps) {
         return m;
       });
       try {
-        await substrate.create({ id: row.id, resources, source: { kind: 'base' }, token: row.agent_token }, { start: req.start });
+        await substrate.create({ id: row.id, resources, source: { kind: 'base' }, token: row.agent_token, network: d.network ?? 'none' }, { start: req.start });
       } catch (e) {
         if (!req.start) {
           // Nothing exists on the host: the create did not happen.

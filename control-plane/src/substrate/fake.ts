@@ -23,6 +23,7 @@ export interface FakeMachine {
   resources: MachineResources;
   token: string;
   source: DiskSource;
+  network: 'none' | 'outbound';
   state: 'running' | 'stopped' | 'lost';
   /** Pretend disk content: a capture copies it into a layer, a fork or restore starts from a layer's copy. */
   files: Map<string, string>;
@@ -95,6 +96,7 @@ export class FakeSubstrate implements Substrate {
       resources: { ...spec.resources },
       token: spec.token,
       source: spec.source,
+      network: spec.network ?? 'none',
       state: 'stopped',
       files: this.filesOf(spec.source),
       starts: 0,
