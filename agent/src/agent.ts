@@ -6,6 +6,7 @@ import { listenUnix } from './channel/unix-socket.js';
 import { openVirtioPort, serveByteChannel } from './channel/virtio-serial.js';
 import type { AgentConfig } from './config.js';
 import { createDesktop } from './desktop/desktop.js';
+import { preloadEncoder } from './desktop/screen.js';
 import { createFileService } from './files/service.js';
 import type { LogSink } from './http/log.js';
 import { createPtyManager } from './pty/manager.js';
@@ -32,6 +33,7 @@ export async function startAgent(config: AgentConfig, token: { token: string; pa
   const desktop = await createDesktop({
     display: config.display,
     fbdir: config.fbdir,
+    readyFile: config.displayReady,
     log,
     browser: { command: config.browser, sandbox: config.browserSandbox === 'on', userName: config.agentUser },
   });
@@ -57,6 +59,15 @@ export async function startAgent(config: AgentConfig, token: { token: string; pa
   if (config.socket) listener = await listenUnix(server, config.socket);
   else bridge = serveByteChannel(server, openVirtioPort(config.virtioPort!), { log });
   log({ event: 'agent_started', channel: config.socket ? 'unix' : 'virtio' });
+  // Right after listening rather than at import: the socket appears ~80 ms sooner, and loading runs while
+  // the desktop's first check waits on its xrandr child. A failure here resurfaces on the first encode.
+  setImmediate(() => {
+    try {
+      preloadEncoder();
+    } catch {
+      /* reported by the first screenshot */
+    }
+  });
 
   return {
     async close() {

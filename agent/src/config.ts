@@ -17,6 +17,9 @@ Token (exactly one):
 Desktop:
   --display :N           X display to drive (default :0); the image's init starts Xvfb, not the agent
   --fbdir DIR            directory where that display's Xvfb writes Xvfb_screen0 (default /run/xvfb)
+  --display-ready PATH   file the init creates once the display is up in its default mode; the agent
+                         listens at once and holds desktop requests until it appears (bounded wait,
+                         then 503). Without it the display is used as soon as it answers
   --browser PATH         browser binary (default chromium)
   --browser-sandbox on|off  keep Chromium's sandbox (default on; containers pass off)
 
@@ -36,6 +39,7 @@ export const AgentConfig = z
     tokenFwcfg: z.string().optional(),
     display: z.string().regex(/^:\d+$/, 'display is :N').default(':0'),
     fbdir: z.string().default('/run/xvfb'),
+    displayReady: z.string().min(1).optional(),
     browser: z.string().default('chromium'),
     browserSandbox: z.enum(['on', 'off']).default('on'),
     agentUser: z.string().default('agent'),
@@ -61,6 +65,7 @@ export function parseAgentArgs(argv: string[]): ParsedArgs {
       'token-fwcfg': { type: 'string' },
       display: { type: 'string' },
       fbdir: { type: 'string' },
+      'display-ready': { type: 'string' },
       browser: { type: 'string' },
       'browser-sandbox': { type: 'string' },
       'agent-user': { type: 'string' },
@@ -78,6 +83,7 @@ export function parseAgentArgs(argv: string[]): ParsedArgs {
     tokenFwcfg: values['token-fwcfg'],
     display: values.display,
     fbdir: values.fbdir,
+    displayReady: values['display-ready'],
     browser: values.browser,
     browserSandbox: values['browser-sandbox'],
     agentUser: values['agent-user'],

@@ -36,7 +36,19 @@ export interface DesktopOptions {
   browser: BrowserConfig;
   /** How often the display's state is checked. */
   pollMs?: number;
+  /**
+   * A file the image's init creates once the display is up in its default mode. Until it exists the
+   * display is left alone and desktop requests wait (`whenStarted`): the agent starts in parallel with Xvfb,
+   * and a display seen before init switched it down from Xvfb's start size would report the wrong size.
+   */
+  readyFile?: string;
+  /** How long after start desktop requests wait for readyFile (default 30 s). */
+  readyTimeoutMs?: number;
 }
+
+const DEFAULT_READY_TIMEOUT_MS = 30_000;
+/** The ready file is polled this often while requests may be waiting on it. */
+const READY_POLL_MS = 5;
 
 const BUTTONS: Record<MouseButton, number> = { left: 1, middle: 2, right: 3 };
 const WHEEL: Record<MouseScroll['direction'], number> = { up: 4, down: 5, left: 6, right: 7 };
@@ -60,6 +72,12 @@ export class Desktop {
   private inputChain: Promise<unknown> = Promise.resolve();
   private closed = false;
   private readonly listeners = new Set<() => void>();
+  /** Whether the init has said the display is ready (always, without a ready file). */
+  private gateOpen: boolean;
+  /** The start-up wait for the display, while it runs; desktop requests join it. */
+  private startup: Promise<void> | null = null;
+  private startupTimedOut = false;
+  private warmed = false;
 
   constructor(private readonly opts: DesktopOptions) {
     const m = /^:(\d+)(\.\d+)?$/.exec(opts.display);
@@ -70,12 +88,58 @@ export class Desktop {
     this.fb = new FramebufferReader(opts.fbdir);
     this.xdo = new Xdotool(opts.display);
     this.browser = new Browser(opts.browser, opts.display);
+    this.gateOpen = !opts.readyFile;
   }
 
+  /**
+   * Without a ready file: resolves once the display has been checked. With one: resolves at once and
+   * the display is brought up in the background as soon as the file appears.
+   */
   async start(): Promise<void> {
-    await this.check();
+    if (this.opts.readyFile) {
+      this.startup = this.awaitReady().finally(() => {
+        this.startup = null;
+      });
+    } else {
+      await this.check();
+    }
     this.timer = setInterval(() => void this.check(), this.opts.pollMs ?? 500);
     this.timer.unref();
+  }
+
+  private async awaitReady(): Promise<void> {
+    const end = Date.now() + (this.opts.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
+    while (!this.closed && Date.now() < end) {
+      if (this.readyGate()) {
+        await this.check();
+        if (this.up) return;
+      }
+      await new Promise((r) => setTimeout(r, READY_POLL_MS));
+    }
+    if (!this.closed && !this.up) {
+      this.startupTimedOut = true;
+      this.opts.log({ event: 'desktop', up: false, reason: this.gateOpen ? 'display_not_answering' : 'ready_file_missing' });
+    }
+  }
+
+  /** Whether the display may be used yet (the ready file, once seen, stays seen). */
+  private readyGate(): boolean {
+    if (!this.gateOpen && fs.existsSync(this.opts.readyFile!)) this.gateOpen = true;
+    return this.gateOpen;
+  }
+
+  /**
+   * For requests: while the display is still coming up after start, wait for it (at most until the
+   * start-up wait ends), so an early request gets the real display rather than a 503. A no-op
+   * without a ready file; whether the display is up is still each operation's requireUp.
+   */
+  async whenStarted(): Promise<void> {
+    if (!this.up && this.startup) await this.startup;
+    if (!this.up && this.startupTimedOut && !this.gateOpen) {
+      throw new AppError('compute_unavailable', 'The display did not become ready after the machine started; retry shortly.', {
+        headers: { 'retry-after': '1' },
+      });
+    }
   }
 
   close(): void {
@@ -128,13 +192,16 @@ export class Desktop {
       this.goDown();
       return;
     }
-    if (!fs.existsSync(this.socketPath) || !this.fb.exists()) return;
+    if (!this.readyGate() || !fs.existsSync(this.socketPath) || !this.fb.exists()) return;
     let x: X11KeymapClient | null = null;
+    // xrandr is a child process: start it first so it runs while the connection is set up.
+    const modesP = readModes(this.displayName);
+    modesP.catch(() => {}); // awaited below
     try {
       x = await X11KeymapClient.connect(this.displayNumber, () => {
         if (x && x.isClosed && this.x === x) void this.check();
       });
-      const modes = await readModes(this.displayName);
+      const modes = await modesP;
       if (this.closed) {
         x.close();
         return;
@@ -147,8 +214,30 @@ export class Desktop {
       this.up = true;
       this.opts.log({ event: 'desktop', up: true, width: modes.width, height: modes.height });
       this.emit();
+      if (!this.warmed) {
+        this.warmed = true;
+        void this.warmUp();
+      }
     } catch {
       x?.close();
+    }
+  }
+
+  /**
+   * One throwaway screenshot when the display first comes up: the first capture and encode pay for
+   * growing buffers, compiling code paths and libvips' first JPEG (~10 ms), which would otherwise land
+   * on the first real screenshot, usually the one a client waits on right after start.
+   */
+  private async warmUp(): Promise<void> {
+    try {
+      const frame = await this.fb.capture(this.lastSize.width, this.lastSize.height);
+      try {
+        await encodeRgb(frame.rgb, frame.width, frame.height, 'jpeg', 80);
+      } finally {
+        this.fb.release(frame);
+      }
+    } catch {
+      // Only a warm-up: a real request will report whatever is wrong.
     }
   }
 

@@ -7,14 +7,32 @@
  * started with; after an xrandr mode switch the visible screen is the top-left corner of it.
  */
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
-import sharp from 'sharp';
+import type SharpFn from 'sharp';
 
 export type ImageFormat = 'png' | 'jpeg' | 'webp';
 
-// One encode at a time per call is what the agent needs; libvips' own thread pool would only fight
-// the X server and the guest's applications for the machine's few cores.
-sharp.concurrency(1);
+// sharp takes ~80 ms to load (mostly its JS dependencies), the largest part of the agent's start: it is
+// loaded on first use, or by preloadEncoder once the agent listens, not at import. Its CommonJS
+// entry can be required synchronously, so encoders stay plain calls.
+const requireCjs = createRequire(import.meta.url);
+let sharpModule: typeof SharpFn | null = null;
+function sharp(): typeof SharpFn {
+  if (!sharpModule) {
+    const s = requireCjs('sharp') as typeof SharpFn;
+    // One encode at a time per call is what the agent needs; libvips' own thread pool would only fight
+    // the X server and the guest's applications for the machine's few cores.
+    s.concurrency(1);
+    sharpModule = s;
+  }
+  return sharpModule;
+}
+
+/** Load the image encoder now (it is otherwise loaded by the first encode). */
+export function preloadEncoder(): void {
+  sharp();
+}
 
 export interface XwdHeader {
   headerSize: number;
@@ -306,7 +324,7 @@ export function bgrxToRgb(src: Buffer, stride: number, width: number, height: nu
  * (libjpeg-turbo, 4:2:0).
  */
 export function encodeRgb(rgb: Buffer, width: number, height: number, format: ImageFormat, quality: number): Promise<Buffer> {
-  const img = sharp(rgb, { raw: { width, height, channels: 3 } });
+  const img = sharp()(rgb, { raw: { width, height, channels: 3 } });
   switch (format) {
     case 'png':
       return img.png({ compressionLevel: 1, adaptiveFiltering: false }).toBuffer();
@@ -319,6 +337,6 @@ export function encodeRgb(rgb: Buffer, width: number, height: number, format: Im
 
 /** Decode an encoded image back to packed RGB (tests and diagnostics). */
 export async function decodeToRgb(image: Buffer): Promise<RawFrame> {
-  const { data, info } = await sharp(image).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  const { data, info } = await sharp()(image).removeAlpha().raw().toBuffer({ resolveWithObject: true });
   return { width: info.width, height: info.height, rgb: data };
 }
