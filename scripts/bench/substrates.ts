@@ -66,6 +66,8 @@ async function benchOne(
   samples: number,
   readyMs: number,
   print: (l: string) => void,
+  /** Also measure create → display up with outbound networking (bridge + guard), this many samples. */
+  outboundSamples = 0,
 ): Promise<void> {
   const token = crypto.randomBytes(24).toString('hex');
   const agent = agentClient(sub);
@@ -98,6 +100,21 @@ async function benchOne(
     toReady.sort((a, b) => a - b);
     toDisplay.sort((a, b) => a - b);
     print(`${name}: create → agent ready p50 ${f(percentile(toReady, 50))}, → display up p50 ${f(percentile(toDisplay, 50))} (n=${samples})`);
+    if (outboundSamples > 0) {
+      const out: number[] = [];
+      for (let i = 0; i < outboundSamples; i++) {
+        const id = `bench_${name}_net${i}`;
+        ids.push(id);
+        const t0 = process.hrtime.bigint();
+        await sub.create({ id, resources: res, source: { kind: 'base' }, token, network: 'outbound' });
+        await display(id);
+        out.push(ms(t0));
+        dropSession(id);
+        await sub.destroy(id);
+      }
+      out.sort((a, b) => a - b);
+      print(`${name}: create → display up with outbound networking p50 ${f(percentile(out, 50))} (n=${outboundSamples})`);
+    }
     const id = ids[0]!;
     dropSession(id);
     let t0 = process.hrtime.bigint();
@@ -150,7 +167,7 @@ export async function benchContainer(opts: SubstrateBenchOptions): Promise<void>
   const sub = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000, warn: print });
   print(`container: disk mode ${sub.diskMode} (live captures ${sub.diskMode === 'snapshot' ? 'snapshot btrfs subvolumes' : 'copy files'})`);
   try {
-    await benchOne('container', sub, { vcpu: 2, memory_mb: 4096, disk_gb: 10 }, opts.samples ?? 5, 60_000, print);
+    await benchOne('container', sub, { vcpu: 2, memory_mb: 4096, disk_gb: 10 }, opts.samples ?? 5, 60_000, print, 3);
   } finally {
     await sub.releaseMounts();
     fs.rmSync(root, { recursive: true, force: true });
