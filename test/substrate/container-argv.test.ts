@@ -1,5 +1,5 @@
 import t from 'tap';
-import { containersConf, createArgs, globalArgs } from '../../control-plane/src/substrate/container/podman-argv.js';
+import { cniConflist, containersConf, createArgs, globalArgs } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { resourcesForSize } from '../../control-plane/src/substrate/substrate.js';
 
 const catalog = [
@@ -25,6 +25,7 @@ t.test('podman create argv is pinned', async (t) => {
     '--cgroup-manager', 'cgroupfs',
     '--events-backend', 'file',
     '--storage-driver', 'vfs',
+    '--network-config-dir', '/var/lib/computer/container/podman/networks',
     'create',
     '--name', 'computer-mch_abc',
     '--hostname', 'computer',
@@ -45,7 +46,7 @@ t.test('podman create argv is pinned', async (t) => {
   t.equal(argv.indexOf('--rootfs'), argv.length - 6, 'every option precedes --rootfs DIR and the command');
   t.same(argv.slice(0, globalArgs(env).length), globalArgs(env));
   const outbound = createArgs(env, { id: 'x', resources: resourcesForSize('large', catalog), rootfs: '/r', channelDir: '/c', network: 'outbound' });
-  t.equal(outbound[outbound.indexOf('--network') + 1], 'bridge');
+  t.equal(outbound[outbound.indexOf('--network') + 1], 'computer', 'our own CNI network, not podman\'s default');
   t.equal(outbound[outbound.indexOf('--cpus') + 1], '8');
   t.equal(outbound[outbound.indexOf('--pids-limit') + 1], '8192');
 });
@@ -65,4 +66,17 @@ t.test('sizes map from the catalog passed in', async (t) => {
   t.equal(resourcesForSize('small', changed).vcpu, 1, 'server-owned values, not hard-coded');
   t.throws(() => resourcesForSize('small', []), { code: 'invalid_request' });
   t.throws(() => resourcesForSize('small', [{ id: 'small', vcpu: 0, memory_mb: 1, disk_gb: 1 }]), { code: 'internal_error' });
+});
+
+t.test('our CNI network: a bridge of our own, leases in our state dir; NAT and firewall are host rules, not plugins', async (t) => {
+  const conf = JSON.parse(cniConflist({ stateDir: '/var/lib/computer/container/podman' }));
+  t.equal(conf.name, 'computer');
+  t.same(conf.plugins.map((p: { type: string }) => p.type), ['bridge']);
+  t.match(conf.plugins[0], {
+    bridge: 'computer-ct0',
+    isGateway: true,
+    ipMasq: false,
+    hairpinMode: false,
+    ipam: { type: 'host-local', dataDir: '/var/lib/computer/container/podman/networks/ipam', ranges: [[{ subnet: '10.202.0.0/16', gateway: '10.202.0.1' }]] },
+  });
 });

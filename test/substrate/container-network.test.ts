@@ -1,5 +1,5 @@
 /**
- * Container networking: `none` has no interface but loopback; `outbound` uses podman's bridge and the host
+ * Container networking: `none` has no interface but loopback; `outbound` uses our CNI network's bridge and the host
  * guard keeps the host's own services unreachable. There is no internet here, so only the host side is
  * tested. A control run without the guard's jump rule proves the probe can see a reachable service.
  * The probe server binds only to the bridge's gateway address (reachable from containers, not the network).
@@ -11,8 +11,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
-import { DEFAULT_BRIDGE, GUARD_CHAIN, guardRules, installHostGuard } from '../../control-plane/src/substrate/container/host-guard.js';
-import { containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
+import { forwardChainName, GUARD_CHAIN, guardRules, installHostGuard } from '../../control-plane/src/substrate/host-guard.js';
+import { CONTAINER_BRIDGE, CONTAINER_SUBNET, containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { testImage } from '../helpers/substrate-image.js';
 
 const run = promisify(execFile);
@@ -22,12 +22,12 @@ const res = { vcpu: 1, memory_mb: 512, disk_gb: 1 };
 // Longer than the suite's per-file timeout: a first run builds the image (~2 min).
 t.setTimeout(900_000);
 t.test('guard rules are pinned', async (t) => {
-  t.same(guardRules('cni-podman0'), [
+  t.same(guardRules('computer-ct0'), [
     ['-w', '-N', 'COMPUTER-GUARD'],
     ['-w', '-F', 'COMPUTER-GUARD'],
     ['-w', '-A', 'COMPUTER-GUARD', '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT'],
     ['-w', '-A', 'COMPUTER-GUARD', '-j', 'DROP'],
-    ['-w', '-I', 'INPUT', '1', '-i', 'cni-podman0', '-j', 'COMPUTER-GUARD'],
+    ['-w', '-I', 'INPUT', '1', '-i', 'computer-ct0', '-j', 'COMPUTER-GUARD'],
   ]);
 });
 
@@ -48,17 +48,18 @@ t.test('outbound machines cannot reach host services; none has no network', { ti
   let server: net.Server | null = null;
   t.teardown(async () => {
     server?.close();
-    for (const id of ['mch_net1', 'mch_net2']) await sub.destroy(id).catch(() => {});
+    for (const id of ['mch_net1', 'mch_net2', 'mch_net3']) await sub.destroy(id).catch(() => {});
     await sub.releaseMounts();
     fs.rmSync(root, { recursive: true, force: true });
     fs.rmSync(env.runDir!, { recursive: true, force: true });
-    await installHostGuard().catch(() => {});
+    await installHostGuard(CONTAINER_BRIDGE).catch(() => {});
   });
 
   await sub.create({ id: 'mch_net1', resources: res, source: { kind: 'base' }, token: 'n'.repeat(32), network: 'outbound' });
   const addr = await inGuest('mch_net1', "ip -4 -o addr show dev eth0 | awk '{print $4}'; ip route | awk '/default/{print $3}'");
   const [cidr, gateway] = addr.out.trim().split('\n');
-  t.match(cidr, /^\d+\.\d+\.\d+\.\d+\/\d+$/, 'outbound machine has a bridge address');
+  t.match(cidr, /^10\.202\.\d+\.\d+\/16$/, 'outbound machine has an address on our network, not podman\'s default one');
+  t.equal(CONTAINER_SUBNET, '10.202.0.0/16');
   t.match(gateway, /^\d+\.\d+\.\d+\.\d+$/, 'and a default route');
 
   server = net.createServer((s) => s.end('host-service\n'));
@@ -67,23 +68,48 @@ t.test('outbound machines cannot reach host services; none has no network', { ti
   const probe = `timeout 3 bash -c 'cat < /dev/tcp/${gateway}/${port}'`;
 
   // control: without the guard's jump, the host service at the gateway address answers
-  await run('iptables', ['-w', '-D', 'INPUT', '-i', DEFAULT_BRIDGE, '-j', GUARD_CHAIN]);
+  await run('iptables', ['-w', '-D', 'INPUT', '-i', CONTAINER_BRIDGE, '-j', GUARD_CHAIN]);
   const open = await inGuest('mch_net1', probe);
   t.equal(open.out, 'host-service\n', 'control: reachable without the guard');
 
-  await installHostGuard();
+  await installHostGuard(CONTAINER_BRIDGE);
   const blocked = await inGuest('mch_net1', probe);
   t.not(blocked.code, 0, 'with the guard the host service is unreachable');
   t.equal(blocked.out, '');
   const rules = (await run('iptables', ['-w', '-S', 'INPUT'])).stdout;
   // The guard chain is shared with the vm substrate's bridge: count this bridge's jump only.
-  const jump = `-A INPUT -i ${DEFAULT_BRIDGE} -j ${GUARD_CHAIN}`;
+  const jump = `-A INPUT -i ${CONTAINER_BRIDGE} -j ${GUARD_CHAIN}`;
   t.equal(rules.split('\n').filter((l) => l === jump).length, 1, 'exactly one jump to the guard');
-  await installHostGuard();
+  await installHostGuard(CONTAINER_BRIDGE);
   t.equal((await run('iptables', ['-w', '-S', 'INPUT'])).stdout.split('\n').filter((l) => l === jump).length, 1, 'installing again is idempotent');
 
   await sub.create({ id: 'mch_net2', resources: res, source: { kind: 'base' }, token: 'n'.repeat(32) });
   const links = await inGuest('mch_net2', "ip -o link | awk -F': ' '{print $2}'");
   t.same(links.out.trim().split('\n'), ['lo'], 'network none: loopback only');
   t.not((await inGuest('mch_net2', probe)).code, 0);
+
+  // Machine to machine: a service in one outbound machine is out of reach of another on the same bridge.
+  await sub.create({ id: 'mch_net3', resources: res, source: { kind: 'base' }, token: 'n'.repeat(32), network: 'outbound' });
+  const peer = cidr!.split('/')[0]!;
+  await run('podman', [...globalArgs(env), 'exec', '-d', containerName('mch_net1'), 'node', '-e', "require('net').createServer((s) => s.end('peer-service\\n')).listen(7777)"], {
+    env: { ...process.env, ...podmanEnv(env) },
+  });
+  const peerProbe = `timeout 3 bash -c 'cat < /dev/tcp/${peer}/7777'`;
+  t.equal((await inGuest('mch_net1', "timeout 3 bash -c 'cat < /dev/tcp/127.0.0.1/7777'")).out, 'peer-service\n', 'the service runs');
+  const ports = fs.readdirSync(`/sys/class/net/${CONTAINER_BRIDGE}/brif`);
+  t.equal(ports.length, 2, 'two machines on the bridge');
+  for (const p of ports) t.equal(fs.readFileSync(`/sys/class/net/${CONTAINER_BRIDGE}/brif/${p}/isolated`, 'utf8').trim(), '1', 'isolated port');
+  t.not((await inGuest('mch_net3', peerProbe)).code, 0, 'another machine cannot reach it');
+  // control: with port isolation off and without the bridge's FORWARD chain, the same probe gets through
+  const fwd = forwardChainName(CONTAINER_BRIDGE);
+  for (const p of ports) fs.writeFileSync(`/sys/class/net/${CONTAINER_BRIDGE}/brif/${p}/isolated`, '0');
+  await run('iptables', ['-w', '-D', 'FORWARD', '-j', fwd]);
+  try {
+    t.equal((await inGuest('mch_net3', peerProbe)).out, 'peer-service\n', 'control: reachable without isolation and the forward chain');
+    // isolation alone blocks it (the L2 path)
+    for (const p of ports) fs.writeFileSync(`/sys/class/net/${CONTAINER_BRIDGE}/brif/${p}/isolated`, '1');
+    t.not((await inGuest('mch_net3', peerProbe)).code, 0, 'isolated ports alone block it');
+  } finally {
+    await run('iptables', ['-w', '-I', 'FORWARD', '1', '-j', fwd]);
+  }
 });

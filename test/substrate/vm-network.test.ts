@@ -13,12 +13,11 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { AppError } from '../../shared/errors.js';
-import { GUARD_CHAIN, installHostGuard } from '../../control-plane/src/substrate/host-guard.js';
+import { forwardRules, GUARD_CHAIN, installHostGuard, natRule } from '../../control-plane/src/substrate/host-guard.js';
 import { IpHostNet, removePortGuard, removeVmNetwork } from '../../control-plane/src/substrate/vm/host-net.js';
 import {
   allocateAddress,
   bridgeSteps,
-  forwardRules,
   inSubnet,
   kernelNetArgs,
   macFor,
@@ -105,16 +104,11 @@ t.test('host commands are pinned', async (t) => {
       { argv: ['sysctl', '-q', '-w', 'net.ipv6.conf.cbr9.disable_ipv6=1'], optional: true },
     ],
     after: [
-      {
-        argv: ['iptables', '-w', '-t', 'nat', '-A', 'POSTROUTING', '-s', '10.77.0.0/16', '!', '-o', 'cbr9', '-j', 'MASQUERADE'],
-        unless: ['iptables', '-w', '-t', 'nat', '-C', 'POSTROUTING', '-s', '10.77.0.0/16', '!', '-o', 'cbr9', '-j', 'MASQUERADE'],
-      },
-      { argv: ['iptables', '-w', '-I', 'FORWARD', '1', '-j', 'COMPUTER-FWD-cbr9'], unless: ['iptables', '-w', '-C', 'FORWARD', '-j', 'COMPUTER-FWD-cbr9'] },
       { argv: ['ip', 'addr', 'replace', '10.77.0.1/16', 'dev', 'cbr9'] },
       { argv: ['ip', 'link', 'set', 'dev', 'cbr9', 'up'] },
-      { argv: ['sysctl', '-q', '-w', 'net.ipv4.ip_forward=1'] },
     ],
   });
+  t.same(natRule(n), ['-w', '-t', 'nat', '-A', 'POSTROUTING', '-s', '10.77.0.0/16', '!', '-o', 'cbr9', '-j', 'MASQUERADE']);
   t.same(tapUpSteps('ctap0123456789', 'cbr9', { mac: '52:54:0a:4d:00:02', address: '10.77.0.2' }), [
     { argv: ['ip', 'tuntap', 'add', 'dev', 'ctap0123456789', 'mode', 'tap'] },
     { argv: ['ebtables', '-N', 'COMPUTER-ctap0123456789'] },

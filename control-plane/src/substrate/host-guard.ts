@@ -12,8 +12,6 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 
 export const GUARD_CHAIN = 'COMPUTER-GUARD';
-/** podman's default CNI bridge. */
-export const DEFAULT_BRIDGE = 'cni-podman0';
 
 /** The iptables invocations (without the binary) that install the guard; pure for a pinned test. */
 export function guardRules(bridge: string): string[][] {
@@ -59,11 +57,66 @@ export async function ensureChain(bin: string, chain: string, rules: string[][])
  */
 let installing: Promise<void> = Promise.resolve();
 
-/** Install (idempotently) the guard for IPv4 and IPv6. */
-export function installHostGuard(bridge = DEFAULT_BRIDGE): Promise<void> {
-  const next = installing.then(() => install(bridge));
+function serialized(fn: () => Promise<void>): Promise<void> {
+  const next = installing.then(fn);
   installing = next.catch(() => {});
   return next;
+}
+
+/** Install (idempotently) the guard for IPv4 and IPv6. */
+export function installHostGuard(bridge: string): Promise<void> {
+  return serialized(() => install(bridge));
+}
+
+/** A machine bridge with outbound access: its interface, its IPv4 subnet, the chain of its FORWARD rules. */
+export interface OutboundBridge {
+  bridge: string;
+  /** e.g. 10.201.0.0/16 */
+  subnet: string;
+  forwardChain: string;
+}
+
+export function forwardChainName(bridge: string): string {
+  return `COMPUTER-FWD-${bridge}`;
+}
+
+/** FORWARD rules of the bridge (each an iptables argv without the binary). */
+export function forwardRules(n: OutboundBridge): string[][] {
+  const ch = n.forwardChain;
+  const br = n.bridge;
+  return [
+    // Machine to machine through the host's routing (a guest can route its neighbour's address via the
+    // gateway), and bridged between ports where br_netfilter hands bridged IPv4 to iptables.
+    ['-w', '-A', ch, '-i', br, '-o', br, '-j', 'DROP'],
+    // Outbound only: the outside world gets replies, never a new connection to a machine.
+    ['-w', '-A', ch, '-o', br, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT'],
+    ['-w', '-A', ch, '-o', br, '-j', 'DROP'],
+    // Only the subnet's own sources leave (and get masqueraded); a guest forging other sources is dropped.
+    ['-w', '-A', ch, '-i', br, '-s', n.subnet, '-j', 'ACCEPT'],
+    ['-w', '-A', ch, '-i', br, '-j', 'DROP'],
+  ];
+}
+
+/** The NAT rule of the bridge's subnet (an iptables argv without the binary). */
+export function natRule(n: OutboundBridge): string[] {
+  return ['-w', '-t', 'nat', '-A', 'POSTROUTING', '-s', n.subnet, '!', '-o', n.bridge, '-j', 'MASQUERADE'];
+}
+
+/**
+ * Everything a bridge's machines need for outbound-only access, once per bridge and idempotent: the host
+ * guard (INPUT), its FORWARD chain (jumped to first), NAT of its subnet, IPv4 forwarding. Host-wide
+ * effect: `net.ipv4.ip_forward=1` (on a host whose FORWARD policy is ACCEPT it routes between its other
+ * interfaces too).
+ */
+export function installOutboundRules(n: OutboundBridge): Promise<void> {
+  return serialized(async () => {
+    await install(n.bridge);
+    await ensureChain('iptables', n.forwardChain, forwardRules(n));
+    const nat = natRule(n);
+    if (!(await ipt('iptables', nat.map((a) => (a === '-A' ? '-C' : a)), true))) await ipt('iptables', nat);
+    if (!(await ipt('iptables', ['-w', '-C', 'FORWARD', '-j', n.forwardChain], true))) await ipt('iptables', ['-w', '-I', 'FORWARD', '1', '-j', n.forwardChain]);
+    await run('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1']);
+  });
 }
 
 async function install(bridge: string): Promise<void> {
@@ -74,4 +127,14 @@ async function install(bridge: string): Promise<void> {
     const present = await ipt(bin, ['-w', '-C', 'INPUT', '-i', bridge, '-j', GUARD_CHAIN], true);
     if (!present) await ipt(bin, rules[4]!, bin === 'ip6tables');
   }
+}
+
+/** Undo installOutboundRules for one bridge: NAT rule, FORWARD jump and chain, guard jumps (tests, operators). */
+export async function removeOutboundRules(n: OutboundBridge): Promise<void> {
+  const nat = natRule(n).map((a) => (a === '-A' ? '-D' : a));
+  while (await ipt('iptables', nat, true));
+  while (await ipt('iptables', ['-w', '-D', 'FORWARD', '-j', n.forwardChain], true));
+  await ipt('iptables', ['-w', '-F', n.forwardChain], true);
+  await ipt('iptables', ['-w', '-X', n.forwardChain], true);
+  for (const bin of ['iptables', 'ip6tables']) while (await ipt(bin, ['-w', '-D', 'INPUT', '-i', n.bridge, '-j', GUARD_CHAIN], true));
 }

@@ -26,8 +26,19 @@ import {
   type Substrate,
   type SubstrateStatus,
 } from '../substrate.js';
-import { installHostGuard } from './host-guard.js';
-import { containerName, containersConf, createArgs, globalArgs, podmanEnv, type PodmanEnv } from './podman-argv.js';
+import { forwardChainName, installOutboundRules } from '../host-guard.js';
+import {
+  CONTAINER_BRIDGE,
+  CONTAINER_SUBNET,
+  cniConflist,
+  containerName,
+  containersConf,
+  createArgs,
+  globalArgs,
+  networkConfigDir,
+  podmanEnv,
+  type PodmanEnv,
+} from './podman-argv.js';
 
 const execFileP = promisify(execFile);
 
@@ -73,13 +84,37 @@ function bootId(): string {
 
 const GiB = 1024 ** 3;
 
+/**
+ * Machines on one bridge must not reach each other: every port of the bridge (each container's veth) is an
+ * isolated port, which has no L2 path to another isolated port. CNI's bridge plugin cannot set it, so it is
+ * set after each start (sysfs, no process); the bridge's FORWARD chain already drops what br_netfilter hands
+ * to iptables in the meantime.
+ */
+function isolateBridgePorts(bridge: string): void {
+  const dir = `/sys/class/net/${bridge}/brif`;
+  let ports: string[] = [];
+  try {
+    ports = fs.readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const p of ports) {
+    try {
+      if (fs.readFileSync(path.join(dir, p, 'isolated'), 'utf8').trim() !== '1') fs.writeFileSync(path.join(dir, p, 'isolated'), '1');
+    } catch {
+      /* the port went away */
+    }
+  }
+}
+
 export class ContainerSubstrate implements Substrate {
   readonly kind = 'container' as const;
   readonly disks: LayerStore;
   readonly env: PodmanEnv;
   /** How live captures duplicate the writable layer (see `disks` in the config). */
   readonly diskMode: 'snapshot' | 'copy';
-  private guarded = false;
+  /** The bridge's host rules, installed once per process before the first outbound start. */
+  private outboundRules: Promise<void> | null = null;
 
   constructor(private readonly cfg: ContainerSubstrateConfig) {
     fs.mkdirSync(cfg.root, { recursive: true, mode: 0o700 });
@@ -89,6 +124,8 @@ export class ContainerSubstrate implements Substrate {
     fs.mkdirSync(path.join(this.env.stateDir, 'root'), { recursive: true, mode: 0o700 });
     for (const d of ['run', 'tmp']) fs.mkdirSync(path.join(runDir, d), { recursive: true, mode: 0o700 });
     fs.writeFileSync(path.join(this.env.stateDir, 'containers.conf'), containersConf());
+    fs.mkdirSync(networkConfigDir(this.env), { recursive: true, mode: 0o700 });
+    fs.writeFileSync(path.join(networkConfigDir(this.env), 'computer.conflist'), cniConflist(this.env));
     fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
     const disksDir = path.join(cfg.root, 'disks');
     let snapshots = false;
@@ -167,11 +204,6 @@ export class ContainerSubstrate implements Substrate {
     const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none' };
     this.writeRecord(rec);
     try {
-      // The bridge is never used without the guard that keeps machines off the host's own services.
-      if (rec.network === 'outbound' && !this.guarded) {
-        await installHostGuard();
-        this.guarded = true;
-      }
       await this.mount(rec);
       const created = await this.podman(
         createArgs(this.env, { id: spec.id, resources: spec.resources, rootfs: this.mergedDir(spec.id), channelDir: this.channelDir(spec.id), network: rec.network }).slice(
@@ -195,9 +227,20 @@ export class ContainerSubstrate implements Substrate {
     // A stale socket from the last run would look like a live agent to a client probing the path.
     fs.rmSync(this.channelPath(id), { force: true });
     await this.mount(rec);
+    // The bridge is never used without the guard that keeps machines off the host's own services.
+    if (rec.network === 'outbound') await this.ensureOutboundRules();
     await this.podman(['start', containerName(id)]);
+    if (rec.network === 'outbound') isolateBridgePorts(CONTAINER_BRIDGE);
     rec.boot = bootId();
     this.writeRecord(rec);
+  }
+
+  private ensureOutboundRules(): Promise<void> {
+    this.outboundRules ??= installOutboundRules({ bridge: CONTAINER_BRIDGE, subnet: CONTAINER_SUBNET, forwardChain: forwardChainName(CONTAINER_BRIDGE) }).catch((e) => {
+      this.outboundRules = null;
+      throw new AppError('compute_unavailable', 'network setup failed on the host', { cause: e });
+    });
+    return this.outboundRules;
   }
 
   async stop(id: string, opts: { timeoutMs?: number } = {}): Promise<void> {

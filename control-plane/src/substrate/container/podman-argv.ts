@@ -23,12 +23,57 @@ export interface PodmanEnv {
   storageDriver?: 'vfs' | 'overlay';
 }
 
+/**
+ * Outbound containers join our own CNI network, never the system podman's `podman` network: the host guard
+ * drops a bridge's traffic to the host, which must not hit another podman user's containers on cni-podman0.
+ */
+export const CONTAINER_NETWORK = 'computer';
+export const CONTAINER_BRIDGE = 'computer-ct0';
+export const CONTAINER_SUBNET = '10.202.0.0/16';
+
 /** Where the host's channel directory appears in the guest (the image's init expects it there). */
 export const GUEST_CHANNEL_DIR = '/run/computer-channel';
 export const CONTAINER_PREFIX = 'computer-';
 
 export function containerName(id: string): string {
   return CONTAINER_PREFIX + id;
+}
+
+export function networkConfigDir(env: PodmanEnv): string {
+  return path.join(env.stateDir, 'networks');
+}
+
+/**
+ * The CNI config of our network: only a bridge with host-local addresses (leases kept in our state dir).
+ * NAT, forwarding and the host guard are host rules installed once for the bridge (installOutboundRules),
+ * not per container: podman's default conflist (ipMasq, portmap, firewall, tuning) runs a handful of
+ * iptables processes on every container start.
+ */
+export function cniConflist(env: PodmanEnv): string {
+  const gateway = CONTAINER_SUBNET.replace(/\.0\/\d+$/, '.1');
+  return JSON.stringify(
+    {
+      cniVersion: '0.4.0',
+      name: CONTAINER_NETWORK,
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: CONTAINER_BRIDGE,
+          isGateway: true,
+          ipMasq: false,
+          hairpinMode: false,
+          ipam: {
+            type: 'host-local',
+            dataDir: path.join(networkConfigDir(env), 'ipam'),
+            routes: [{ dst: '0.0.0.0/0' }],
+            ranges: [[{ subnet: CONTAINER_SUBNET, gateway }]],
+          },
+        },
+      ],
+    },
+    null,
+    2,
+  );
 }
 
 /** containers.conf for our private podman: runc, cgroupfs, file events, the ulimits these hosts allow. */
@@ -62,6 +107,8 @@ export function globalArgs(env: PodmanEnv): string[] {
     'file',
     '--storage-driver',
     env.storageDriver ?? 'vfs',
+    '--network-config-dir',
+    networkConfigDir(env),
   ];
 }
 
@@ -89,9 +136,9 @@ export function createArgs(env: PodmanEnv, spec: RunSpec): string[] {
     containerName(spec.id),
     '--hostname',
     'computer',
-    // outbound: podman's bridge, guarded on the host by an INPUT drop rule (see host-guard.ts).
+    // outbound: our CNI network's bridge, guarded on the host by an INPUT drop rule (see host-guard.ts).
     '--network',
-    spec.network === 'none' ? 'none' : 'bridge',
+    spec.network === 'none' ? 'none' : CONTAINER_NETWORK,
     '--cpus',
     String(r.vcpu),
     '--memory',

@@ -5,8 +5,8 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
-import { ensureChain, GUARD_CHAIN, installHostGuard, ipt } from '../host-guard.js';
-import { bridgeSteps, forwardRules, portGuardChain, tapUpSteps, type NetStep, type VmNetwork, type VmNic } from './network.js';
+import { installOutboundRules, ipt, removeOutboundRules } from '../host-guard.js';
+import { bridgeSteps, portGuardChain, tapUpSteps, type NetStep, type VmNetwork, type VmNic } from './network.js';
 
 const run = promisify(execFile);
 
@@ -33,8 +33,7 @@ export class IpHostNet implements HostNet {
     try {
       const { before, after } = bridgeSteps(n);
       await runSteps(before);
-      await installHostGuard(n.bridge);
-      await ensureChain('iptables', n.forwardChain, forwardRules(n));
+      await installOutboundRules(n);
       await runSteps(after);
     } catch (e) {
       throw new AppError('compute_unavailable', 'vm network setup failed on the host', { cause: e });
@@ -70,15 +69,10 @@ export async function removePortGuard(port: string): Promise<void> {
 }
 
 /**
- * Undo ensureBridge for one bridge (taps must be gone): its NAT rule, FORWARD jump and chain, its guard jumps,
- * the bridge itself. The shared guard chain stays (other bridges jump to it). For tests and operators.
+ * Undo ensureBridge for one bridge (taps must be gone): its outbound rules and the bridge itself. The shared
+ * guard chain stays (other bridges jump to it). For tests and operators.
  */
 export async function removeVmNetwork(n: VmNetwork): Promise<void> {
-  const masq = ['-w', '-t', 'nat', '-D', 'POSTROUTING', '-s', n.subnet, '!', '-o', n.bridge, '-j', 'MASQUERADE'];
-  while (await ipt('iptables', masq, true));
-  while (await ipt('iptables', ['-w', '-D', 'FORWARD', '-j', n.forwardChain], true));
-  await ipt('iptables', ['-w', '-F', n.forwardChain], true);
-  await ipt('iptables', ['-w', '-X', n.forwardChain], true);
-  for (const bin of ['iptables', 'ip6tables']) while (await ipt(bin, ['-w', '-D', 'INPUT', '-i', n.bridge, '-j', GUARD_CHAIN], true));
+  await removeOutboundRules(n);
   await run('ip', ['link', 'del', 'dev', n.bridge]).catch(() => {});
 }

@@ -7,6 +7,7 @@
  */
 import crypto from 'node:crypto';
 import { AppError } from '../../../../shared/errors.js';
+import { forwardChainName, type OutboundBridge } from '../host-guard.js';
 
 export const DEFAULT_VM_BRIDGE = 'computer-br0';
 export const DEFAULT_VM_SUBNET = '10.201.0.0/16';
@@ -22,7 +23,7 @@ export interface VmNetworkConfig {
   dns?: string[];
 }
 
-export interface VmNetwork {
+export interface VmNetwork extends OutboundBridge {
   bridge: string;
   /** Normalized, e.g. 10.201.0.0/16. */
   subnet: string;
@@ -106,7 +107,7 @@ export function resolveVmNetwork(cfg: VmNetworkConfig | undefined, hostDns: stri
     prefix: c.prefix,
     gateway,
     dns: [...new Set(dns)].slice(0, MAX_DNS),
-    forwardChain: `COMPUTER-FWD-${bridge}`,
+    forwardChain: forwardChainName(bridge),
   };
 }
 
@@ -166,32 +167,13 @@ export interface NetStep {
   optional?: boolean;
 }
 
-/** FORWARD rules of the bridge (each an iptables argv without the binary). */
-export function forwardRules(n: VmNetwork): string[][] {
-  const ch = n.forwardChain;
-  const br = n.bridge;
-  return [
-    // Machine to machine through the host's routing (a guest can route its neighbour's address via the
-    // gateway; isolated bridge ports only stop the direct L2 path).
-    ['-w', '-A', ch, '-i', br, '-o', br, '-j', 'DROP'],
-    // Outbound only: the outside world gets replies, never a new connection to a machine.
-    ['-w', '-A', ch, '-o', br, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT'],
-    ['-w', '-A', ch, '-o', br, '-j', 'DROP'],
-    // Only the subnet's own sources leave (and get masqueraded); a guest forging other sources is dropped.
-    ['-w', '-A', ch, '-i', br, '-s', n.subnet, '-j', 'ACCEPT'],
-    ['-w', '-A', ch, '-i', br, '-j', 'DROP'],
-  ];
-}
-
 /**
  * The bridge, in order: created down, IPv6 off on it, guarded, forwarding and NAT rules, and only then an
- * address and up — no moment where a tap on it reaches the host unguarded. The guard itself
- * (installHostGuard) and the forward chain go between `before` and `after`; see host-net.ts.
+ * address and up — no moment where a tap on it reaches the host unguarded. The guard, the forward chain,
+ * NAT and IPv4 forwarding (installOutboundRules) go between `before` and `after`; see host-net.ts.
  */
 export function bridgeSteps(n: VmNetwork): { before: NetStep[]; after: NetStep[] } {
   const br = n.bridge;
-  const masq = ['-t', 'nat', '-A', 'POSTROUTING', '-s', n.subnet, '!', '-o', br, '-j', 'MASQUERADE'];
-  const jump = ['-w', '-I', 'FORWARD', '1', '-j', n.forwardChain];
   return {
     before: [
       { argv: ['ip', 'link', 'add', br, 'type', 'bridge'], unless: ['ip', 'link', 'show', 'dev', br] },
@@ -199,11 +181,8 @@ export function bridgeSteps(n: VmNetwork): { before: NetStep[]; after: NetStep[]
       { argv: ['sysctl', '-q', '-w', `net.ipv6.conf.${br}.disable_ipv6=1`], optional: true },
     ],
     after: [
-      { argv: ['iptables', '-w', ...masq], unless: ['iptables', '-w', ...masq.map((a) => (a === '-A' ? '-C' : a))] },
-      { argv: ['iptables', ...jump], unless: ['iptables', '-w', '-C', 'FORWARD', '-j', n.forwardChain] },
       { argv: ['ip', 'addr', 'replace', `${n.gateway}/${n.prefix}`, 'dev', br] },
       { argv: ['ip', 'link', 'set', 'dev', br, 'up'] },
-      { argv: ['sysctl', '-q', '-w', 'net.ipv4.ip_forward=1'] },
     ],
   };
 }
