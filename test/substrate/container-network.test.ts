@@ -95,7 +95,13 @@ t.test('outbound machines cannot reach host services; none has no network', { ti
     env: { ...process.env, ...podmanEnv(env) },
   });
   const peerProbe = `timeout 3 bash -c 'cat < /dev/tcp/${peer}/7777'`;
-  t.equal((await inGuest('mch_net1', "timeout 3 bash -c 'cat < /dev/tcp/127.0.0.1/7777'")).out, 'peer-service\n', 'the service runs');
+  // `exec -d` returns before node listens: wait for the service inside its own machine.
+  let local = '';
+  for (let i = 0; i < 100 && local !== 'peer-service\n'; i++) {
+    local = (await inGuest('mch_net1', "timeout 3 bash -c 'cat < /dev/tcp/127.0.0.1/7777'")).out;
+    if (local !== 'peer-service\n') await new Promise((r) => setTimeout(r, 100));
+  }
+  t.equal(local, 'peer-service\n', 'the service runs');
   const ports = fs.readdirSync(`/sys/class/net/${CONTAINER_BRIDGE}/brif`);
   t.equal(ports.length, 2, 'two machines on the bridge');
   for (const p of ports) t.equal(fs.readFileSync(`/sys/class/net/${CONTAINER_BRIDGE}/brif/${p}/isolated`, 'utf8').trim(), '1', 'isolated port');
