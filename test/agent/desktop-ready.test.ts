@@ -4,18 +4,12 @@ import t, { type Test } from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createAgentApp } from '../../agent/src/app.js';
-import { createAgentServer } from '../../agent/src/channel/server.js';
-import { listenUnix } from '../../agent/src/channel/unix-socket.js';
 import { parseAgentArgs } from '../../agent/src/config.js';
-import { createDesktop, type Desktop } from '../../agent/src/desktop/desktop.js';
+import type { Desktop } from '../../agent/src/desktop/desktop.js';
 import { decodeToRgb } from '../../agent/src/desktop/screen.js';
-import { desktopRoutes } from '../../agent/src/routes/desktop.js';
-import { waitFor, xrun } from '../helpers/desktop-agent.js';
-import { H2Client } from '../helpers/h2-client.js';
-import { startXvfb, XVFB_MAX_WIDTH, type TestDisplay } from '../helpers/xvfb.js';
-
-const TOKEN = 'tok_ready_' + 'r'.repeat(32);
+import { startDesktopAgent, waitFor, xrun } from '../helpers/desktop-agent.js';
+import type { H2Client } from '../helpers/h2-client.js';
+import { XVFB_MAX_WIDTH, type TestDisplay } from '../helpers/xvfb.js';
 
 interface Rig {
   xvfb: TestDisplay;
@@ -25,32 +19,11 @@ interface Rig {
 }
 
 async function rig(t: Test, opts: { readyTimeoutMs: number; pollMs?: number }): Promise<Rig> {
-  const xvfb = await startXvfb();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-ready-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const readyFile = path.join(dir, 'display-ready');
-  const desktop = await createDesktop({
-    display: xvfb.display,
-    fbdir: xvfb.fbdir,
-    log: () => {},
-    browser: { command: 'chromium', sandbox: false, userName: 'agent' },
-    readyFile,
-    readyTimeoutMs: opts.readyTimeoutMs,
-    pollMs: opts.pollMs,
-  });
-  const app = createAgentApp({ token: TOKEN, log: () => {}, mounts: [desktopRoutes(desktop)] });
-  const server = createAgentServer(app, () => {});
-  const socket = path.join(dir, 'agent.sock');
-  const listener = await listenUnix(server, socket);
-  const client = new H2Client(socket, TOKEN);
-  t.teardown(async () => {
-    await client.close();
-    desktop.close();
-    listener.close();
-    server.close();
-    await xvfb.stop();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  return { xvfb, desktop, client, readyFile };
+  const a = await startDesktopAgent(t, { ...opts, readyFile });
+  return { xvfb: a.xvfb, desktop: a.desktop, client: a.client, readyFile };
 }
 
 /** What the image's init does before it creates the ready file: switch Xvfb down to the default mode. */

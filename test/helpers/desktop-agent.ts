@@ -28,7 +28,8 @@ export interface DesktopAgent {
   x(cmd: string, args: string[], env?: Record<string, string>): ChildProcess;
 }
 
-export async function startDesktopAgent(t: Test, opts: { pollMs?: number } = {}): Promise<DesktopAgent> {
+/** `readyFile`/`readyTimeoutMs`: the agent's --display-ready wait (see desktop-ready.test.ts). */
+export async function startDesktopAgent(t: Test, opts: { pollMs?: number; readyFile?: string; readyTimeoutMs?: number } = {}): Promise<DesktopAgent> {
   const xvfb = await startXvfb();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-desktop-'));
   const socket = path.join(dir, 'agent.sock');
@@ -40,6 +41,8 @@ export async function startDesktopAgent(t: Test, opts: { pollMs?: number } = {})
     log,
     browser: { command: 'chromium', sandbox: false, userName: 'agent' },
     pollMs: opts.pollMs,
+    readyFile: opts.readyFile,
+    readyTimeoutMs: opts.readyTimeoutMs,
   });
   const app = createAgentApp({ token: DESKTOP_TOKEN, log, mounts: [desktopRoutes(desktop)] });
   const server = createAgentServer(app, log);
