@@ -22,6 +22,10 @@ t.test('capture freezes the writable blob, forks stand on it, GC frees only unre
   t.equal(a.top, null);
   const aw = store.blobPath(a.writable);
   fs.writeFileSync(path.join(aw, 'diff', 'hello.txt'), 'hi from a');
+  const du = await store.diskUsage('a');
+  t.equal(du.provisioned_bytes, 10 * MB, 'provisioned size (hot storage)');
+  t.ok(du.writable_bytes > 0, 'bytes written to the writable blob');
+  t.same(du.chain, []);
 
   const l1 = await store.freeze('a', 'snap1');
   t.equal(l1.id, a.writable, 'the writable blob became the layer in place');

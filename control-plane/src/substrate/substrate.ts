@@ -2,6 +2,7 @@
  * The one interface every machine substrate (vm, container, fake) implements. The control plane's services
  * decide and record; a substrate only acts on the host. Machine ids are the control plane's (mch_…).
  */
+import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { MachineSize } from '../../../shared/schemas/machine.js';
 import { AppError } from '../../../shared/errors.js';
@@ -92,4 +93,13 @@ export function assertMachineId(id: string): void {
 
 export function notFound(): AppError {
   return new AppError('not_found', 'machine not found on this substrate');
+}
+
+/** Connect to a machine's agent channel (a unix socket on the host, whatever the substrate behind it). */
+export function openUnixChannel(socketPath: string): Promise<Duplex> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(socketPath);
+    s.once('connect', () => resolve(s));
+    s.once('error', (e) => reject(new AppError('compute_unavailable', 'agent channel not reachable', { cause: e })));
+  });
 }

@@ -7,7 +7,6 @@
 import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { promisify } from 'node:util';
@@ -18,6 +17,7 @@ import { isMounted, mountOverlay, unmount, OverlayBackend } from '../disks/overl
 import {
   assertMachineId,
   notFound,
+  openUnixChannel,
   type CaptureResult,
   type CreateSpec,
   type DiskSource,
@@ -376,22 +376,11 @@ export class ContainerSubstrate implements Substrate {
 
   openChannel(id: string): Promise<Duplex> {
     this.record(id);
-    return new Promise((resolve, reject) => {
-      const s = net.connect(this.channelPath(id));
-      s.once('connect', () => resolve(s));
-      s.once('error', (e) => reject(new AppError('compute_unavailable', 'agent channel not reachable', { cause: e })));
-    });
+    return openUnixChannel(this.channelPath(id));
   }
 
   async diskUsage(id: string): Promise<DiskUsage> {
-    const rec = this.record(id);
-    const d = this.disks.disk(rec.disk);
-    const u = await this.disks.usage();
-    return {
-      provisioned_bytes: d.size_bytes,
-      writable_bytes: u.disks.find((x) => x.id === d.id)?.writable_bytes ?? 0,
-      chain: this.disks.layerChain(d.top),
-    };
+    return this.disks.diskUsage(this.record(id).disk);
   }
 
   async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {

@@ -369,6 +369,12 @@ export class LayerStore {
     return freed;
   }
 
+  /** One disk's metering figures: provisioned size, bytes in its writable blob, its layers top first. */
+  async diskUsage(diskId: string): Promise<{ provisioned_bytes: number; writable_bytes: number; chain: string[] }> {
+    const d = this.disk(diskId);
+    return { provisioned_bytes: d.size_bytes, writable_bytes: await this.backend.blobBytes(this.blobPath(d.writable)), chain: this.layerChain(d.top) };
+  }
+
   /** Bytes held per layer and per disk, for metering (cold storage: pinned layers; hot: provisioned disks). */
   async usage(): Promise<{
     layers: Array<{ id: string; bytes: number; pins: string[]; refs: number }>;
