@@ -52,9 +52,7 @@ export class OverlayBackend implements BlobBackend {
 
   /** Duplicate a writable blob that stays in use into a new layer blob (whiteouts, xattrs, owners kept). */
   async copyBlob(src: string, dst: string): Promise<void> {
-    if (isSubvolume(src)) return snapshot(src, dst);
-    fs.mkdirSync(dst, { recursive: true, mode: 0o755 });
-    await run('cp', ['-a', '--reflink=auto', path.join(src, 'diff'), path.join(dst, 'diff')]);
+    await duplicateBlob(src, dst);
   }
 
   /**
@@ -66,13 +64,16 @@ export class OverlayBackend implements BlobBackend {
   async flatten(dst: string, layers: string[], _base: string): Promise<void> {
     const oldest = layers[layers.length - 1];
     if (!oldest) throw new Error('nothing to flatten');
-    if (isSubvolume(oldest)) await snapshot(oldest, dst);
-    else {
-      fs.mkdirSync(dst, { recursive: true, mode: 0o755 });
-      await run('cp', ['-a', '--reflink=auto', path.join(oldest, 'diff'), path.join(dst, 'diff')]);
-    }
+    await duplicateBlob(oldest, dst);
     for (const layer of layers.slice(0, -1).reverse()) await applyLayer(path.join(layer, 'diff'), path.join(dst, 'diff'));
   }
+}
+
+/** A new blob `dst` with the files of `src`: a writable snapshot of a subvolume, else a copy of its diff/. */
+async function duplicateBlob(src: string, dst: string): Promise<void> {
+  if (isSubvolume(src)) return snapshot(src, dst);
+  fs.mkdirSync(dst, { recursive: true, mode: 0o755 });
+  await run('cp', ['-a', '--reflink=auto', path.join(src, 'diff'), path.join(dst, 'diff')]);
 }
 
 function isWhiteout(st: fs.Stats): boolean {
