@@ -68,6 +68,9 @@ export class DeferredSubstrate implements Substrate {
   stop: Substrate['stop'] = async (id, opts) => (await this.get()).stop(id, opts);
   status: Substrate['status'] = async (id) => (await this.get()).status(id);
   capture: Substrate['capture'] = async (id, holder) => (await this.get()).capture(id, holder);
+  pinLayer: Substrate['pinLayer'] = async (layerId, holder) => (await this.get()).pinLayer(layerId, holder);
+  releaseLayer: Substrate['releaseLayer'] = async (layerId, holder) => (await this.get()).releaseLayer(layerId, holder);
+  layerPins: Substrate['layerPins'] = async () => (await this.get()).layerPins();
   replaceDisk: Substrate['replaceDisk'] = async (id, source) => (await this.get()).replaceDisk(id, source);
   destroy: Substrate['destroy'] = async (id) => (await this.get()).destroy(id);
   openChannel = async (id: string): Promise<Duplex> => {

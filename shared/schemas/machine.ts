@@ -31,7 +31,8 @@ export const Region = z.string().min(1).max(64).regex(/^[a-z0-9][a-z0-9-]*$/, 'r
 
 export const CreateMachineRequest = z.strictObject({
   name: MachineName.optional(),
-  size: MachineSize.default('small'),
+  /** Default: the template's size, else small. */
+  size: MachineSize.optional(),
   template: z.string().min(1).max(64).optional(),
   region: Region.optional(),
   metadata: Metadata.default({}),

@@ -16,7 +16,7 @@ t.test('the spec table, row by row', async (t) => {
   t.same(decide('stopped', 'start'), { ok: true, to: 'starting' });
   t.same(decide('starting', 'boot_complete'), { ok: true, to: 'running' });
   t.same(decide('running', 'restart'), { ok: true, to: 'stopping' });
-  for (const s of ['running', 'stopped', 'error'] as const) t.same(decide(s, 'delete'), { ok: true, to: 'deleting' });
+  for (const s of ['running', 'stopped', 'error', 'creating', 'starting', 'stopping'] as const) t.same(decide(s, 'delete'), { ok: true, to: 'deleting' });
 });
 
 t.test('everything else is refused', async (t) => {
@@ -38,7 +38,7 @@ t.test('everything else is refused', async (t) => {
 
 t.test('conflict messages name both states', async (t) => {
   t.match(conflictMessage('stopped', 'stop'), /stopped.*running/);
-  t.same(sourcesOf('delete').sort(), ['error', 'running', 'stopped']);
+  t.same(sourcesOf('delete').sort(), ['creating', 'error', 'running', 'starting', 'stopped', 'stopping']);
   t.ok(isTransient('creating'));
   t.notOk(isTransient('error'));
 });

@@ -161,18 +161,32 @@ t.test('every refused move of the transition table answers 409 through the API',
       if (still.status === 200 && still.json.state !== 'deleting') await rig.call('DELETE', `/v1/machines/${m.id}`, { key: a.key });
     }
   }
-  // Transient states refuse everything (the stored state is read, not the requested one).
+  // Transient states refuse every move but delete (the stored state is read, not the requested one).
   fake.substrate.setDelay('stop', 30);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const stopping = rig.call('POST', `/v1/machines/${m.id}/stop`, { key: a.key });
   await new Promise((r) => setTimeout(r, 5));
   t.equal((await rig.call('GET', `/v1/machines/${m.id}`, { key: a.key })).json.state, 'stopping');
   for (const [name, r] of Object.entries(routes)) {
+    if (name === 'delete') continue;
     const res = await rig.call(r.method, r.path(m.id), { key: a.key });
     assertEnvelope(t, res, 'conflict', 409);
     t.match(res.json.error.message, /stopping/, `${name} while stopping names it`);
   }
   t.equal((await stopping).json.state, 'stopped');
+
+  // A delete during a transient state wins; the act in flight finishes first, then reports the row moved.
+  const m2 = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
+  const stopping2 = rig.call('POST', `/v1/machines/${m2.id}/stop`, { key: a.key });
+  await new Promise((r) => setTimeout(r, 5));
+  const del = await rig.call('DELETE', `/v1/machines/${m2.id}`, { key: a.key });
+  t.equal(del.status, 204, 'delete while stopping is allowed');
+  const lost = await stopping2;
+  assertEnvelope(t, lost, 'conflict', 409);
+  t.match(lost.json.error.message, /deleting|deleted/, 'the stop in flight reports that the machine was deleted under it');
+  const calls = fake.substrate.calls.filter((c) => c.endsWith(m2.id)).map((c) => c.split(':')[0]);
+  t.same(calls.slice(-2), ['stop', 'destroy'], 'the destroy came after the stop it raced');
+  t.equal((await rig.call('GET', `/v1/machines/${m2.id}`, { key: a.key })).status, 404);
 });
 
 t.test('1,000 rounds of concurrent conflicting lifecycle calls: exactly one winner each', async (t) => {

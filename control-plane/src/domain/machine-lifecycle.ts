@@ -42,6 +42,11 @@ export const TRANSITIONS: readonly Transition[] = [
   { from: 'running', trigger: 'delete', to: 'deleting' },
   { from: 'stopped', trigger: 'delete', to: 'deleting' },
   { from: 'error', trigger: 'delete', to: 'deleting' },
+  // A delete during a transient state wins: the act in flight finishes (the disk lock orders them), finds the
+  // row moved, and the destroy follows it.
+  { from: 'creating', trigger: 'delete', to: 'deleting' },
+  { from: 'starting', trigger: 'delete', to: 'deleting' },
+  { from: 'stopping', trigger: 'delete', to: 'deleting' },
   { from: 'creating', trigger: 'fail', to: 'error' },
   { from: 'starting', trigger: 'fail', to: 'error' },
   { from: 'stopping', trigger: 'fail', to: 'error' },

@@ -13,6 +13,9 @@ import { createEventService } from './events.js';
 import { createLeaseService } from './leases.js';
 import { createMachineService, NO_SUBSTRATE } from './machines.js';
 import { createSessionService } from './sessions.js';
+import { DiskLocks } from './disk-locks.js';
+import { createSnapshotService } from './snapshots.js';
+import { createTemplateService } from './templates.js';
 import { createBillingService } from './billing.js';
 import { createIdentityService } from './identity.js';
 import { createOrganizationService } from './organizations.js';
@@ -69,17 +72,22 @@ export function createServices(d: ServiceDeps) {
   const events = createEventService({ store, now });
   const leases = createLeaseService({ store, events, now });
   const sessions = createSessionService({ store, events, leases, quotas, now });
+  const locks = new DiskLocks();
+  const snapshots = createSnapshotService({ store, substrate, events, quotas, locks, now, onFailure: d.onMachineFailure });
+  const templates = createTemplateService({ store, substrate, quotas, snapshots, now, onFailure: d.onMachineFailure });
   const machines = createMachineService({
-    store, substrate, pool, events, leases, sessions, quotas, billing, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
+    store, substrate, pool, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     network: config.machineNetwork,
   });
   if (!d.counters?.machines) quotas.registerCounter('machines', (orgId) => store.machines.countLive(orgId));
   if (!d.counters?.running_machines) quotas.registerCounter('running_machines', (orgId) => store.machines.countCompute(orgId));
+  if (!d.counters?.snapshots_per_machine) quotas.registerCounter('snapshots_per_machine', (orgId) => store.snapshots.maxPerMachine(orgId));
+  if (!d.counters?.templates) quotas.registerCounter('templates', (orgId) => store.templates.count(orgId));
   if (!d.counters?.concurrent_sessions) quotas.registerCounter('concurrent_sessions', (orgId) => store.sessions.countOpen(orgId));
   // An account that stops granting entitlements (canceled, unsubscribed) gets its running machines stopped.
   billing.onStateChange((e) => {
     if (e.to === 'canceled' || e.to === 'unsubscribed') void machines.stopAllFor(e.org_id);
   });
-  return { config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines };
+  return { config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates };
 }
 export type Services = ReturnType<typeof createServices>;

@@ -26,6 +26,11 @@ import type { Actor, EventService } from './events.js';
 import type { LeaseService } from './leases.js';
 import type { QuotaService } from './quotas.js';
 import type { SessionService } from './sessions.js';
+import type { DiskLocks } from './disk-locks.js';
+import type { SnapshotService } from './snapshots.js';
+import type { TemplateService } from './templates.js';
+import type { ForkMachineRequest, RestoreMachineRequest } from '../../../shared/schemas/snapshot.js';
+import type { DiskSource } from '../substrate/substrate.js';
 
 const SIZE_RANK: Record<MachineSize, number> = { small: 0, standard: 1, large: 2 };
 
@@ -47,6 +52,10 @@ export interface MachineServiceDeps {
   sessions: SessionService;
   quotas: QuotaService;
   billing: BillingService;
+  snapshots: SnapshotService;
+  templates: TemplateService;
+  /** Orders the acts on each machine's disk (shared with the snapshot service). */
+  locks: DiskLocks;
   now: () => Date;
   catalog?: readonly CatalogVersion[];
   /** Log a substrate failure's cause for the operator (never a path or token in the API answer). */
@@ -60,7 +69,7 @@ export interface MachineServiceDeps {
 const DEFAULT_READY_PROBE = { intervalMs: 1_000, timeoutMs: 180_000 };
 
 export function createMachineService(d: MachineServiceDeps) {
-  const { store, substrate, events } = d;
+  const { store, substrate, events, locks } = d;
   const catalog = d.catalog ?? CATALOG;
   const at = () => d.now().toISOString();
 
@@ -130,9 +139,82 @@ export function createMachineService(d: MachineServiceDeps) {
     }
   }
 
-  async function runStart(m: MachineRow, by: Actor): Promise<void> {
+  interface Admission {
+    name: string | undefined;
+    size: MachineSize;
+    template: string | null;
+    region: string | null;
+    metadata: Record<string, string>;
+    start: boolean;
+  }
+
+  /** Decide and record a new machine (create, fork): quotas, plan size, name, the row and machine.created. */
+  function admitInTx(orgId: string, by: ReturnType<typeof actorOf>, a: Admission, eventData: Record<string, unknown>): MachineRow {
+    d.quotas.check(orgId, 'machines');
+    if (a.start) compute(orgId);
+    checkSize(orgId, a.size);
+    if (a.name !== undefined && store.machines.nameTaken(orgId, a.name)) {
+      throw new AppError('conflict', `A machine named ${a.name} already exists.`, { details: [{ field: 'name', message: 'already in use' }] });
+    }
+    const dec = decide(null, a.start ? 'create' : 'create_stopped');
+    if (!dec.ok) throw new AppError('internal_error', 'The transition table does not allow creating a machine.');
+    const t = at();
+    const m: MachineRow = {
+      id: newId('machine'), org_id: orgId, name: a.name ?? generateName(orgId), size: a.size,
+      template: a.template, region: a.region, metadata: JSON.stringify(a.metadata), state: dec.to,
+      agent_token: randomBytes(32).toString('base64url'), created_by_kind: by.type, created_by_id: by.id,
+      created_at: t, updated_at: t, state_changed_at: t, deleted_at: null,
+    };
+    store.machines.insert(m);
+    events.append(orgId, m.id, 'machine.created', { to: dec.to, size: m.size, by, ...(a.template ? { template: a.template } : {}), ...eventData });
+    return m;
+  }
+
+  /** Act on an admitted machine: create it on the substrate (on `source`) and record that it runs. */
+  async function launch(row: MachineRow, source: DiskSource, start: boolean, by: Actor): Promise<void> {
+    const resources = resourcesForSize(row.size, catalogAt(d.now(), catalog).sizes);
+    try {
+      await locks.run(row.id, () =>
+        substrate.create({ id: row.id, resources, source, token: row.agent_token, network: d.network ?? 'none' }, { start }),
+      );
+    } catch (e) {
+      if (!start) {
+        // Nothing exists on the host: the create did not happen.
+        d.onFailure?.(row.id, 'create', e);
+        await substrate.destroy(row.id).catch(() => {});
+        store.db.tx(() => store.machines.removeRow(row.id));
+        throw new AppError('compute_unavailable', 'The machine could not be created.', { headers: { 'retry-after': '5' } });
+      }
+      fail(row, 'creating', 'create', e);
+      throw new AppError('compute_unavailable', 'The machine failed to start.', { headers: { 'retry-after': '5' } });
+    }
+    if (start) {
+      if (!settle(row, 'creating', 'substrate_running', 'machine.started', { by })) throw raced(row.id);
+      watchReady(row);
+    }
+  }
+
+  /** Inside the machine's disk lock: a machine stopped for a restore is started again (stopping → running). */
+  async function bootAfterRestore(m: MachineRow, by: Actor): Promise<void> {
+    const go = store.db.tx(() => {
+      if (!settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by })) return false;
+      transition(store.machines.byId(m.id)!, 'start');
+      return true;
+    });
+    if (!go) throw raced(m.id);
     try {
       await substrate.start(m.id);
+    } catch (e) {
+      fail(m, 'starting', 'restore', e);
+      throw new AppError('compute_unavailable', 'The machine failed to start after the restore.', { headers: { 'retry-after': '5' } });
+    }
+    if (!settle(m, 'starting', 'boot_complete', 'machine.started', { by })) throw raced(m.id);
+    watchReady(m);
+  }
+
+  async function runStart(m: MachineRow, by: Actor): Promise<void> {
+    try {
+      await locks.run(m.id, () => substrate.start(m.id));
     } catch (e) {
       fail(m, 'starting', 'start', e);
       throw new AppError('compute_unavailable', 'The machine failed to start.', { headers: { 'retry-after': '5' } });
@@ -144,7 +226,7 @@ export function createMachineService(d: MachineServiceDeps) {
   async function runStop(m: MachineRow, trigger: 'stop' | 'restart', by: Actor): Promise<void> {
     d.pool.drop(m.id);
     try {
-      await substrate.stop(m.id);
+      await locks.run(m.id, () => substrate.stop(m.id));
     } catch (e) {
       fail(m, 'stopping', trigger, e);
       throw new AppError('compute_unavailable', 'The machine failed to stop.', { headers: { 'retry-after': '5' } });
@@ -205,50 +287,142 @@ export function createMachineService(d: MachineServiceDeps) {
     /** Returns once the machine is running (or, with start:false, once it exists stopped). */
     async create(p: Principal, req: CreateMachineRequest): Promise<Machine> {
       const orgId = p.org_id!;
-      if (req.template !== undefined) {
-        // Templates arrive with the snapshots issue; until then no template id exists.
-        throw new AppError('not_found', 'No such template.', { details: [{ field: 'template', message: 'no such template' }] });
-      }
       const by = actorOf(p);
-      const resources = resourcesForSize(req.size, catalogAt(d.now(), catalog).sizes);
-      const row = store.db.tx(() => {
-        d.quotas.check(orgId, 'machines');
-        if (req.start) compute(orgId);
-        checkSize(orgId, req.size);
-        if (req.name !== undefined && store.machines.nameTaken(orgId, req.name)) {
-          throw new AppError('conflict', `A machine named ${req.name} already exists.`, { details: [{ field: 'name', message: 'already in use' }] });
+      const { row, source } = store.db.tx(() => {
+        let source: DiskSource = { kind: 'base' };
+        let size: MachineSize = req.size ?? 'small';
+        let template: string | null = null;
+        if (req.template !== undefined) {
+          const t = d.templates.sourceInTx(orgId, req.template);
+          source = t.source;
+          template = t.template.id;
+          // The template's disk holds a filesystem of its size: a machine may be larger, never smaller.
+          if (req.size !== undefined && SIZE_RANK[req.size] < SIZE_RANK[t.template.size]) {
+            throw new AppError('invalid_request', `Template ${t.template.id} needs at least size ${t.template.size}.`, {
+              details: [{ field: 'size', message: `smaller than the template's size (${t.template.size})` }],
+            });
+          }
+          size = req.size ?? t.template.size;
         }
-        const dec = decide(null, req.start ? 'create' : 'create_stopped');
-        if (!dec.ok) throw new AppError('internal_error', 'The transition table does not allow creating a machine.');
-        const t = at();
-        const m: MachineRow = {
-          id: newId('machine'), org_id: orgId, name: req.name ?? generateName(orgId), size: req.size,
-          template: null, region: req.region ?? null, metadata: JSON.stringify(req.metadata), state: dec.to,
-          agent_token: randomBytes(32).toString('base64url'), created_by_kind: by.type, created_by_id: by.id,
-          created_at: t, updated_at: t, state_changed_at: t, deleted_at: null,
-        };
-        store.machines.insert(m);
-        events.append(orgId, m.id, 'machine.created', { to: dec.to, size: m.size, by });
-        return m;
+        const row = admitInTx(orgId, by, { name: req.name, size, template, region: req.region ?? null, metadata: req.metadata, start: req.start }, {});
+        return { row, source };
       });
-      try {
-        await substrate.create({ id: row.id, resources, source: { kind: 'base' }, token: row.agent_token, network: d.network ?? 'none' }, { start: req.start });
-      } catch (e) {
-        if (!req.start) {
-          // Nothing exists on the host: the create did not happen.
-          d.onFailure?.(row.id, 'create', e);
-          await substrate.destroy(row.id).catch(() => {});
-          store.db.tx(() => store.machines.removeRow(row.id));
-          throw new AppError('compute_unavailable', 'The machine could not be created.', { headers: { 'retry-after': '5' } });
-        }
-        fail(row, 'creating', 'create', e);
-        throw new AppError('compute_unavailable', 'The machine failed to start.', { headers: { 'retry-after': '5' } });
-      }
-      if (req.start) {
-        if (!settle(row, 'creating', 'substrate_running', 'machine.started', { by })) throw raced(row.id);
-        watchReady(row);
-      }
+      await launch(row, source, req.start, by);
       return current(orgId, row.id);
+    },
+
+    /**
+     * A new machine whose disk is one of `id`'s snapshots, or `id`'s disk as it is now (captured first, and not
+     * kept as a snapshot). Quotas as for create. The fork stands on the layer itself: deleting the parent or the
+     * snapshot leaves it working.
+     */
+    async fork(p: Principal, id: string, req: ForkMachineRequest): Promise<Machine> {
+      const orgId = p.org_id!;
+      const by = actorOf(p);
+      const { row, parent, snap } = store.db.tx(() => {
+        const parent = load(orgId, id);
+        let snap: { id: string; layer_id: string } | null = null;
+        if (req.snapshot_id !== undefined) {
+          snap = d.snapshots.readyInTx(orgId, req.snapshot_id);
+          if (store.snapshots.byId(snap.id)?.machine_id !== parent.id) {
+            throw new AppError('invalid_request', `Snapshot ${snap.id} is not a snapshot of machine ${parent.id}.`, {
+              details: [{ field: 'snapshot_id', message: 'a snapshot of another machine' }],
+            });
+          }
+        } else if (parent.state !== 'running' && parent.state !== 'stopped') {
+          throw new AppError('conflict', `Cannot fork a machine that is ${parent.state} without a snapshot_id; it must be running or stopped.`);
+        }
+        const row = admitInTx(orgId, by, {
+          name: req.name, size: parent.size, template: parent.template, region: parent.region, metadata: {}, start: true,
+        }, { forked_from: parent.id, snapshot_id: snap?.id ?? null });
+        return { row, parent, snap };
+      });
+      // The new machine's id holds a pin on the layer until its disk stands on it (so a snapshot deleted
+      // meanwhile cannot free it), then lets go; the reconciler releases it if this process dies in between.
+      await d.snapshots.holding(row.id, async () => {
+        let layerId: string;
+        try {
+          if (snap) {
+            layerId = snap.layer_id;
+            await substrate.pinLayer(layerId, row.id);
+          } else {
+            layerId = (await locks.run(parent.id, () => substrate.capture(parent.id, row.id))).layerId;
+          }
+        } catch (e) {
+          fail(row, 'creating', 'fork', e);
+          throw new AppError('compute_unavailable', 'The machine could not be forked.', { headers: { 'retry-after': '5' } });
+        }
+        try {
+          await launch(row, { kind: 'layer', layerId }, true, by);
+        } finally {
+          await substrate.releaseLayer(layerId, row.id).catch((e) => d.onFailure?.(row.id, 'layer_release', e));
+        }
+      });
+      return current(orgId, row.id);
+    },
+
+    /**
+     * Restore onto one of the machine's snapshots. Refused while any session holds the input lease. The current
+     * disk is captured first ("Before restore", origin restore); a running machine is stopped, gets the restored
+     * disk and is started again; a stopped one boots into it at its next start. Open agent connections drop
+     * (the gateway ends screen and terminal streams on machine.restore_started).
+     */
+    async restore(p: Principal, id: string, req: RestoreMachineRequest): Promise<Machine> {
+      const orgId = p.org_id!;
+      const by = actorOf(p);
+      const { m, target, before } = store.db.tx(() => {
+        const m = load(orgId, id);
+        const dec = decide(m.state, 'restore');
+        if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, 'restore'));
+        const target = d.snapshots.readyInTx(orgId, req.snapshot_id);
+        if (target.machine_id !== m.id) {
+          throw new AppError('invalid_request', `Snapshot ${target.id} is not a snapshot of machine ${m.id}.`, {
+            details: [{ field: 'snapshot_id', message: 'a snapshot of another machine' }],
+          });
+        }
+        // Someone is driving the desktop: restoring under them would pull the disk from beneath their work.
+        const lease = store.leases.get(m.id);
+        if (d.leases.isHeld(m.id) && lease?.session_id) {
+          throw new AppError('conflict', `The input lease is held by session ${lease.session_id}; release it before restoring.`, {
+            details: [{ field: 'snapshot_id', message: `input lease held by ${lease.session_id}` }],
+          });
+        }
+        events.append(orgId, m.id, 'machine.restore_started', { snapshot_id: target.id, from: m.state, by });
+        const before = d.snapshots.beginInTx(m, 'restore', 'Before restore', by, { quota: true });
+        transition(m, 'restore');
+        return { m, target, before };
+      });
+      const wasRunning = m.state === 'running';
+      await d.snapshots.holding(m.id, () =>
+        locks.run(m.id, async () => {
+          let stage = 'stop';
+          try {
+            await substrate.pinLayer(target.layer_id, m.id);
+            if (wasRunning) {
+              d.pool.drop(m.id);
+              await substrate.stop(m.id);
+              d.pool.drop(m.id);
+            }
+            stage = 'capture';
+            const saved = await d.snapshots.captureNow(before);
+            if (saved.state !== 'ready') throw new AppError('compute_unavailable', 'the current disk could not be captured');
+            stage = 'replace';
+            await substrate.replaceDisk(m.id, { kind: 'layer', layerId: target.layer_id });
+          } catch (e) {
+            d.onFailure?.(m.id, `restore_${stage}`, e);
+            const code = e instanceof AppError ? e.code : 'internal_error';
+            store.db.tx(() => events.append(orgId, m.id, 'machine.restore_failed', { snapshot_id: target.id, stage, code }));
+            // Before the disk was replaced nothing is lost: a machine that was running is brought back as it was.
+            if (wasRunning) await bootAfterRestore(m, by).catch(() => {});
+            throw new AppError('compute_unavailable', 'The machine could not be restored; its disk is unchanged.', { headers: { 'retry-after': '5' } });
+          } finally {
+            await substrate.releaseLayer(target.layer_id, m.id).catch(() => {});
+          }
+          if (wasRunning) await bootAfterRestore(m, by);
+          store.db.tx(() => events.append(orgId, m.id, 'machine.restore_completed', { snapshot_id: target.id, before_snapshot_id: before.id, by }));
+        }),
+      );
+      return current(orgId, m.id);
     },
 
     update(p: Principal, id: string, req: UpdateMachineRequest): Machine {
@@ -314,7 +488,10 @@ export function createMachineService(d: MachineServiceDeps) {
       return current(p.org_id!, id);
     },
 
-    /** Destroys the disk. Snapshots (later issue) survive. */
+    /**
+     * Destroys the disk; its snapshots survive (and keep counting). Allowed from creating, starting and
+     * stopping too: the act in flight finishes first (disk lock), then finds the row moved and reports it.
+     */
     async remove(p: Principal, id: string): Promise<void> {
       const by = actorOf(p);
       const { m, from } = store.db.tx(() => {
@@ -327,7 +504,8 @@ export function createMachineService(d: MachineServiceDeps) {
       });
       d.pool.drop(m.id);
       try {
-        await substrate.destroy(m.id);
+        // After whatever act is in flight on the disk (a create, start, stop or capture decided before this).
+        await locks.run(m.id, () => substrate.destroy(m.id));
       } catch (e) {
         fail(m, 'deleting', 'delete', e);
         throw new AppError('compute_unavailable', 'The machine could not be deleted; it is now in error and can be deleted again.');
@@ -385,6 +563,8 @@ export function createMachineService(d: MachineServiceDeps) {
         const after = store.machines.byId(m.id);
         if (after && after.state !== from) out.push({ id: m.id, from, to: after.state });
       }
+      // Captures a previous run left pending, and layer pins nothing holds any more.
+      await d.snapshots.reconcile(before);
       return out;
     },
 
@@ -416,7 +596,15 @@ export function createMachineService(d: MachineServiceDeps) {
             d.leases.releaseInTx(m.org_id, m.id, 'billing', SYSTEM);
             return true;
           });
-          if (moved) await runStop(m, 'stop', SYSTEM);
+          if (!moved) continue;
+          await runStop(m, 'stop', SYSTEM);
+          // The spec: machines stopped by the billing state keep their disks captured. Taken after the clean
+          // shutdown (a consistent disk), without the snapshot quota (the account grants nothing now).
+          const snap = store.db.tx(() => {
+            const now = store.machines.byId(m.id);
+            return now && now.state === 'stopped' ? d.snapshots.beginInTx(now, 'stop', 'Stopped by billing', SYSTEM, { quota: false }) : null;
+          });
+          if (snap) await d.snapshots.capture(snap);
         } catch (e) {
           d.onFailure?.(m.id, 'billing_stop', e);
         }
@@ -435,6 +623,9 @@ export const NO_SUBSTRATE: Substrate = {
   status: async () => 'absent',
   capture: () => Promise.reject(unconfigured()),
   replaceDisk: () => Promise.reject(unconfigured()),
+  pinLayer: () => Promise.reject(unconfigured()),
+  releaseLayer: () => Promise.reject(unconfigured()),
+  layerPins: async () => [],
   destroy: async () => {},
   openChannel: () => Promise.reject(unconfigured()),
   channelPath: () => '',

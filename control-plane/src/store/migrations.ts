@@ -176,4 +176,41 @@ CREATE TABLE machine_events (
 CREATE INDEX machine_events_machine ON machine_events(machine_id, seq);
 `,
   },
+  {
+    version: 3,
+    name: 'snapshots and templates',
+    // No foreign key to machines with a cascade: snapshots outlive their machine (machine rows are only
+    // soft-deleted anyway). layer_id names the substrate's layer and never leaves the control plane.
+    sql: `
+CREATE TABLE snapshots (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  machine_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending','ready','error','deleting')),
+  origin TEXT NOT NULL CHECK (origin IN ('manual','stop','restore','template')),
+  layer_id TEXT,
+  size_bytes INTEGER,
+  created_at TEXT NOT NULL,
+  completed_at TEXT
+);
+CREATE INDEX snapshots_org ON snapshots(org_id, created_at, id);
+CREATE INDEX snapshots_machine ON snapshots(machine_id, created_at, id);
+CREATE TABLE templates (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  name TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('building','ready','error')),
+  source TEXT NOT NULL CHECK (source IN ('snapshot','machine','image')),
+  size TEXT NOT NULL CHECK (size IN ('small','standard','large')),
+  snapshot_id TEXT,
+  machine_id TEXT,
+  layer_id TEXT,
+  size_bytes INTEGER,
+  created_at TEXT NOT NULL,
+  completed_at TEXT
+);
+CREATE INDEX templates_org ON templates(org_id, created_at, id);
+`,
+  },
 ];

@@ -3,6 +3,7 @@ import { accessRepo } from './repos/access.js';
 import { billingRepo, rateLimitRepo } from './repos/billing.js';
 import { identityRepo } from './repos/identity.js';
 import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo } from './repos/machines.js';
+import { snapshotsRepo, templatesRepo } from './repos/snapshots.js';
 
 export function createStore(db: Db) {
   return {
@@ -15,6 +16,8 @@ export function createStore(db: Db) {
     sessions: sessionsRepo(db),
     leases: leasesRepo(db),
     events: eventsRepo(db),
+    snapshots: snapshotsRepo(db),
+    templates: templatesRepo(db),
   };
 }
 export type Store = ReturnType<typeof createStore>;

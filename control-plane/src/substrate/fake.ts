@@ -11,12 +11,13 @@ import {
   type CreateSpec,
   type DiskSource,
   type DiskUsage,
+  type LayerPin,
   type MachineResources,
   type Substrate,
   type SubstrateStatus,
 } from './substrate.js';
 
-export type FakeOp = 'create' | 'start' | 'stop' | 'status' | 'capture' | 'replaceDisk' | 'destroy' | 'openChannel';
+export type FakeOp = 'create' | 'start' | 'stop' | 'status' | 'capture' | 'replaceDisk' | 'destroy' | 'openChannel' | 'releaseLayer';
 
 export interface FakeMachine {
   id: string;
@@ -153,6 +154,27 @@ export class FakeSubstrate implements Substrate {
     l.pins.delete(holder);
     const inUse = [...this.machines.values()].some((m) => m.source.kind === 'layer' && m.source.layerId === layerId);
     if (l.pins.size === 0 && !inUse) this.layers.delete(layerId);
+  }
+
+  async pinLayer(layerId: string, holder: string): Promise<void> {
+    const l = this.layers.get(layerId);
+    if (!l) throw new AppError('not_found', 'layer not found');
+    l.pins.add(holder);
+  }
+
+  async releaseLayer(layerId: string, holder: string): Promise<void> {
+    await this.enter('releaseLayer', layerId);
+    this.unpin(layerId, holder);
+  }
+
+  async layerPins(): Promise<LayerPin[]> {
+    const out: LayerPin[] = [];
+    for (const [layerId, l] of this.layers) {
+      let bytes = 0;
+      for (const v of l.files.values()) bytes += Buffer.byteLength(v);
+      for (const holder of l.pins) out.push({ layerId, holder, bytes });
+    }
+    return out;
   }
 
   async openChannel(id: string): Promise<Duplex> {

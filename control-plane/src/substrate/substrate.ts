@@ -43,6 +43,12 @@ export interface CaptureResult {
   live: boolean;
 }
 
+export interface LayerPin {
+  layerId: string;
+  holder: string;
+  bytes: number;
+}
+
 export interface DiskUsage {
   /** The machine's provisioned disk (hot storage is metered on this, not on what is written). */
   provisioned_bytes: number;
@@ -62,6 +68,12 @@ export interface Substrate {
   status(id: string): Promise<SubstrateStatus>;
   /** Freeze the machine's writable disk into a new immutable layer, live when it is running. */
   capture(id: string, holder: string): Promise<CaptureResult>;
+  /** Add a pin on a layer (a template sharing a snapshot's layer). */
+  pinLayer(layerId: string, holder: string): Promise<void>;
+  /** Drop `holder`'s pin; a layer nothing refers to any more is freed. An unknown layer is not an error. */
+  releaseLayer(layerId: string, holder: string): Promise<void>;
+  /** Every pin on every layer (the reconciler releases pins whose holder no longer exists). */
+  layerPins(): Promise<LayerPin[]>;
   /** Replace a stopped machine's disk with a new one on `layerId` (restore). */
   replaceDisk(id: string, source: DiskSource): Promise<void>;
   /** Stop (forced) and delete the machine and its writable layer; layers nothing refers to are freed. */

@@ -64,6 +64,16 @@ import inputLeaseAcquire from './input-lease/acquire.js';
 import inputLeaseGet from './input-lease/get.js';
 import inputLeaseRelease from './input-lease/release.js';
 import eventsList from './events/list.js';
+import machinesFork from './machines/fork.js';
+import machinesRestore from './machines/restore.js';
+import snapshotsCreate from './snapshots/create.js';
+import snapshotsDelete from './snapshots/delete.js';
+import snapshotsGet from './snapshots/get.js';
+import snapshotsList from './snapshots/list.js';
+import templatesCreate from './templates/create.js';
+import templatesDelete from './templates/delete.js';
+import templatesGet from './templates/get.js';
+import templatesList from './templates/list.js';
 
 /** Every operation this issue serves; later issues append theirs (machines, snapshots, …). */
 export const IDENTITY_OPS: readonly Op[] = [
@@ -116,8 +126,15 @@ export const MACHINE_OPS: readonly Op[] = [
   eventsList,
 ];
 
+/** Snapshots, templates, fork and restore (docs/api-snapshots.md). */
+export const SNAPSHOT_OPS: readonly Op[] = [
+  snapshotsCreate, snapshotsList, snapshotsGet, snapshotsDelete,
+  templatesCreate, templatesList, templatesGet, templatesDelete,
+  machinesFork, machinesRestore,
+];
+
 /** Everything main.ts serves. */
-export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS];
+export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS, ...SNAPSHOT_OPS];
 
 export function v1App(s: Services, ops: readonly Op[] = IDENTITY_OPS): Hono<CpEnv> {
   const app = new Hono<CpEnv>();

@@ -69,6 +69,8 @@ export function machinesRepo(db: Db) {
     inOrg: (orgId: string, id: string) =>
       db.get<MachineRow>('SELECT * FROM machines WHERE org_id = ? AND id = ? AND deleted_at IS NULL', [orgId, id]),
     byId: (id: string) => db.get<MachineRow>('SELECT * FROM machines WHERE id = ? AND deleted_at IS NULL', [id]),
+    /** Also a deleted machine (its snapshots outlive it and still need its size). */
+    anyById: (id: string) => db.get<MachineRow>('SELECT * FROM machines WHERE id = ?', [id]),
     nameTaken: (orgId: string, name: string, exceptId = '') =>
       !!db.get('SELECT 1 AS x FROM machines WHERE org_id = ? AND name = ? AND id != ? AND deleted_at IS NULL', [orgId, name, exceptId]),
     page: (orgId: string, after: Keyset, limit: number, state: MachineState | null) =>

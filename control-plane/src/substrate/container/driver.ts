@@ -22,6 +22,7 @@ import {
   type CreateSpec,
   type DiskSource,
   type DiskUsage,
+  type LayerPin,
   type MachineResources,
   type Substrate,
   type SubstrateStatus,
@@ -333,6 +334,18 @@ export class ContainerSubstrate implements Substrate {
     return async () => {
       await this.podman(['unpause', containerName(id)], { allowFail: true });
     };
+  }
+
+  async pinLayer(layerId: string, holder: string): Promise<void> {
+    await this.disks.pin(layerId, holder);
+  }
+
+  async releaseLayer(layerId: string, holder: string): Promise<void> {
+    await this.disks.unpin(layerId, holder);
+  }
+
+  async layerPins(): Promise<LayerPin[]> {
+    return this.disks.pins();
   }
 
   async replaceDisk(id: string, source: DiskSource): Promise<void> {

@@ -80,6 +80,30 @@ export class LayerStore {
     this.state = fs.existsSync(this.statePath)
       ? (JSON.parse(fs.readFileSync(this.statePath, 'utf8')) as State)
       : { version: 1, layers: {}, disks: {} };
+    // Queued before any mutation of this process, so nothing in flight can be mistaken for an orphan.
+    void this.serial(() => this.sweepOrphans()).catch(() => {});
+  }
+
+  /**
+   * Blobs no record names: what a process killed mid-capture (or mid-create) left behind, since the state file
+   * is written only once a blob is complete. Deleted at open, so a crash leaks no layer.
+   */
+  private async sweepOrphans(): Promise<string[]> {
+    const named = new Set<string>([...Object.keys(this.state.layers), ...Object.values(this.state.disks).map((d) => d.writable)]);
+    const out: string[] = [];
+    for (const f of fs.readdirSync(path.join(this.root, 'blobs'))) {
+      if (!f.endsWith(this.backend.blobSuffix)) continue;
+      const id = f.slice(0, f.length - this.backend.blobSuffix.length);
+      if (!/^blb_[0-9a-f]+$/.test(id) || named.has(id)) continue;
+      await this.backend.deleteBlob(this.blobPath(id));
+      out.push(id);
+    }
+    return out;
+  }
+
+  /** Waits for the mutations queued so far (tests: the orphan sweep at open). */
+  settled(): Promise<void> {
+    return this.serial(async () => {});
   }
 
   /** Mutations run one at a time; the state file is replaced atomically after each. */
@@ -312,9 +336,16 @@ export class LayerStore {
     });
   }
 
+  /** Every (layer, holder) pin, for reconciling pins against the control plane's records. */
+  pins(): Array<{ layerId: string; holder: string; bytes: number }> {
+    return Object.values(this.state.layers).flatMap((l) => l.pins.map((holder) => ({ layerId: l.id, holder, bytes: l.bytes })));
+  }
+
   /** Drop a pin; layers left without references are deleted. Returns the freed layer ids. */
   unpin(layerId: string, holder: string): Promise<string[]> {
     return this.serial(async () => {
+      // Already gone (a release retried after a crash): nothing to drop.
+      if (!this.hasLayer(layerId)) return [];
       const l = this.layer(layerId);
       l.pins = l.pins.filter((h) => h !== holder);
       this.save();

@@ -20,6 +20,7 @@ import {
   type CreateSpec,
   type DiskSource,
   type DiskUsage,
+  type LayerPin,
   type MachineResources,
   type Substrate,
   type SubstrateStatus,
@@ -328,6 +329,18 @@ export class VmSubstrate implements Substrate {
     } finally {
       q.close();
     }
+  }
+
+  async pinLayer(layerId: string, holder: string): Promise<void> {
+    await this.disks.pin(layerId, holder);
+  }
+
+  async releaseLayer(layerId: string, holder: string): Promise<void> {
+    await this.disks.unpin(layerId, holder);
+  }
+
+  async layerPins(): Promise<LayerPin[]> {
+    return this.disks.pins();
   }
 
   async replaceDisk(id: string, source: DiskSource): Promise<void> {

@@ -1,0 +1,18 @@
+import { ForkMachineRequest } from '../../../../../shared/schemas/snapshot.js';
+import { jsonBody } from '../../body.js';
+import { defineOp } from '../../op.js';
+import { machineIdParam } from './proxy.js';
+
+/** Answers with the new machine once it is running, like create. */
+export default defineOp({
+  name: 'machines.fork',
+  method: 'post',
+  path: '/machines/:machine_id/fork',
+  auth: 'any',
+  permission: 'machines:create',
+  async handler(c, s) {
+    const id = machineIdParam(c);
+    const body = await jsonBody(c, ForkMachineRequest);
+    return c.json(await s.machines.fork(c.get('principal'), id, body), 201);
+  },
+});

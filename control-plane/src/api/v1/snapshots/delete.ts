@@ -1,0 +1,14 @@
+import { defineOp } from '../../op.js';
+
+/** Only the newest snapshot of its machine; otherwise 409 naming the snapshot in the way. */
+export default defineOp({
+  name: 'snapshots.delete',
+  method: 'delete',
+  path: '/snapshots/:snapshot_id',
+  auth: 'any',
+  permission: 'snapshots:delete',
+  async handler(c, s) {
+    await s.snapshots.remove(c.get('principal'), c.req.param('snapshot_id') ?? '');
+    return c.body(null, 204);
+  },
+});

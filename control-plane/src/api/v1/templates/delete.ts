@@ -1,0 +1,14 @@
+import { defineOp } from '../../op.js';
+
+/** Machines created from the template keep running with their disks. */
+export default defineOp({
+  name: 'templates.delete',
+  method: 'delete',
+  path: '/templates/:template_id',
+  auth: 'any',
+  permission: 'templates:write',
+  async handler(c, s) {
+    await s.templates.remove(c.get('principal'), c.req.param('template_id') ?? '');
+    return c.body(null, 204);
+  },
+});

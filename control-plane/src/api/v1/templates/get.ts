@@ -1,0 +1,9 @@
+import { defineOp } from '../../op.js';
+
+export default defineOp({
+  name: 'templates.get',
+  method: 'get',
+  path: '/templates/:template_id',
+  auth: 'any',
+  handler: (c, s) => c.json(s.templates.get(c.get('principal').org_id!, c.req.param('template_id') ?? '')),
+});

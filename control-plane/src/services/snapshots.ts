@@ -1,0 +1,248 @@
+/**
+ * Snapshots: captures of a machine's disk into an immutable layer the substrate keeps pinned by the snapshot's
+ * id. Same shape as the machine lifecycle:
+ *   decide + record (one transaction: quota, the machine's state, a `pending` row, `snapshot.started`)
+ *   → act (substrate.capture, under the machine's disk lock; live when it runs, and it keeps running)
+ *   → record the outcome by compare-and-set on `pending` (`ready` + size + `snapshot.completed`, or `error` +
+ *     `snapshot.failed`).
+ * A snapshot outlives its machine; only the newest of a machine's snapshots can be deleted.
+ */
+import { AppError } from '../../../shared/errors.js';
+import { newId } from '../../../shared/ids.js';
+import type { Page } from '../../../shared/schemas/pagination.js';
+import type { CreateSnapshotRequest, Snapshot, SnapshotListQuery, SnapshotOrigin } from '../../../shared/schemas/snapshot.js';
+import type { Principal } from '../context.js';
+import { decideSnapshot, snapshotInTheWay } from '../domain/snapshot-lifecycle.js';
+import { pageOf } from '../store/pagination.js';
+import type { MachineRow } from '../store/repos/machines.js';
+import type { SnapshotRow } from '../store/repos/snapshots.js';
+import type { Store } from '../store/store.js';
+import type { Substrate } from '../substrate/substrate.js';
+import { actorOf, SYSTEM } from './actor.js';
+import type { DiskLocks } from './disk-locks.js';
+import type { Actor, EventService } from './events.js';
+import type { QuotaService } from './quotas.js';
+
+export function snapshotView(r: SnapshotRow): Snapshot {
+  // An allow-list: the layer id (a substrate name) never leaves the control plane.
+  return {
+    id: r.id, name: r.name, machine_id: r.machine_id, state: r.state, origin: r.origin, includes_memory: false,
+    size_bytes: r.size_bytes, created_at: r.created_at, completed_at: r.completed_at,
+  };
+}
+
+export interface SnapshotServiceDeps {
+  store: Store;
+  substrate: Substrate;
+  events: EventService;
+  quotas: QuotaService;
+  locks: DiskLocks;
+  now: () => Date;
+  onFailure?: (id: string, op: string, cause: unknown) => void;
+}
+
+/** Machine states whose disk can be captured: a running one live, a stopped one at rest. */
+const CAPTURABLE = new Set(['running', 'stopped']);
+
+export function createSnapshotService(d: SnapshotServiceDeps) {
+  const { store, substrate, events } = d;
+  const at = () => d.now().toISOString();
+  /** Pin holders this process is acting for right now; the reconciler never releases them. */
+  const inFlight = new Set<string>();
+
+  function load(orgId: string, id: string): SnapshotRow {
+    const s = store.snapshots.inOrg(orgId, id);
+    if (!s) throw new AppError('not_found', 'No such snapshot.');
+    return s;
+  }
+
+  function capturable(m: MachineRow): void {
+    if (!CAPTURABLE.has(m.state)) throw new AppError('conflict', `Cannot capture a machine that is ${m.state}; it must be running or stopped.`);
+  }
+
+  /**
+   * Decide and record a capture, inside the caller's transaction. `quota` false only for captures the system
+   * takes on its own (a billing stop): they must not fail because the organization is at its limit.
+   */
+  function beginInTx(m: MachineRow, origin: SnapshotOrigin, name: string | undefined, by: Actor, opts: { quota: boolean }): SnapshotRow {
+    capturable(m);
+    if (opts.quota) d.quotas.check(m.org_id, 'snapshots_per_machine', { current: store.snapshots.countForMachine(m.id) });
+    const state = decideSnapshot(null, 'capture');
+    if (!state) throw new AppError('internal_error', 'The snapshot table does not allow a capture.');
+    const t = at();
+    const row: SnapshotRow = {
+      id: newId('snapshot'), org_id: m.org_id, machine_id: m.id, name: name ?? `${m.name} ${t}`, state, origin,
+      layer_id: null, size_bytes: null, created_at: t, completed_at: null,
+    };
+    store.snapshots.insert(row);
+    events.append(m.org_id, m.id, 'snapshot.started', { snapshot_id: row.id, origin, by });
+    inFlight.add(row.id);
+    return row;
+  }
+
+  /**
+   * Act and record the outcome. The caller holds the machine's disk lock (or is inside one). Never throws:
+   * the settled row says how it went.
+   */
+  async function captureNow(row: SnapshotRow): Promise<SnapshotRow> {
+    try {
+      let result;
+      try {
+        result = await substrate.capture(row.machine_id, row.id);
+      } catch (e) {
+        d.onFailure?.(row.machine_id, 'capture', e);
+        // Only the error code reaches the event: causes can name host paths.
+        const code = e instanceof AppError ? e.code : 'internal_error';
+        store.db.tx(() => {
+          if (store.snapshots.settleError(row.id, at())) events.append(row.org_id, row.machine_id, 'snapshot.failed', { snapshot_id: row.id, code });
+        });
+        return store.snapshots.byId(row.id) ?? row;
+      }
+      const settled = store.db.tx(() => {
+        if (!store.snapshots.settleReady(row.id, result.layerId, result.bytes, at())) return false;
+        events.append(row.org_id, row.machine_id, 'snapshot.completed', { snapshot_id: row.id, size_bytes: result.bytes, live: result.live });
+        return true;
+      });
+      // Settled by someone else (the reconciler of another run cannot, so only a store that went away): the
+      // layer must not stay pinned for a row that does not say it holds it.
+      if (!settled) await substrate.releaseLayer(result.layerId, row.id).catch(() => {});
+      return store.snapshots.byId(row.id) ?? row;
+    } finally {
+      inFlight.delete(row.id);
+    }
+  }
+
+  /** Start the act under the machine's disk lock; call synchronously after the deciding transaction. */
+  function capture(row: SnapshotRow): Promise<SnapshotRow> {
+    return d.locks.run(row.machine_id, () => captureNow(row));
+  }
+
+  /** Keep `holder`'s pin on `layerId` out of the reconciler's reach while `fn` runs. */
+  async function holding<T>(holder: string, fn: () => Promise<T>): Promise<T> {
+    inFlight.add(holder);
+    try {
+      return await fn();
+    } finally {
+      inFlight.delete(holder);
+    }
+  }
+
+  /** A ready snapshot of the organization, for fork and restore and templates. */
+  function readyInTx(orgId: string, id: string, field = 'snapshot_id'): SnapshotRow & { layer_id: string } {
+    const s = store.snapshots.inOrg(orgId, id);
+    if (!s) throw new AppError('not_found', 'No such snapshot.', { details: [{ field, message: 'no such snapshot' }] });
+    if (s.state !== 'ready' || s.layer_id === null) throw new AppError('conflict', `Snapshot ${s.id} is ${s.state}; it must be ready.`);
+    return { ...s, layer_id: s.layer_id };
+  }
+
+  return {
+    view: snapshotView,
+    beginInTx,
+    capture,
+    captureNow,
+    holding,
+    readyInTx,
+
+    get: (orgId: string, id: string): Snapshot => snapshotView(load(orgId, id)),
+
+    list(orgId: string, q: SnapshotListQuery): Page<Snapshot> {
+      const f = { machine_id: q.machine_id ?? null, origin: q.origin ?? null };
+      return pageOf(q, (after, limit) => store.snapshots.page(orgId, after, limit, f), snapshotView);
+    },
+
+    /** POST /v1/snapshots: the pending record, or with `wait` the settled one. */
+    async create(p: Principal, req: CreateSnapshotRequest, wait: boolean): Promise<{ snapshot: Snapshot; settled: boolean }> {
+      const row = store.db.tx(() => {
+        const m = store.machines.inOrg(p.org_id!, req.machine_id);
+        if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });
+        return beginInTx(m, 'manual', req.name, actorOf(p), { quota: true });
+      });
+      const done = capture(row);
+      if (!wait) {
+        done.catch(() => {});
+        return { snapshot: snapshotView(row), settled: false };
+      }
+      const s = await done;
+      if (s.state === 'error') {
+        throw new AppError('compute_unavailable', `The capture failed; snapshot ${s.id} is in error (delete it and retry).`, { headers: { 'retry-after': '5' } });
+      }
+      return { snapshot: snapshotView(s), settled: true };
+    },
+
+    async remove(p: Principal, id: string): Promise<void> {
+      const by = actorOf(p);
+      const row = store.db.tx(() => {
+        const s = load(p.org_id!, id);
+        const way = snapshotInTheWay(store.snapshots.chain(s.machine_id), s.id);
+        if (way) {
+          throw new AppError('conflict', `Snapshot ${way.id} ("${way.name}") is newer; only the newest snapshot of a machine can be deleted.`, {
+            details: [{ field: 'snapshot_id', message: `${way.id} is in the way` }],
+          });
+        }
+        const to = decideSnapshot(s.state, 'delete');
+        if (!to) throw new AppError('conflict', `Snapshot ${s.id} is ${s.state}; wait until it is ready.`);
+        if (!store.snapshots.casState(s.id, s.state, to)) throw new AppError('conflict', 'The snapshot changed state concurrently; retry.');
+        return s;
+      });
+      await release(row, by);
+    },
+
+    /**
+     * Settle what a previous run left: a capture that was pending becomes `ready` if the substrate holds a layer
+     * pinned by it (the capture finished, its record did not), else `error`; deletions are finished; then every
+     * pin whose holder is no longer a ready snapshot or template is released, so a crash leaks no layer.
+     */
+    async reconcile(before: string): Promise<{ settled: number; released: number }> {
+      let pins;
+      try {
+        pins = await substrate.layerPins();
+      } catch (e) {
+        d.onFailure?.('*', 'layer_pins', e);
+        return { settled: 0, released: 0 };
+      }
+      let settled = 0;
+      for (const s of store.snapshots.inStates(['pending']).filter((x) => x.created_at < before && !inFlight.has(x.id))) {
+        const pin = pins.find((x) => x.holder === s.id);
+        store.db.tx(() => {
+          if (pin && store.snapshots.settleReady(s.id, pin.layerId, pin.bytes, at())) {
+            events.append(s.org_id, s.machine_id, 'snapshot.completed', { snapshot_id: s.id, size_bytes: pin.bytes, reconciled: true });
+            settled++;
+          } else if (!pin && store.snapshots.settleError(s.id, at())) {
+            events.append(s.org_id, s.machine_id, 'snapshot.failed', { snapshot_id: s.id, code: 'internal_error', reconciled: true });
+            settled++;
+          }
+        });
+      }
+      for (const s of store.snapshots.inStates(['deleting'])) await release(s, SYSTEM).catch((e) => d.onFailure?.(s.machine_id, 'snapshot_delete', e));
+      for (const t of store.templates.inStates(['building']).filter((x) => x.created_at < before && !inFlight.has(x.id))) {
+        store.db.tx(() => store.templates.settleError(t.id, at()));
+      }
+      let released = 0;
+      for (const pin of await substrate.layerPins()) {
+        if (inFlight.has(pin.holder)) continue;
+        if (store.snapshots.byId(pin.holder)?.state === 'ready' || store.templates.byId(pin.holder)?.state === 'ready') continue;
+        // Only holders this control plane gives out (snapshots, templates, machines mid-fork or mid-restore).
+        if (!/^(snp|tpl|mch)_[0-9a-z]+$/.test(pin.holder)) continue;
+        await substrate.releaseLayer(pin.layerId, pin.holder).catch((e) => d.onFailure?.('*', 'layer_release', e));
+        released++;
+      }
+      return { settled, released };
+    },
+  };
+
+  /** Release a `deleting` snapshot's layer, then remove its row (retried by delete or the reconciler). */
+  async function release(s: SnapshotRow, by: Actor): Promise<void> {
+    if (s.layer_id) {
+      try {
+        await substrate.releaseLayer(s.layer_id, s.id);
+      } catch (e) {
+        d.onFailure?.(s.machine_id, 'snapshot_delete', e);
+        throw new AppError('compute_unavailable', `Snapshot ${s.id} could not be deleted yet; it stays deleting; retry.`, { headers: { 'retry-after': '5' } });
+      }
+    }
+    store.db.tx(() => {
+      if (store.snapshots.remove(s.id)) events.append(s.org_id, s.machine_id, 'snapshot.deleted', { snapshot_id: s.id, by });
+    });
+  }
+}
+export type SnapshotService = ReturnType<typeof createSnapshotService>;

@@ -1,0 +1,157 @@
+/**
+ * Templates: a named starting point for new machines. From a snapshot (the template pins the snapshot's layer
+ * itself, so deleting the snapshot leaves it working), from a machine (captured now as a snapshot of origin
+ * `template`, whose layer the template pins too), or from a size alone (the base image, no captured disk).
+ * `building` until the disk is held, then `ready` (or `error`). Deleting a template leaves the machines made
+ * from it: their disks reference the layer, not the template.
+ */
+import { AppError } from '../../../shared/errors.js';
+import { newId } from '../../../shared/ids.js';
+import type { MachineSize } from '../../../shared/schemas/machine.js';
+import type { Page } from '../../../shared/schemas/pagination.js';
+import type { CreateTemplateRequest, Template, TemplateListQuery } from '../../../shared/schemas/template.js';
+import type { Principal } from '../context.js';
+import { decideTemplate } from '../domain/snapshot-lifecycle.js';
+import { pageOf } from '../store/pagination.js';
+import type { SnapshotRow, TemplateRow } from '../store/repos/snapshots.js';
+import type { Store } from '../store/store.js';
+import type { DiskSource, Substrate } from '../substrate/substrate.js';
+import { actorOf } from './actor.js';
+import type { QuotaService } from './quotas.js';
+import type { SnapshotService } from './snapshots.js';
+
+export function templateView(r: TemplateRow): Template {
+  return {
+    id: r.id, name: r.name, state: r.state, source: r.source, size: r.size, snapshot_id: r.snapshot_id, machine_id: r.machine_id,
+    size_bytes: r.size_bytes, created_at: r.created_at, completed_at: r.completed_at,
+  };
+}
+
+export interface TemplateServiceDeps {
+  store: Store;
+  substrate: Substrate;
+  quotas: QuotaService;
+  snapshots: SnapshotService;
+  now: () => Date;
+  onFailure?: (id: string, op: string, cause: unknown) => void;
+}
+
+export function createTemplateService(d: TemplateServiceDeps) {
+  const { store, substrate, snapshots } = d;
+  const at = () => d.now().toISOString();
+
+  function load(orgId: string, id: string): TemplateRow {
+    const t = store.templates.inOrg(orgId, id);
+    if (!t) throw new AppError('not_found', 'No such template.');
+    return t;
+  }
+
+  /** The size a snapshot's machine had (the machine may be deleted: its row stays). */
+  function sizeOfMachine(machineId: string): MachineSize {
+    return store.machines.anyById(machineId)?.size ?? 'small';
+  }
+
+  /** Record the outcome of a build by compare-and-set on `building`. */
+  function settle(t: TemplateRow, f: { snapshot_id: string | null; layer_id: string | null; size_bytes: number | null } | null): TemplateRow {
+    store.db.tx(() => {
+      if (f && decideTemplate(t.state, 'built')) store.templates.settleReady(t.id, f, at());
+      else if (!f && decideTemplate(t.state, 'build_failed')) store.templates.settleError(t.id, at());
+    });
+    return store.templates.byId(t.id) ?? t;
+  }
+
+  async function pinSnapshot(t: TemplateRow, s: SnapshotRow & { layer_id: string }): Promise<TemplateRow> {
+    try {
+      await snapshots.holding(t.id, () => substrate.pinLayer(s.layer_id, t.id));
+    } catch (e) {
+      // The snapshot was deleted (its layer freed) between the decision and the pin.
+      d.onFailure?.(t.id, 'template_pin', e);
+      return settle(t, null);
+    }
+    const out = settle(t, { snapshot_id: s.id, layer_id: s.layer_id, size_bytes: s.size_bytes });
+    if (out.state !== 'ready') await substrate.releaseLayer(s.layer_id, t.id).catch(() => {});
+    return out;
+  }
+
+  return {
+    get: (orgId: string, id: string): Template => templateView(load(orgId, id)),
+
+    list(orgId: string, q: TemplateListQuery): Page<Template> {
+      return pageOf(q, (after, limit) => store.templates.page(orgId, after, limit), templateView);
+    },
+
+    async create(p: Principal, req: CreateTemplateRequest, wait: boolean): Promise<{ template: Template; settled: boolean }> {
+      const orgId = p.org_id!;
+      const by = actorOf(p);
+      const plan = store.db.tx(() => {
+        d.quotas.check(orgId, 'templates');
+        const state = decideTemplate(null, 'create');
+        if (!state) throw new AppError('internal_error', 'The template table does not allow a create.');
+        const t: TemplateRow = {
+          id: newId('template'), org_id: orgId, name: req.name, state, source: 'image', size: req.size ?? 'small',
+          snapshot_id: null, machine_id: null, layer_id: null, size_bytes: null, created_at: at(), completed_at: null,
+        };
+        let snap: (SnapshotRow & { layer_id: string }) | null = null;
+        let capture: SnapshotRow | null = null;
+        if (req.snapshot_id !== undefined) {
+          snap = snapshots.readyInTx(orgId, req.snapshot_id);
+          t.source = 'snapshot';
+          t.size = sizeOfMachine(snap.machine_id);
+          t.machine_id = snap.machine_id;
+        } else if (req.machine_id !== undefined) {
+          const m = store.machines.inOrg(orgId, req.machine_id);
+          if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });
+          t.source = 'machine';
+          t.size = m.size;
+          t.machine_id = m.id;
+          capture = snapshots.beginInTx(m, 'template', `Template ${req.name}`, by, { quota: true });
+          t.snapshot_id = capture.id;
+        }
+        store.templates.insert(t);
+        if (t.source === 'image') store.templates.settleReady(t.id, { snapshot_id: null, layer_id: null, size_bytes: null }, t.created_at);
+        return { t, snap, capture };
+      });
+      const { t, snap, capture } = plan;
+      let done: Promise<TemplateRow>;
+      if (snap) done = pinSnapshot(t, snap);
+      else if (capture) {
+        done = snapshots.holding(t.id, async () => {
+          const s = await snapshots.capture(capture);
+          return s.state === 'ready' && s.layer_id ? pinSnapshot(t, { ...s, layer_id: s.layer_id }) : settle(t, null);
+        });
+      } else done = Promise.resolve(store.templates.byId(t.id) ?? t);
+      if (!wait) {
+        done.catch(() => {});
+        return { template: templateView(store.templates.byId(t.id) ?? t), settled: t.source === 'image' };
+      }
+      const out = await done;
+      if (out.state === 'error') {
+        throw new AppError('compute_unavailable', `The template could not be built; template ${out.id} is in error (delete it and retry).`, {
+          headers: { 'retry-after': '5' },
+        });
+      }
+      return { template: templateView(out), settled: true };
+    },
+
+    /** Deleting a template leaves its machines: their disks reference the layer, not the template. */
+    async remove(p: Principal, id: string): Promise<void> {
+      const t = store.db.tx(() => {
+        const t = load(p.org_id!, id);
+        if (t.state === 'building') throw new AppError('conflict', `Template ${t.id} is building; wait until it is ready.`);
+        store.templates.remove(t.id);
+        return t;
+      });
+      // A release that fails here is redone by the reconciler (the pin's holder no longer exists).
+      if (t.layer_id) await substrate.releaseLayer(t.layer_id, t.id).catch((e) => d.onFailure?.(t.id, 'template_delete', e));
+    },
+
+    /** What a machine created from `templateId` starts from: its disk (or the base image) and size. */
+    sourceInTx(orgId: string, templateId: string): { template: TemplateRow; source: DiskSource } {
+      const t = store.templates.inOrg(orgId, templateId);
+      if (!t) throw new AppError('not_found', 'No such template.', { details: [{ field: 'template', message: 'no such template' }] });
+      if (t.state !== 'ready') throw new AppError('conflict', `Template ${t.id} is ${t.state}; it must be ready.`);
+      return { template: t, source: t.layer_id ? { kind: 'layer', layerId: t.layer_id } : { kind: 'base' } };
+    },
+  };
+}
+export type TemplateService = ReturnType<typeof createTemplateService>;

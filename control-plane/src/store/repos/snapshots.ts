@@ -1,0 +1,125 @@
+/**
+ * Snapshots and templates. State moves are compare-and-set on the state that was read. A deleted snapshot
+ * or template row is removed once its layer pin is released; `layer_id` never leaves the control plane.
+ */
+import type { MachineSize } from '../../../../shared/schemas/machine.js';
+import type { SnapshotOrigin, SnapshotState } from '../../../../shared/schemas/snapshot.js';
+import type { TemplateSource, TemplateState } from '../../../../shared/schemas/template.js';
+import { COUNTED_SNAPSHOT_STATES, COUNTED_TEMPLATE_STATES } from '../../domain/snapshot-lifecycle.js';
+import type { Db } from '../db.js';
+import { afterSql, type Keyset } from '../pagination.js';
+
+export interface SnapshotRow {
+  id: string;
+  org_id: string;
+  machine_id: string;
+  name: string;
+  state: SnapshotState;
+  origin: SnapshotOrigin;
+  layer_id: string | null;
+  size_bytes: number | null;
+  created_at: string;
+  completed_at: string | null;
+}
+
+export interface TemplateRow {
+  id: string;
+  org_id: string;
+  name: string;
+  state: TemplateState;
+  source: TemplateSource;
+  size: MachineSize;
+  snapshot_id: string | null;
+  machine_id: string | null;
+  layer_id: string | null;
+  size_bytes: number | null;
+  created_at: string;
+  completed_at: string | null;
+}
+
+const inList = (xs: readonly string[]) => xs.map((s) => `'${s}'`).join(',');
+
+export function snapshotsRepo(db: Db) {
+  return {
+    insert(s: SnapshotRow): void {
+      db.run(
+        `INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,layer_id,size_bytes,created_at,completed_at)
+         VALUES (@id,@org_id,@machine_id,@name,@state,@origin,@layer_id,@size_bytes,@created_at,@completed_at)`,
+        { ...s },
+      );
+    },
+    inOrg: (orgId: string, id: string) => db.get<SnapshotRow>('SELECT * FROM snapshots WHERE org_id = ? AND id = ?', [orgId, id]),
+    byId: (id: string) => db.get<SnapshotRow>('SELECT * FROM snapshots WHERE id = ?', [id]),
+    page: (orgId: string, after: Keyset, limit: number, f: { machine_id: string | null; origin: SnapshotOrigin | null }) =>
+      db.all<SnapshotRow>(
+        `SELECT * FROM snapshots WHERE org_id = @org AND (@mid IS NULL OR machine_id = @mid) AND (@origin IS NULL OR origin = @origin)
+         AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`,
+        { org: orgId, ca: after.created_at, cid: after.id, limit, mid: f.machine_id, origin: f.origin },
+      ),
+    /** A machine's snapshots, newest first (its chain, for newest-only deletion). */
+    chain: (machineId: string) =>
+      db.all<SnapshotRow>('SELECT * FROM snapshots WHERE machine_id = ? ORDER BY created_at DESC, rowid DESC', [machineId]),
+    countForMachine: (machineId: string) =>
+      db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM snapshots WHERE machine_id = ? AND state IN (${inList(COUNTED_SNAPSHOT_STATES)})`, [machineId])!.n,
+    /** The largest per-machine count in an organization (what `GET /v1/billing` shows for snapshots_per_machine). */
+    maxPerMachine: (orgId: string) =>
+      db.get<{ n: number | null }>(
+        `SELECT MAX(n) AS n FROM (SELECT COUNT(*) AS n FROM snapshots WHERE org_id = ? AND state IN (${inList(COUNTED_SNAPSHOT_STATES)}) GROUP BY machine_id)`,
+        [orgId],
+      )!.n ?? 0,
+    inStates: (states: readonly SnapshotState[]) => db.all<SnapshotRow>(`SELECT * FROM snapshots WHERE state IN (${inList(states)})`),
+    /** Compare-and-set on the state that was read. */
+    casState(id: string, from: SnapshotState, to: SnapshotState): boolean {
+      return db.run('UPDATE snapshots SET state = ? WHERE id = ? AND state = ?', [to, id, from]).changes === 1;
+    },
+    /** pending → ready with the layer that holds the capture. */
+    settleReady(id: string, layerId: string, bytes: number, at: string): boolean {
+      return (
+        db.run("UPDATE snapshots SET state = 'ready', layer_id = ?, size_bytes = ?, completed_at = ? WHERE id = ? AND state = 'pending'", [
+          layerId, bytes, at, id,
+        ]).changes === 1
+      );
+    },
+    settleError(id: string, at: string): boolean {
+      return db.run("UPDATE snapshots SET state = 'error', completed_at = ? WHERE id = ? AND state = 'pending'", [at, id]).changes === 1;
+    },
+    remove(id: string): boolean {
+      return db.run("DELETE FROM snapshots WHERE id = ? AND state = 'deleting'", [id]).changes === 1;
+    },
+  };
+}
+
+export function templatesRepo(db: Db) {
+  return {
+    insert(t: TemplateRow): void {
+      db.run(
+        `INSERT INTO templates (id,org_id,name,state,source,size,snapshot_id,machine_id,layer_id,size_bytes,created_at,completed_at)
+         VALUES (@id,@org_id,@name,@state,@source,@size,@snapshot_id,@machine_id,@layer_id,@size_bytes,@created_at,@completed_at)`,
+        { ...t },
+      );
+    },
+    inOrg: (orgId: string, id: string) => db.get<TemplateRow>('SELECT * FROM templates WHERE org_id = ? AND id = ?', [orgId, id]),
+    byId: (id: string) => db.get<TemplateRow>('SELECT * FROM templates WHERE id = ?', [id]),
+    all: () => db.all<TemplateRow>('SELECT * FROM templates'),
+    page: (orgId: string, after: Keyset, limit: number) =>
+      db.all<TemplateRow>(`SELECT * FROM templates WHERE org_id = @org AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`, {
+        org: orgId, ca: after.created_at, cid: after.id, limit,
+      }),
+    count: (orgId: string) =>
+      db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM templates WHERE org_id = ? AND state IN (${inList(COUNTED_TEMPLATE_STATES)})`, [orgId])!.n,
+    inStates: (states: readonly TemplateState[]) => db.all<TemplateRow>(`SELECT * FROM templates WHERE state IN (${inList(states)})`),
+    settleReady(id: string, f: { snapshot_id: string | null; layer_id: string | null; size_bytes: number | null }, at: string): boolean {
+      return (
+        db.run("UPDATE templates SET state = 'ready', snapshot_id = ?, layer_id = ?, size_bytes = ?, completed_at = ? WHERE id = ? AND state = 'building'", [
+          f.snapshot_id, f.layer_id, f.size_bytes, at, id,
+        ]).changes === 1
+      );
+    },
+    settleError(id: string, at: string): boolean {
+      return db.run("UPDATE templates SET state = 'error', completed_at = ? WHERE id = ? AND state = 'building'", [at, id]).changes === 1;
+    },
+    remove(id: string): boolean {
+      return db.run('DELETE FROM templates WHERE id = ?', [id]).changes === 1;
+    },
+  };
+}
