@@ -104,10 +104,30 @@ export const PTY_EXIT_TRAILER = 'x-pty-exit-code';
 // Screen stream framing: [u32 BE header length][header JSON][payload of header.bytes bytes]
 // ---------------------------------------------------------------------------------------------
 
-export type ScreenMessage =
-  | { type: 'frame'; seq: number; format: 'jpeg' | 'webp'; width: number; height: number; captured_at: number; bytes: number }
-  | { type: 'status'; up: boolean; width: number; height: number; bytes: 0 }
-  | { type: 'keepalive'; bytes: 0 };
+/**
+ * Bounds of the screen stream. The bytes come from the guest, which a tenant controls completely (it
+ * can replace the agent), so the control plane parses every header against `ScreenMessage` and refuses
+ * anything outside these bounds instead of trusting a length it was sent.
+ */
+export const MAX_SCREEN_HEADER_BYTES = 4096;
+/** A 16384×16384 JPEG at quality 100 stays below this; a frame claiming more is a protocol violation. */
+export const MAX_SCREEN_FRAME_BYTES = 32 * 1024 * 1024;
+
+const ScreenDim = z.number().int().min(0).max(16384);
+export const ScreenMessage = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('frame'),
+    seq: z.number().int().min(0),
+    format: z.enum(['jpeg', 'webp']),
+    width: ScreenDim,
+    height: ScreenDim,
+    captured_at: z.number().finite(),
+    bytes: z.number().int().min(1).max(MAX_SCREEN_FRAME_BYTES),
+  }),
+  z.object({ type: z.literal('status'), up: z.boolean(), width: ScreenDim, height: ScreenDim, bytes: z.literal(0) }),
+  z.object({ type: z.literal('keepalive'), bytes: z.literal(0) }),
+]);
+export type ScreenMessage = z.infer<typeof ScreenMessage>;
 
 export function encodeScreenMessage(header: ScreenMessage, payload?: Buffer): Buffer {
   const json = Buffer.from(JSON.stringify(header), 'utf8');
@@ -116,24 +136,81 @@ export function encodeScreenMessage(header: ScreenMessage, payload?: Buffer): Bu
   return payload ? Buffer.concat([len, json, payload]) : Buffer.concat([len, json]);
 }
 
-/** Incremental decoder for the screen stream; feed it chunks, get whole messages out. */
+/** The screen stream broke its framing: the reader must drop the stream (never wait for more bytes). */
+export class ScreenStreamError extends Error {
+  constructor(message: string) {
+    super(`screen stream: ${message}`);
+    this.name = 'ScreenStreamError';
+  }
+}
+
+/**
+ * Incremental decoder for the screen stream; feed it chunks, get whole messages out.
+ *
+ * Invariant (the bytes are hostile): every header is parsed against `ScreenMessage` before its length
+ * is used, so each message consumes at least its 4-byte prefix and the buffer never holds more than one
+ * bounded message plus one chunk. A violation throws `ScreenStreamError` and poisons the decoder: a
+ * negative, fractional or non-numeric length can neither rewind the buffer nor make the loop spin.
+ */
 export class ScreenStreamDecoder {
-  private buf: Buffer = Buffer.alloc(0);
+  private chunks: Buffer[] = [];
+  private length = 0;
+  /** The parsed header whose payload has not fully arrived yet. */
+  private pending: ScreenMessage | null = null;
+  private broken: ScreenStreamError | null = null;
 
   push(chunk: Buffer): Array<{ header: ScreenMessage; payload: Buffer }> {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    if (this.broken) throw this.broken;
+    if (chunk.length) {
+      this.chunks.push(chunk);
+      this.length += chunk.length;
+    }
     const out: Array<{ header: ScreenMessage; payload: Buffer }> = [];
-    for (;;) {
-      if (this.buf.length < 4) break;
-      const hlen = this.buf.readUInt32BE(0);
-      if (hlen > 65536) throw new Error('screen stream: header too large');
-      if (this.buf.length < 4 + hlen) break;
-      const header = JSON.parse(this.buf.subarray(4, 4 + hlen).toString('utf8')) as ScreenMessage;
-      const total = 4 + hlen + header.bytes;
-      if (this.buf.length < total) break;
-      out.push({ header, payload: Buffer.from(this.buf.subarray(4 + hlen, total)) });
-      this.buf = this.buf.subarray(total);
+    try {
+      for (;;) {
+        if (!this.pending) {
+          if (this.length < 4) break;
+          const hlen = this.peek(4).readUInt32BE(0);
+          if (hlen < 2 || hlen > MAX_SCREEN_HEADER_BYTES) throw new ScreenStreamError(`header length ${hlen} out of bounds`);
+          if (this.length < 4 + hlen) break;
+          this.pending = parseHeader(this.take(4 + hlen).subarray(4));
+        }
+        if (this.length < this.pending.bytes) break;
+        out.push({ header: this.pending, payload: this.pending.bytes ? this.take(this.pending.bytes) : Buffer.alloc(0) });
+        this.pending = null;
+      }
+    } catch (e) {
+      this.broken = e instanceof ScreenStreamError ? e : new ScreenStreamError('malformed');
+      this.chunks = [];
+      this.length = 0;
+      throw this.broken;
     }
     return out;
   }
+
+  private peek(n: number): Buffer {
+    return this.chunks[0]!.length >= n ? this.chunks[0]! : Buffer.concat(this.chunks, this.length);
+  }
+
+  /** Removes and returns the first `n` buffered bytes (a copy, so it does not pin a larger chunk). */
+  private take(n: number): Buffer {
+    const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.length);
+    const head = Buffer.from(all.subarray(0, n));
+    const rest = all.subarray(n);
+    this.chunks = rest.length ? [rest] : [];
+    this.length = rest.length;
+    return head;
+  }
+}
+
+function parseHeader(raw: Buffer): ScreenMessage {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw new ScreenStreamError('header is not JSON');
+  }
+  const r = ScreenMessage.safeParse(json);
+  if (!r.success) throw new ScreenStreamError(`bad header (${r.error.issues.map((i) => i.path.join('.') || 'header').join(', ')})`);
+  return r.data;
 }

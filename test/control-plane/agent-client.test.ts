@@ -12,7 +12,7 @@ import { createAgentServer } from '../../agent/src/channel/server.js';
 import { listenUnix } from '../../agent/src/channel/unix-socket.js';
 import { execRoutes } from '../../agent/src/routes/exec.js';
 import { AgentPool } from '../../control-plane/src/agent-client/pool.js';
-import { relayAgentResponse } from '../../control-plane/src/agent-client/relay.js';
+import { readAgentAnswer } from '../../control-plane/src/agent-client/answer.js';
 import { AppError } from '../../shared/errors.js';
 
 const TOKEN = 'agent-token-' + 'z'.repeat(32);
@@ -82,19 +82,15 @@ t.test('pooled requests, envelopes, restart and dead agent', async (t) => {
   t.same(many.map((x) => JSON.parse(x.body.toString()).stdout), Array.from({ length: 20 }, (_, i) => `${i}\n`));
   t.equal(d.dials, 1, 'one connection for every request');
 
-  // an agent error envelope is relayed with the control plane's request id
+  // an agent error envelope becomes the same error (code, details) for the control plane to render
   const bad = await pool.request('mch_a', TOKEN, { method: 'POST', path: '/exec', body: '{"command":[]}', requestId: 'req_fromcp' });
   t.equal(bad.status, 400);
-  const relayed = relayAgentResponse(bad, 'req_controlplane');
-  t.equal(relayed.status, 400);
-  const env = (await relayed.json()) as any;
-  t.equal(env.error.code, 'invalid_request');
-  t.equal(env.error.request_id, 'req_controlplane');
-  t.equal(env.error.details[0].field, 'command');
+  t.throws(() => readAgentAnswer('exec', bad), { code: 'invalid_request', details: [{ field: 'command' }] });
+  t.match(readAgentAnswer('exec', r), { stdout: 'hi\n', stderr: '', exit_code: 0, signal: null, timed_out: false }, 'a success answer is parsed against its schema');
   // the agent refusing the token never surfaces as 401 to the API client
   const wrongToken = await pool.request('mch_a', 'x'.repeat(40), { method: 'POST', path: '/exec', body: '{"command":["true"]}' });
   t.equal(wrongToken.status, 401);
-  t.throws(() => relayAgentResponse(wrongToken, 'req_x'), { code: 'compute_unavailable' });
+  t.throws(() => readAgentAnswer('exec', wrongToken), { code: 'compute_unavailable' });
 
   // the agent restarts: the pool notices the dead session and dials again
   await agent.kill();

@@ -6,14 +6,10 @@
  */
 import t from 'tap';
 import fs from 'node:fs';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { serve as honoServe } from '@hono/node-server';
-import { attachGateway } from '../../control-plane/src/gateway/gateway.js';
-import { gatewayDepsFromServices } from '../../control-plane/src/gateway/from-services.js';
 import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
 import { open, WsClient, connect } from '../helpers/gateway-ws.js';
 import { makeMachinesRig } from '../helpers/machines-rig.js';
+import { serveWithGateway } from '../helpers/serve-gateway.js';
 import { testImage } from '../helpers/substrate-image.js';
 
 const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
@@ -24,25 +20,16 @@ t.test('gateway end to end on the container substrate', { timeout: 1_200_000 }, 
   const root = fs.mkdtempSync('/tmp/gwe-');
   const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
   const rig = makeMachinesRig({ substrate, services: { agentTimeouts: { connectMs: 5000, requestMs: 60_000 } } });
-  const server = await new Promise<Server>((resolve) => {
-    const s = honoServe({ fetch: rig.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
-  });
-  const gw = gatewayDepsFromServices(rig.services);
-  const gateway = attachGateway(server, gw.deps);
+  const served = await serveWithGateway(rig);
   const created: string[] = [];
   t.teardown(async () => {
-    await gateway.close();
-    gw.close();
-    await new Promise<void>((r) => {
-      server.close(() => r());
-      server.closeAllConnections();
-    });
+    await served.close();
     for (const id of created) await substrate.destroy(id).catch(() => {});
     await rig.close();
     await substrate.releaseMounts();
     fs.rmSync(root, { recursive: true, force: true });
   });
-  const wsBase = `ws://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const wsBase = served.wsBase;
 
   const a = await rig.tenant('developer');
   const auth = { authorization: `Bearer ${a.key}` };

@@ -61,7 +61,8 @@ async function stubGateway(t: Test, over: Partial<GatewayDeps> = {}, opts: Param
     openAgentStream: () => Promise.reject(new AppError('compute_unavailable', 'no agent in this test')),
     callAgent: async (_o, _m, req) => {
       calls.push(req);
-      return { status: 200, body: Buffer.from(JSON.stringify({ ok: true })) };
+      // A valid InputResult: agent answers are parsed against their route's schema.
+      return { status: 200, body: Buffer.from(JSON.stringify({ display: { width: 1280, height: 800, up: true, resizable: true }, pointer: null })) };
     },
     leases: {
       checkSession: (_p, _m, sid) => {

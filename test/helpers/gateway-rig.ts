@@ -4,12 +4,9 @@
  * agent (desktop on a real Xvfb, ptys, exec) reached through the fake substrate's channel.
  */
 import fs from 'node:fs';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
-import { serve as honoServe } from '@hono/node-server';
 import type { Test } from 'tap';
 import { createAgentApp } from '../../agent/src/app.js';
 import { createAgentServer } from '../../agent/src/channel/server.js';
@@ -18,12 +15,12 @@ import { createPtyManager } from '../../agent/src/pty/manager.js';
 import { desktopRoutes } from '../../agent/src/routes/desktop.js';
 import { execRoutes } from '../../agent/src/routes/exec.js';
 import { terminalsRoutes } from '../../agent/src/routes/terminals.js';
-import { attachGateway, type Gateway, type GatewayOptions } from '../../control-plane/src/gateway/gateway.js';
-import { gatewayDepsFromServices } from '../../control-plane/src/gateway/from-services.js';
+import type { Gateway, GatewayOptions } from '../../control-plane/src/gateway/gateway.js';
 import { EgressCounter } from '../../control-plane/src/gateway/send.js';
 import type { LogLine } from '../../control-plane/src/log.js';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { makeMachinesRig, type MachinesRig } from './machines-rig.js';
+import { serveWithGateway } from './serve-gateway.js';
 import { startXvfb, type TestDisplay } from './xvfb.js';
 
 export interface GatewayRig {
@@ -64,20 +61,12 @@ export async function startGatewayRig(t: Test, opts: { gateway?: GatewayOptions;
     },
   });
   const rig = makeMachinesRig({ substrate: sub, services: { readyProbe: false } });
-  const server = await new Promise<Server>((resolve) => {
-    const s = honoServe({ fetch: rig.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
-  });
   const egress = new EgressCounter();
   const gatewayLogs: LogLine[] = [];
-  const gw = gatewayDepsFromServices(rig.services, { egress, log: (l) => gatewayLogs.push(l) });
-  const gateway = attachGateway(server, gw.deps, opts.gateway);
+  const served = await serveWithGateway(rig, { deps: { egress, log: (l) => gatewayLogs.push(l) }, gateway: opts.gateway });
+  const gateway = served.gateway;
   t.teardown(async () => {
-    await gateway.close();
-    gw.close();
-    await new Promise<void>((r) => {
-      server.close(() => r());
-      server.closeAllConnections();
-    });
+    await served.close();
     await rig.close();
     agentServer?.close();
     ptys.closeAll();
@@ -85,7 +74,6 @@ export async function startGatewayRig(t: Test, opts: { gateway?: GatewayOptions;
     await xvfb.stop();
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  const port = (server.address() as AddressInfo).port;
   const tenant = await rig.tenant('developer');
   const m = await rig.call('POST', '/v1/machines', { key: tenant.key, body: { name: 'gw' } });
   if (m.status !== 201 && m.status !== 200) throw new Error(`machine create ${m.status} ${m.text}`);
@@ -93,7 +81,7 @@ export async function startGatewayRig(t: Test, opts: { gateway?: GatewayOptions;
   const api: GatewayRig['api'] = (method, p, body, headers) => rig.call(method, p, { key: tenant.key, body, headers });
   return {
     rig, sub, xvfb, desktop, gateway, egress, gatewayLogs, tenant, machineId, api,
-    wsBase: `ws://127.0.0.1:${port}`,
+    wsBase: served.wsBase,
     auth: { authorization: `Bearer ${tenant.key}` },
     async desktopUp() {
       for (let i = 0; i < 200; i++) {

@@ -53,8 +53,11 @@ function desktopMount(st: FakeDesktopState): Hono<AgentEnv> {
   return app;
 }
 
-/** A FakeSubstrate serving each machine's channel with an agent that checks that machine's token. */
-export function fakeSubstrateWithAgents(opts: FakeSubstrateOptions = {}) {
+/**
+ * A FakeSubstrate serving each machine's channel with an agent that checks that machine's token.
+ * `replaced` names machines whose guest replaced the agent: their channel goes to that handler instead.
+ */
+export function fakeSubstrateWithAgents(opts: FakeSubstrateOptions & { replaced?: Map<string, (guestEnd: Duplex) => void> } = {}) {
   const desktops = new Map<string, FakeDesktopState>();
   const desktopOf = (id: string) => {
     let d = desktops.get(id);
@@ -65,6 +68,8 @@ export function fakeSubstrateWithAgents(opts: FakeSubstrateOptions = {}) {
   // eslint-disable-next-line prefer-const
   let sub: FakeSubstrate;
   const handler = (id: string, guestEnd: Duplex) => {
+    const other = opts.replaced?.get(id);
+    if (other) return other(guestEnd);
     let server = servers.get(id);
     if (!server) {
       const token = sub.machines.get(id)!.token;

@@ -40,7 +40,13 @@ interface Entry {
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
-const DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024;
+/**
+ * The largest answer buffered from an agent (the bytes come from the guest, so they are bounded here,
+ * not trusted): a 4 MiB file range as base64, 2 × 1 MiB of exec output JSON-escaped, or a screenshot of
+ * the largest display all fit well below it.
+ */
+export const DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024;
+const MAX_AGENT_HEADER_BYTES = 64 * 1024;
 
 function unavailable(message: string, cause?: unknown): AppError {
   return new AppError('compute_unavailable', message, { headers: { 'retry-after': '1' }, cause });
@@ -101,7 +107,8 @@ export class AgentPool {
       // WINDOW_UPDATEs on the one connection every request and stream of this machine shares.
       const s = http2.connect('http://agent', {
         createConnection: () => ch as never,
-        settings: { initialWindowSize: 8 * 1024 * 1024 },
+        // The agent is untrusted: it may not push streams at us, and its header blocks are bounded.
+        settings: { initialWindowSize: 8 * 1024 * 1024, enablePush: false, maxHeaderListSize: MAX_AGENT_HEADER_BYTES },
       });
       s.once('connect', () => s.setLocalWindowSize(32 * 1024 * 1024));
       session = s;
@@ -179,7 +186,7 @@ export class AgentPool {
         size += c.length;
         if (size > this.maxResponseBytes) {
           s.close(http2.constants.NGHTTP2_CANCEL);
-          reject(new AppError('internal_error', 'The machine agent answered with too much data.'));
+          reject(unavailable('The machine agent answered with more data than any answer may hold.'));
           return;
         }
         chunks.push(c);

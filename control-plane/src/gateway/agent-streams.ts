@@ -5,7 +5,9 @@
  * whole answers.
  */
 import http2 from 'node:http2';
-import { AppError } from '../../../shared/errors.js';
+import type { AgentOperation } from '../../../shared/agent-protocol.js';
+import { AppError, type ErrorCode } from '../../../shared/errors.js';
+import { readAgentAnswer } from '../agent-client/answer.js';
 import type { OpenedStream } from './deps.js';
 
 export interface AgentStreamDialerOptions {
@@ -74,23 +76,43 @@ export class AgentStreamDialer {
   }
 }
 
-/** Reads an agent error answer's body (small) and turns it into an AppError-like code and message. */
-export async function readAgentError(o: OpenedStream): Promise<{ code: string; message: string }> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  await new Promise<void>((resolve) => {
+/** Most of an agent's error answer on a stream that is read; past it the stream is cancelled. */
+const MAX_ERROR_BODY = 64 * 1024;
+const ERROR_BODY_DEADLINE_MS = 5_000;
+
+/**
+ * Reads an agent's refusal of a stream (small, bounded in size and time: a replaced agent may send
+ * an endless or huge body) and parses it like any agent answer.
+ */
+export async function readAgentError(o: OpenedStream, op: AgentOperation): Promise<{ code: ErrorCode; message: string }> {
+  const body = await new Promise<Buffer>((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const finish = (cancel: boolean) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (cancel) o.stream.close(http2.constants.NGHTTP2_CANCEL);
+      resolve(Buffer.concat(chunks));
+    };
+    const timer = setTimeout(() => finish(true), ERROR_BODY_DEADLINE_MS);
+    timer.unref();
     o.stream.on('data', (c: Buffer) => {
       size += c.length;
-      if (size <= 65536) chunks.push(c);
+      if (size > MAX_ERROR_BODY) {
+        chunks.length = 0;
+        return finish(true);
+      }
+      chunks.push(c);
     });
-    o.stream.once('end', resolve);
-    o.stream.once('close', resolve);
+    o.stream.once('end', () => finish(false));
+    o.stream.once('close', () => finish(false));
   });
   try {
-    const j = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: { code?: unknown; message?: unknown } };
-    if (typeof j.error?.code === 'string') return { code: j.error.code, message: typeof j.error.message === 'string' ? j.error.message : '' };
-  } catch {
-    /* not an envelope */
+    readAgentAnswer(op, { status: o.status, body });
+  } catch (e) {
+    if (e instanceof AppError) return { code: e.code, message: e.message };
   }
-  return { code: o.status === 401 ? 'compute_unavailable' : 'internal_error', message: 'The machine agent refused the stream.' };
+  return { code: 'compute_unavailable', message: 'The machine agent refused the stream.' };
 }

@@ -10,6 +10,7 @@
  */
 import { WebSocket, type RawData } from 'ws';
 import { AGENT_ROUTES } from '../../../shared/agent-protocol.js';
+import { readAgentAnswer } from '../agent-client/answer.js';
 import { AppError } from '../../../shared/errors.js';
 import { INPUT_RATE_BURST, INPUT_RATE_PER_SECOND, InputMessage } from '../../../shared/schemas/gateway.js';
 import type { Principal } from '../context.js';
@@ -89,24 +90,16 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machi
       send({ type: 'error', id: id ?? null, code: e instanceof AppError ? e.code : 'internal_error', message: e instanceof AppError ? e.message : 'The input could not be applied.' });
       return;
     }
-    let json: unknown = null;
+    // The agent's answer is parsed like every agent answer: a replaced agent cannot put anything else in an ack.
+    let result: unknown;
     try {
-      json = JSON.parse(res.body.toString('utf8'));
-    } catch {
-      /* not JSON */
-    }
-    if (res.status === 200) {
-      send({ type: 'ack', id: id ?? null, op: type, result: json });
+      result = readAgentAnswer(type, res);
+    } catch (e) {
+      const err = e instanceof AppError ? e : new AppError('compute_unavailable', 'The machine could not apply the input.');
+      send({ type: 'error', id: id ?? null, code: err.code, message: err.message, details: err.details });
       return;
     }
-    const err = (json as { error?: { code?: unknown; message?: unknown; details?: unknown } } | null)?.error;
-    send({
-      type: 'error',
-      id: id ?? null,
-      code: typeof err?.code === 'string' && res.status !== 401 ? err.code : 'compute_unavailable',
-      message: typeof err?.message === 'string' && res.status !== 401 ? err.message : 'The machine could not apply the input.',
-      details: Array.isArray(err?.details) ? err.details : [],
-    });
+    send({ type: 'ack', id: id ?? null, op: type, result });
   };
 
   ws.on('message', (data, isBinary) => {

@@ -9,7 +9,7 @@
 import http2 from 'node:http2';
 import { WebSocket } from 'ws';
 import { AppError } from '../../../shared/errors.js';
-import { ScreenStreamDecoder } from '../../../shared/agent-protocol.js';
+import { ScreenStreamDecoder, ScreenStreamError } from '../../../shared/agent-protocol.js';
 import { CLOSE_CODES, type ScreenChannelQuery, type ScreenStatusMessage } from '../../../shared/schemas/gateway.js';
 import { readAgentError } from './agent-streams.js';
 import type { GatewayDeps, OpenedStream } from './deps.js';
@@ -22,9 +22,14 @@ export interface ScreenLimits {
   retryMs: number;
   /** How often a viewer that missed frames is checked for having drained. */
   catchUpMs: number;
+  /**
+   * An agent stream that delivers no whole message for this long is dropped and reopened (the agent
+   * sends a keepalive every 5 s; a replaced one may trickle a frame forever).
+   */
+  idleMs: number;
 }
 
-export const DEFAULT_SCREEN_LIMITS: ScreenLimits = { maxBuffered: 1024 * 1024, retryMs: 1000, catchUpMs: 100 };
+export const DEFAULT_SCREEN_LIMITS: ScreenLimits = { maxBuffered: 1024 * 1024, retryMs: 1000, catchUpMs: 100, idleMs: 20_000 };
 
 interface Viewer {
   ws: WebSocket;
@@ -96,19 +101,30 @@ class SharedScreen {
       return;
     }
     if (o.status !== 200) {
-      const err = await readAgentError(o);
+      const err = await readAgentError(o, 'screen.stream');
       return this.failed(new AppError('compute_unavailable', err.message || 'The desktop is not up yet.'));
     }
     this.agent = o;
     const decoder = new ScreenStreamDecoder();
+    let idle: NodeJS.Timeout | null = null;
+    const armIdle = () => {
+      if (idle) clearTimeout(idle);
+      idle = setTimeout(() => o.stream.close(http2.constants.NGHTTP2_CANCEL), this.limits.idleMs);
+      idle.unref();
+    };
+    armIdle();
     o.stream.on('data', (chunk: Buffer) => {
       let msgs;
       try {
         msgs = decoder.push(chunk);
-      } catch {
+      } catch (e) {
+        // Security gate: the framing comes from the guest. A violation ends this stream (and only this
+        // machine's); the agent is dialed again after retryMs like after any failure.
+        this.deps.log?.({ event: 'agent_protocol_violation', machine_id: this.machineId, channel: 'screen', reason: e instanceof ScreenStreamError ? e.message : 'malformed' });
         o.stream.close(http2.constants.NGHTTP2_PROTOCOL_ERROR);
         return;
       }
+      if (msgs.length) armIdle();
       for (const { header, payload } of msgs) {
         if (header.type === 'status') {
           this.setStatus(
@@ -125,6 +141,7 @@ class SharedScreen {
       }
     });
     o.stream.once('close', () => {
+      if (idle) clearTimeout(idle);
       if (this.agent === o) this.agent = null;
       this.failed(new AppError('compute_unavailable', 'The screen stream ended.'));
     });

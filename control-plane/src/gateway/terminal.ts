@@ -8,6 +8,7 @@ import { WebSocket, type RawData } from 'ws';
 import { AppError } from '../../../shared/errors.js';
 import { PTY_EXIT_TRAILER } from '../../../shared/agent-protocol.js';
 import { CLOSE_CODES, TerminalClientMessage } from '../../../shared/schemas/gateway.js';
+import { readAgentAnswer } from '../agent-client/answer.js';
 import { readAgentError } from './agent-streams.js';
 import type { GatewayDeps, OpenedStream } from './deps.js';
 import { sendBinary, sendJson } from './send.js';
@@ -70,8 +71,12 @@ export function serveTerminal(ws: WebSocket, deps: GatewayDeps, orgId: string, m
     const body = JSON.stringify({ cols: msg.cols, rows: msg.rows });
     deps.callAgent(orgId, machineId, { method: 'POST', path: `/terminals/${encodeURIComponent(termId)}/resize`, body }).then(
       (res) => {
-        if (res.status === 200) sendJson(ws, egress, machineId, { type: 'resized', cols: msg.cols, rows: msg.rows });
-        else sendError(res.status === 404 ? 'not_found' : 'invalid_request', 'The terminal refused the resize.');
+        try {
+          readAgentAnswer('terminals.resize', res);
+          sendJson(ws, egress, machineId, { type: 'resized', cols: msg.cols, rows: msg.rows });
+        } catch (e) {
+          sendError(e instanceof AppError ? e.code : 'internal_error', e instanceof AppError ? e.message : 'The terminal refused the resize.');
+        }
       },
       (e) => sendError(e instanceof AppError ? e.code : 'internal_error', e instanceof AppError ? e.message : 'The resize failed.'),
     );
@@ -90,7 +95,7 @@ export function serveTerminal(ws: WebSocket, deps: GatewayDeps, orgId: string, m
         return;
       }
       if (o.status !== 200) {
-        const err = await readAgentError(o);
+        const err = await readAgentError(o, 'terminals.attach');
         ws.close(closeCodeFor(err.code), err.code === 'conflict' ? 'terminal already has a client' : err.code);
         return;
       }

@@ -36,6 +36,8 @@ export interface ServiceDeps {
   substrate?: Substrate;
   /** Agent connection deadlines (tests shorten them). */
   agentTimeouts?: { connectMs?: number; requestMs?: number };
+  /** Largest agent answer buffered (default agent-client/pool.ts DEFAULT_MAX_RESPONSE; tests lower it). */
+  agentMaxAnswerBytes?: number;
   /** Operator log for substrate failures (causes may name host paths, so they never reach the API). */
   onMachineFailure?: (machineId: string, op: string, cause: unknown) => void;
   /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
@@ -68,6 +70,7 @@ export function createServices(d: ServiceDeps) {
     openChannel: (id) => substrate.openChannel(id),
     connectTimeoutMs: d.agentTimeouts?.connectMs,
     requestTimeoutMs: d.agentTimeouts?.requestMs,
+    maxResponseBytes: d.agentMaxAnswerBytes,
   });
   const events = createEventService({ store, now });
   const leases = createLeaseService({ store, events, now });

@@ -12,6 +12,7 @@ import { AppError } from '../../../shared/errors.js';
 import { newId, randomBase36 } from '../../../shared/ids.js';
 import type { CreateMachineRequest, Machine, MachineListQuery, MachineSize, MachineState, UpdateMachineRequest } from '../../../shared/schemas/machine.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
+import { readAgentAnswer } from '../agent-client/answer.js';
 import { AgentPool, type AgentRequest, type AgentResponse } from '../agent-client/pool.js';
 import type { Principal } from '../context.js';
 import { CATALOG, catalogAt, type CatalogVersion } from '../domain/catalog.js';
@@ -255,7 +256,7 @@ export function createMachineService(d: MachineServiceDeps) {
       let up = false;
       try {
         const r = await d.pool.request(m.id, now.agent_token, { method: 'GET', path: '/display', timeoutMs: Math.max(probe.intervalMs, 2_000) });
-        up = r.status === 200 && (JSON.parse(r.body.toString('utf8')) as { up?: unknown }).up === true;
+        up = readAgentAnswer('display.get', r).up;
       } catch (e) {
         if (e instanceof AppError && /shutting down/.test(e.message)) return;
       }

@@ -1,7 +1,8 @@
 /**
  * Builds a `/v1/machines/{machine_id}/…` operation that forwards to the same route on the machine's
  * agent (AGENT_ROUTES mirrors the public routes without the prefix). The request is validated here
- * with the shared schema first, so a bad body never crosses the channel and error paths match /v1.
+ * with the shared schema first, so a bad body never crosses the channel and error paths match /v1; the
+ * answer is parsed against the route's response schema (agent-client/answer.ts), never relayed as is.
  */
 import type { Context } from 'hono';
 import { z } from 'zod';
@@ -9,7 +10,7 @@ import { AGENT_ROUTES, type AgentOperation } from '../../../../../shared/agent-p
 import { AppError } from '../../../../../shared/errors.js';
 import { isMachineId } from '../../../../../shared/ids.js';
 import type { Permission } from '../../../../../shared/schemas/org.js';
-import { relayAgentResponse } from '../../../agent-client/relay.js';
+import { readAgentAnswer } from '../../../agent-client/answer.js';
 import type { CpEnv } from '../../../context.js';
 import type { Services } from '../../../services/index.js';
 import { jsonBody, queryOf } from '../../body.js';
@@ -29,8 +30,8 @@ export interface ProxySpec {
   lease?: boolean;
   /** Per-request deadline from the validated body (exec waits as long as its own timeout). */
   timeoutMs?: (body: unknown) => number | undefined;
-  /** Inspect a successful answer (display: a desktop that is not up is 503). */
-  check?: (json: unknown) => void;
+  /** Inspect a successful, already parsed answer (display: a desktop that is not up is 503). */
+  check?: (answer: unknown) => void;
 }
 
 export function machineIdParam(c: Context<CpEnv>): string {
@@ -72,16 +73,11 @@ export function proxyOp(spec: ProxySpec): Op {
       const res = await s.machines.callAgent(p.org_id!, machineId, {
         method: route.method, path: agentPath, body: raw, requestId, timeoutMs: spec.timeoutMs?.(body),
       });
-      if (spec.check && res.status === 200) {
-        let json: unknown = null;
-        try {
-          json = JSON.parse(res.body.toString('utf8'));
-        } catch {
-          /* relayed as is */
-        }
-        spec.check(json);
-      }
-      return relayAgentResponse(res, requestId);
+      // The answer is parsed against the route's schema: a replaced agent cannot hand the client anything else.
+      const answer = readAgentAnswer(spec.agent, res);
+      if (answer === null) return c.body(null, 204);
+      spec.check?.(answer);
+      return c.json(answer as object, 200);
     },
   });
 }
