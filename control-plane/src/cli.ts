@@ -4,9 +4,12 @@
  *   node dist/control-plane/src/cli.js billing-event <org_id> <event> [plan_id]
  *   node dist/control-plane/src/cli.js agreement <org_id> <entitlements.json> <from ISO> [until ISO]
  *   node dist/control-plane/src/cli.js billing-sync
+ *   node dist/control-plane/src/cli.js rotate-secrets-key
  *
  * `billing-event` delivers a provider event (as a payment provider's webhook would) through the
  * account state table. `agreement` records an effective-dated entitlement override (enterprise).
+ * `rotate-secrets-key` adds a new active key to the SECRETS_KEYRING file, re-seals every stored secret
+ * under it and retires keys nothing uses any more (safe while the server runs).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,6 +22,7 @@ import { PROVIDER_EVENTS, type ProviderEvent } from './domain/billing-account.js
 import { createServices } from './services/index.js';
 import { DB_FILENAME, openDb } from './store/db.js';
 import { createStore } from './store/store.js';
+import { openKeyring } from './secrets/keyring-file.js';
 
 const Limit = z.number().int().min(0).nullable();
 export const AgreementEntitlements = z.strictObject({
@@ -37,8 +41,27 @@ export const AgreementEntitlements = z.strictObject({
 export async function runCli(argv: string[], config: Config, out: (s: string) => void): Promise<number> {
   const db = openDb(path.join(config.dataDir, DB_FILENAME));
   try {
-    const s = createServices({ config, store: createStore(db) });
+    // The keyring is opened here only for the command that needs it (others must work without one).
+    const s = createServices({ config, store: createStore(db), keyring: null });
     const [cmd, ...args] = argv;
+    if (cmd === 'rotate-secrets-key') {
+      let file;
+      try {
+        file = openKeyring(config, out);
+      } catch (e) {
+        // These messages name the file and the problem, never key material.
+        out(`keyring: ${(e as Error).message}`);
+        return 1;
+      }
+      if (!file) {
+        out('SECRETS_KEYRING=off: there is no keyring to rotate');
+        return 2;
+      }
+      const r = s.secrets.rotateKey(file);
+      out(`active key ${r.key_id}; re-sealed ${r.resealed} secret(s); retired ${r.retired.length ? r.retired.join(', ') : 'no key'}` +
+        (r.unreadable ? `; ${r.unreadable} secret(s) are sealed under a key this keyring lacks and were left as they are` : ''));
+      return r.unreadable ? 1 : 0;
+    }
     if (!s.store.identity.orgById(args[0] ?? '') && cmd !== 'billing-sync') {
       out('no such organization');
       return 2;
@@ -70,7 +93,7 @@ export async function runCli(argv: string[], config: Config, out: (s: string) =>
         out('done');
         return 0;
       default:
-        out('usage: cli.js billing-event <org_id> <event> [plan_id] | agreement <org_id> <file.json> <from> [until] | billing-sync');
+        out('usage: cli.js billing-event <org_id> <event> [plan_id] | agreement <org_id> <file.json> <from> [until] | billing-sync | rotate-secrets-key');
         return 2;
     }
   } catch (e) {

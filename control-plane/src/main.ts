@@ -13,6 +13,7 @@ import { stderrLog, type LogSink } from './log.js';
 import { createServices, type ServiceDeps } from './services/index.js';
 import { DB_FILENAME, openDb } from './store/db.js';
 import { createStore } from './store/store.js';
+import { openKeyring } from './secrets/keyring-file.js';
 import { DeferredSubstrate, prepareSubstrate } from './machine-host.js';
 import type { Server } from 'node:http';
 import { attachGateway } from './gateway/gateway.js';
@@ -40,9 +41,13 @@ export async function serve(
   // machine operations answer 503 (identity-only use, tests of other areas).
   const substrate = opts.services?.substrate;
   const deferred = substrate instanceof DeferredSubstrate ? substrate : null;
+  // SECRETS_KEYRING: the default file is created in DATA_DIR on first run, and the operator is told.
+  const keyring = opts.services?.keyring !== undefined ? opts.services.keyring : openKeyring(config, say);
+  if (!keyring) say('secrets: SECRETS_KEYRING=off, storing secrets is refused (501)');
   const services = createServices({
     onMachineFailure: (_id, op, cause) => log({ event: 'machine_operation_failed', operation: op, cause: (cause as Error)?.name ?? 'Error' }),
-    ...opts.services, substrate, config, store: createStore(db),
+    log,
+    ...opts.services, keyring, substrate, config, store: createStore(db),
   });
   const app = createApp({ services, log, ops: ALL_OPS });
   // Machines a previous run left mid-operation are settled as soon as the substrate is there.
@@ -114,7 +119,7 @@ export function gettingStarted(url: string): string {
     `  1. sign up:     curl -s -c jar -H 'content-type: application/json' -d '{"email":"you@example.com","password":"choose a long one"}' ${url}/v1/auth/signup`,
     `  2. subscribe:   curl -s -b jar -H 'content-type: application/json' -H 'origin: ${new URL(url).origin}' -d '{"plan_id":"developer","success_url":"${url}/"}' ${url}/v1/billing/checkout`,
     '                 then open (or curl) the returned url: it starts the 14-day trial',
-    `  3. API key:     curl -s -b jar -H 'content-type: application/json' -H 'origin: ${new URL(url).origin}' -d '{"name":"cli","scopes":["machines:read","machines:write","machines:control","sessions:write"]}' ${url}/v1/api-keys`,
+    `  3. API key:     curl -s -b jar -H 'content-type: application/json' -H 'origin: ${new URL(url).origin}' -d '{"name":"cli","scopes":["machines:read","machines:write","machines:control","sessions:write","secrets:write"]}' ${url}/v1/api-keys`,
     `  4. use it:      curl -s -H "authorization: Bearer sk_..." -H 'content-type: application/json' -d '{}' ${url}/v1/machines`,
     '',
   ].join('\n');

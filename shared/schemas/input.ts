@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Display } from './display.js';
+import { SecretName } from './secrets.js';
 
 export const MAX_COORDINATE = 16384;
 
@@ -69,6 +70,24 @@ export const KeyboardType = z.strictObject({
   delay_ms: z.number().int().min(0).max(1000).default(0),
 });
 export type KeyboardType = z.infer<typeof KeyboardType>;
+
+/**
+ * Public `POST /v1/machines/{id}/keyboard/type`: exactly one of `text` or `secret`. `secret` names a
+ * secret stored for this machine; the control plane types its value, which so never passes through the
+ * caller (an AI agent's model), a response, an event or a log. The agent itself only ever sees `text`.
+ */
+export const KeyboardTypeRequest = z
+  .strictObject({
+    text: KeyboardType.shape.text.optional(),
+    secret: SecretName.optional(),
+    delay_ms: KeyboardType.shape.delay_ms,
+  })
+  .superRefine((b, ctx) => {
+    if ((b.text === undefined) === (b.secret === undefined)) {
+      ctx.addIssue({ code: 'custom', path: [b.text === undefined ? 'text' : 'secret'], message: 'give exactly one of text or secret' });
+    }
+  });
+export type KeyboardTypeRequest = z.infer<typeof KeyboardTypeRequest>;
 
 export const KeyboardHotkey = z.strictObject({
   /** Keys pressed together in order and released in reverse, e.g. ["ctrl", "shift", "t"]. */

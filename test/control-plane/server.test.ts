@@ -12,13 +12,18 @@ t.test('serve: signup, login, cookie flags, request id, per-socket IP', async (t
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-serve-'));
   const logs: LogLine[] = [];
   const config = parseConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: path.join(dir, 'data'), PUBLIC_BASE_URL: 'https://computer.example' });
-  const running = await serve(config, { log: (l) => logs.push(l), services: { passwordCost: FAST_SCRYPT } });
+  const said: string[] = [];
+  const running = await serve(config, { log: (l) => logs.push(l), services: { passwordCost: FAST_SCRYPT }, say: (l) => said.push(l) });
   t.teardown(async () => {
     await running.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
   t.ok(running.port > 0);
   t.ok(fs.existsSync(path.join(dir, 'data', 'control-plane.sqlite')));
+  // SECRETS_KEYRING unset: the first run creates the keyring in DATA_DIR, 0600, and says so.
+  const keyring = path.join(dir, 'data', 'secrets-keyring.json');
+  t.equal(fs.statSync(keyring).mode & 0o777, 0o600, 'keyring created 0600');
+  t.ok(said.some((l) => l.includes(`created the keyring ${keyring} (mode 0600)`)), 'and the operator is told');
 
   const body = JSON.stringify({ email: 'http@example.com', password: 'a long enough password' });
   const s = await fetch(`${running.url}/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });

@@ -9,6 +9,8 @@ import { createAgentApp, type AgentEnv } from '../../agent/src/app.js';
 import { createAgentServer } from '../../agent/src/channel/server.js';
 import { jsonBody } from '../../agent/src/http/body.js';
 import { execRoutes } from '../../agent/src/routes/exec.js';
+import { secretsRoutes } from '../../agent/src/routes/secrets.js';
+import type { SecretStore } from '../../agent/src/secrets/store.js';
 import { AGENT_ROUTES } from '../../shared/agent-protocol.js';
 import { AppError } from '../../shared/errors.js';
 import { FakeSubstrate, type FakeSubstrateOptions } from '../../control-plane/src/substrate/fake.js';
@@ -54,15 +56,45 @@ function desktopMount(st: FakeDesktopState): Hono<AgentEnv> {
 }
 
 /**
+ * The agent's real secrets routes over an in-memory stand-in for its tmpfs store (the real store, on a
+ * real tmpfs, is covered by test/agent/secrets.test.ts and the container end to end).
+ */
+function memorySecretStore(delivered: Map<string, string>): SecretStore {
+  const answer = () => ({ names: [...delivered.keys()].sort(), delivered_at: new Date().toISOString() });
+  return {
+    file: '/run/computer/secrets.env',
+    async replace(secrets) {
+      delivered.clear();
+      for (const [k, v] of Object.entries(secrets)) delivered.set(k, v);
+      return answer();
+    },
+    async remove(name) {
+      delivered.delete(name);
+      return answer();
+    },
+    names: async () => [...delivered.keys()].sort(),
+  };
+}
+
+/**
  * A FakeSubstrate serving each machine's channel with an agent that checks that machine's token.
  * `replaced` names machines whose guest replaced the agent: their channel goes to that handler instead.
+ * `mountsFirst` adds route groups ahead of the stock ones (a hostile agent's routes).
  */
-export function fakeSubstrateWithAgents(opts: FakeSubstrateOptions & { replaced?: Map<string, (guestEnd: Duplex) => void> } = {}) {
+export function fakeSubstrateWithAgents(
+  opts: FakeSubstrateOptions & { replaced?: Map<string, (guestEnd: Duplex) => void>; mountsFirst?: () => Hono<AgentEnv>[] } = {},
+) {
   const desktops = new Map<string, FakeDesktopState>();
   const desktopOf = (id: string) => {
     let d = desktops.get(id);
     if (!d) desktops.set(id, (d = { width: 1280, height: 800, up: true, pointer: null, typed: [] }));
     return d;
+  };
+  const secrets = new Map<string, Map<string, string>>();
+  const secretsOf = (id: string) => {
+    let m = secrets.get(id);
+    if (!m) secrets.set(id, (m = new Map()));
+    return m;
   };
   const servers = new Map<string, ReturnType<typeof createAgentServer>>();
   // eslint-disable-next-line prefer-const
@@ -73,7 +105,7 @@ export function fakeSubstrateWithAgents(opts: FakeSubstrateOptions & { replaced?
     let server = servers.get(id);
     if (!server) {
       const token = sub.machines.get(id)!.token;
-      const app = createAgentApp({ token, log: () => {}, mounts: [desktopMount(desktopOf(id)), execRoutes()] });
+      const app = createAgentApp({ token, log: () => {}, mounts: [...(opts.mountsFirst?.() ?? []), desktopMount(desktopOf(id)), execRoutes(), secretsRoutes(memorySecretStore(secretsOf(id)))] });
       server = createAgentServer(app, () => {});
       servers.set(id, server);
     }
@@ -83,6 +115,8 @@ export function fakeSubstrateWithAgents(opts: FakeSubstrateOptions & { replaced?
   return {
     substrate: sub,
     desktopOf,
+    /** What each machine's agent holds as delivered secrets (name → value). */
+    secretsOf,
     close() {
       for (const s of servers.values()) s.close();
     },

@@ -16,6 +16,9 @@ import { createSessionService } from './sessions.js';
 import { DiskLocks } from './disk-locks.js';
 import { createSnapshotService } from './snapshots.js';
 import { createTemplateService } from './templates.js';
+import { createSecretService } from './secrets.js';
+import type { LogSink } from '../log.js';
+import { openKeyring, type KeyringSource } from '../secrets/keyring-file.js';
 import { createBillingService } from './billing.js';
 import { createIdentityService } from './identity.js';
 import { createOrganizationService } from './organizations.js';
@@ -42,6 +45,12 @@ export interface ServiceDeps {
   onMachineFailure?: (machineId: string, op: string, cause: unknown) => void;
   /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
+  /** The secrets keyring (main.ts opens SECRETS_KEYRING; default: opened from config here; null: off). */
+  keyring?: KeyringSource | null;
+  /** Operator log for background work (secrets delivery); never a value. */
+  log?: LogSink;
+  /** Secrets redelivery backoff (tests shorten it). */
+  secretsRetry?: { delaysMs: readonly number[]; giveUpMs: number };
 }
 
 export function createServices(d: ServiceDeps) {
@@ -82,6 +91,11 @@ export function createServices(d: ServiceDeps) {
     store, substrate, pool, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     network: config.machineNetwork,
   });
+  const secrets = createSecretService({
+    store, pool, now, log: d.log, retry: d.secretsRetry,
+    keyring: d.keyring === undefined ? openKeyring(config) : d.keyring,
+  });
+  machines.onBoot((m) => secrets.deliverAfterBoot(m));
   if (!d.counters?.machines) quotas.registerCounter('machines', (orgId) => store.machines.countLive(orgId));
   if (!d.counters?.running_machines) quotas.registerCounter('running_machines', (orgId) => store.machines.countCompute(orgId));
   if (!d.counters?.snapshots_per_machine) quotas.registerCounter('snapshots_per_machine', (orgId) => store.snapshots.maxPerMachine(orgId));
@@ -91,6 +105,6 @@ export function createServices(d: ServiceDeps) {
   billing.onStateChange((e) => {
     if (e.to === 'canceled' || e.to === 'unsubscribed') void machines.stopAllFor(e.org_id);
   });
-  return { config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates };
+  return { config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates, secrets };
 }
 export type Services = ReturnType<typeof createServices>;

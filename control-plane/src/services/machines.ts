@@ -73,6 +73,7 @@ export function createMachineService(d: MachineServiceDeps) {
   const { store, substrate, events, locks } = d;
   const catalog = d.catalog ?? CATALOG;
   const at = () => d.now().toISOString();
+  const bootListeners: Array<(m: MachineRow) => void> = [];
 
   function load(orgId: string, id: string): MachineRow {
     const m = store.machines.inOrg(orgId, id);
@@ -246,6 +247,15 @@ export function createMachineService(d: MachineServiceDeps) {
    * Stops as soon as the machine leaves the state this boot put it in.
    */
   function watchReady(m: MachineRow): void {
+    // Every boot path (create, start, restart, restore, reconcile) ends here, once per boot: the boot
+    // listeners (secrets delivery into the fresh tmpfs) run first, whatever the ready probe does.
+    for (const fn of bootListeners) {
+      try {
+        fn(m);
+      } catch (e) {
+        d.onFailure?.(m.id, 'after_boot', e);
+      }
+    }
     const probe = d.readyProbe === undefined ? DEFAULT_READY_PROBE : d.readyProbe;
     if (!probe) return;
     const bootedAt = store.machines.byId(m.id)?.state_changed_at;
@@ -279,6 +289,11 @@ export function createMachineService(d: MachineServiceDeps) {
   }
 
   return {
+    /** Run `fn` after every boot of any machine (outside any transaction; must not throw). */
+    onBoot(fn: (m: MachineRow) => void): void {
+      bootListeners.push(fn);
+    },
+
     get: (orgId: string, id: string): Machine => current(orgId, id),
 
     list(orgId: string, q: MachineListQuery): Page<Machine> {
@@ -501,6 +516,8 @@ export function createMachineService(d: MachineServiceDeps) {
         transition(m, 'delete');
         d.leases.releaseInTx(m.org_id, m.id, 'machine_deleted', by);
         d.sessions.closeAllInTx(m.org_id, m.id, 'machine_deleted');
+        // A machine's secrets go with the decision to delete it, not with its disk.
+        store.secrets.removeAllForMachine(m.id);
         return { m, from };
       });
       d.pool.drop(m.id);

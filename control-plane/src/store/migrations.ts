@@ -213,4 +213,28 @@ CREATE TABLE templates (
 CREATE INDEX templates_org ON templates(org_id, created_at, id);
 `,
   },
+  {
+    version: 4,
+    name: 'machine secrets (sealed values)',
+    sql: `
+CREATE TABLE machine_secrets (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  machine_id TEXT NOT NULL REFERENCES machines(id),
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL CHECK (version >= 1),
+  key_id TEXT NOT NULL,
+  sealed BLOB NOT NULL,
+  value_bytes INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  delivered_at TEXT,
+  delivered_version INTEGER,
+  delivered_boot TEXT,
+  UNIQUE (machine_id, name)
+);
+CREATE INDEX machine_secrets_org ON machine_secrets(org_id, created_at, id);
+CREATE INDEX machine_secrets_key ON machine_secrets(key_id);
+`,
+  },
 ];

@@ -4,6 +4,7 @@ import { billingRepo, rateLimitRepo } from './repos/billing.js';
 import { identityRepo } from './repos/identity.js';
 import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo } from './repos/machines.js';
 import { snapshotsRepo, templatesRepo } from './repos/snapshots.js';
+import { secretsRepo } from './repos/secrets.js';
 
 export function createStore(db: Db) {
   return {
@@ -18,6 +19,7 @@ export function createStore(db: Db) {
     events: eventsRepo(db),
     snapshots: snapshotsRepo(db),
     templates: templatesRepo(db),
+    secrets: secretsRepo(db),
   };
 }
 export type Store = ReturnType<typeof createStore>;

@@ -74,6 +74,10 @@ import templatesCreate from './templates/create.js';
 import templatesDelete from './templates/delete.js';
 import templatesGet from './templates/get.js';
 import templatesList from './templates/list.js';
+import secretsDelete from './secrets/delete.js';
+import secretsList from './secrets/list.js';
+import secretsListOrg from './secrets/list-org.js';
+import secretsPut from './secrets/put.js';
 
 /** Every operation this issue serves; later issues append theirs (machines, snapshots, …). */
 export const IDENTITY_OPS: readonly Op[] = [
@@ -133,8 +137,11 @@ export const SNAPSHOT_OPS: readonly Op[] = [
   machinesFork, machinesRestore,
 ];
 
+/** Machine secrets (docs/api-secrets.md). */
+export const SECRET_OPS: readonly Op[] = [secretsPut, secretsList, secretsDelete, secretsListOrg];
+
 /** Everything main.ts serves. */
-export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS, ...SNAPSHOT_OPS];
+export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS, ...SNAPSHOT_OPS, ...SECRET_OPS];
 
 export function v1App(s: Services, ops: readonly Op[] = IDENTITY_OPS): Hono<CpEnv> {
   const app = new Hono<CpEnv>();

@@ -1,3 +1,18 @@
-import { proxyOp } from './proxy.js';
+import { KeyboardTypeRequest } from '../../../../../shared/schemas/input.js';
+import { machineIdParam, proxyOp } from './proxy.js';
 
-export default proxyOp({ name: 'machines.keyboard_type', agent: 'keyboard.type', permission: 'machines:control', lease: true });
+/**
+ * `{text}` is typed as given. `{secret: NAME}` types the stored value of that secret (typed by
+ * reference: the value goes from storage to the machine's keyboard and nowhere else).
+ */
+export default proxyOp({
+  name: 'machines.keyboard_type',
+  agent: 'keyboard.type',
+  permission: 'machines:control',
+  lease: true,
+  body: KeyboardTypeRequest,
+  toAgent: (b: KeyboardTypeRequest, c, s) =>
+    b.secret === undefined
+      ? { body: JSON.stringify({ text: b.text, delay_ms: b.delay_ms }), sensitive: false }
+      : { body: JSON.stringify({ text: s.secrets.valueForTyping(c.get('principal').org_id!, machineIdParam(c), b.secret), delay_ms: b.delay_ms }), sensitive: true },
+});

@@ -32,6 +32,15 @@ export interface ProxySpec {
   timeoutMs?: (body: unknown) => number | undefined;
   /** Inspect a successful, already parsed answer (display: a desktop that is not up is 503). */
   check?: (answer: unknown) => void;
+  /** The public body when it differs from the agent's (keyboard type by secret reference). */
+  body?: z.ZodType;
+  /**
+   * Turns the validated public body into the agent's. `sensitive`: the agent's body holds a value the
+   * caller must never see (a secret): an agent error reaches the caller as its code with a fixed message
+   * and no details, so not even a hostile guest can echo the value back (success answers are always
+   * reduced to the route's schema).
+   */
+  toAgent?: (body: any, c: Context<CpEnv>, s: Services) => { body: string; sensitive: boolean };
 }
 
 export function machineIdParam(c: Context<CpEnv>): string {
@@ -42,6 +51,7 @@ export function machineIdParam(c: Context<CpEnv>): string {
 
 export function proxyOp(spec: ProxySpec): Op {
   const route = AGENT_ROUTES[spec.agent] as { method: 'GET' | 'POST' | 'PUT' | 'DELETE'; path: string; query?: z.ZodType; body?: z.ZodType };
+  const publicBody = spec.body ?? route.body;
   return defineOp({
     name: spec.name,
     method: route.method.toLowerCase() as Op['method'],
@@ -56,12 +66,14 @@ export function proxyOp(spec: ProxySpec): Op {
       queryOf(c, route.query ?? NoQuery);
       let body: unknown;
       let raw: string | undefined;
-      if (route.body) {
-        body = await jsonBody(c, route.body);
+      if (publicBody) {
+        body = await jsonBody(c, publicBody);
         raw = await c.req.text();
         if (!raw.length) raw = '{}';
       }
       if (spec.lease) s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+      let sensitive = false;
+      if (spec.toAgent) ({ body: raw, sensitive } = spec.toAgent(body, c, s));
       let agentPath = route.path.replace(/:([a-z_]+)/g, (_m, name: string) => {
         const v = c.req.param(name) ?? '';
         if (!PARAM_RE.test(v)) throw new AppError('not_found', `No such ${name.replace('_id', '')}.`);
@@ -74,7 +86,13 @@ export function proxyOp(spec: ProxySpec): Op {
         method: route.method, path: agentPath, body: raw, requestId, timeoutMs: spec.timeoutMs?.(body),
       });
       // The answer is parsed against the route's schema: a replaced agent cannot hand the client anything else.
-      const answer = readAgentAnswer(spec.agent, res);
+      let answer: unknown;
+      try {
+        answer = readAgentAnswer(spec.agent, res);
+      } catch (e) {
+        if (!sensitive || !(e instanceof AppError)) throw e;
+        throw new AppError(e.code, 'The machine could not carry out the request with the secret.', { headers: e.headers });
+      }
       if (answer === null) return c.body(null, 204);
       spec.check?.(answer);
       return c.json(answer as object, 200);

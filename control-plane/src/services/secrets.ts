@@ -1,0 +1,308 @@
+/**
+ * Machine secrets: store (sealed under the keyring), list, revoke, deliver into the running machine,
+ * and hand a value to the keyboard for typing by reference.
+ *
+ * Delivery writes the machine's whole set to the agent (`PUT /secrets`), which keeps it in
+ * /run/computer/secrets.env on a tmpfs. Deliveries to one machine run one at a time, each reading the
+ * stored set when it runs, so the last one always carries the latest state. A delivery is pushed on
+ * every store and revoke of a running machine and after every boot; a failed one is retried with
+ * backoff while the same boot lasts. A stopped machine has no secrets in it (its memory is gone) and
+ * gets them again at its next start.
+ *
+ * No value ever leaves this module except towards the machine's agent: records carry names and
+ * versions, log lines carry machine ids, names and error codes.
+ */
+import { AppError } from '../../../shared/errors.js';
+import type { Page, PageQuery } from '../../../shared/schemas/pagination.js';
+import { MAX_TYPE_TEXT } from '../../../shared/schemas/input.js';
+import { type MachineSecretList, type OrgSecret, type Secret, type SecretPut } from '../../../shared/schemas/secrets.js';
+import { readAgentAnswer } from '../agent-client/answer.js';
+import type { AgentPool } from '../agent-client/pool.js';
+import type { Principal } from '../context.js';
+import { capacityRefusal, deliveredAt } from '../domain/secrets.js';
+import type { LogSink } from '../log.js';
+import { open, retireUnusedKeys, seal, withNewActiveKey, SecretOpenError, type SecretBinding } from '../secrets/crypto.js';
+import type { KeyringFile, KeyringSource } from '../secrets/keyring-file.js';
+import { pageOf } from '../store/pagination.js';
+import type { MachineRow } from '../store/repos/machines.js';
+import type { SecretRow } from '../store/repos/secrets.js';
+import type { Store } from '../store/store.js';
+
+export interface SecretServiceDeps {
+  store: Store;
+  pool: AgentPool;
+  /** null: SECRETS_KEYRING=off, storing is refused with 501. */
+  keyring: KeyringSource | null;
+  now: () => Date;
+  log?: LogSink;
+  /** Redelivery backoff (tests shorten it): waits between attempts, and how long one boot is retried. */
+  retry?: { delaysMs: readonly number[]; giveUpMs: number };
+  /** Deadline of one delivery request to the agent. */
+  deliveryTimeoutMs?: number;
+}
+
+const DEFAULT_RETRY = { delaysMs: [250, 500, 1_000, 2_000, 4_000, 8_000, 15_000], giveUpMs: 180_000 };
+
+export interface RotationResult {
+  key_id: string;
+  resealed: number;
+  /** Rows whose key is not in the keyring (left as they are). */
+  unreadable: number;
+  retired: string[];
+}
+
+export function createSecretService(d: SecretServiceDeps) {
+  const { store } = d;
+  const log = d.log ?? (() => {});
+  const retry = d.retry ?? DEFAULT_RETRY;
+  const at = () => d.now().toISOString();
+
+  const binding = (r: Pick<SecretRow, 'org_id' | 'machine_id' | 'name' | 'version'>): SecretBinding => ({
+    org_id: r.org_id, machine_id: r.machine_id, name: r.name, version: r.version,
+  });
+
+  function machineIn(orgId: string, id: string): MachineRow {
+    const m = store.machines.inOrg(orgId, id);
+    if (!m) throw new AppError('not_found', 'No such machine.');
+    return m;
+  }
+
+  function keyring() {
+    // Deployment rule (spec, errors §7): no keyring, no storing.
+    if (!d.keyring) throw new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off), so secrets cannot be stored.');
+    return d.keyring.current();
+  }
+
+  function view(r: SecretRow, m: MachineRow): Secret {
+    return { name: r.name, version: r.version, delivered_at: deliveredAt(r, m), created_at: r.created_at, updated_at: r.updated_at };
+  }
+
+  function openRow(r: SecretRow): string | null {
+    try {
+      return open(keyring(), { key_id: r.key_id, blob: r.sealed }, binding(r));
+    } catch (e) {
+      if (!(e instanceof SecretOpenError)) throw e;
+      log({ event: 'secret_undecryptable', machine_id: r.machine_id, name: r.name, key_id: r.key_id, reason: e.reason });
+      return null;
+    }
+  }
+
+  // --- delivery -------------------------------------------------------------------------------
+
+  const chains = new Map<string, Promise<unknown>>();
+
+  /** Run `fn` after every earlier delivery to this machine. */
+  function serial<T>(machineId: string, fn: () => Promise<T>): Promise<T> {
+    const prev = chains.get(machineId) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.catch(() => {});
+    chains.set(machineId, tail);
+    void tail.then(() => {
+      if (chains.get(machineId) === tail) chains.delete(machineId);
+    });
+    return run;
+  }
+
+  type Outcome = 'delivered' | 'not_running' | 'no_keyring';
+
+  /** Push the stored set to the machine now. Throws when the agent cannot take it. */
+  async function pushSet(machineId: string): Promise<Outcome> {
+    if (!d.keyring) return 'no_keyring';
+    // Read and open in one transaction: a key rotation (which rewrites the keyring in its own
+    // transaction) cannot retire a key between reading a row and opening it.
+    const snap = store.db.tx(() => {
+      const m = store.machines.byId(machineId);
+      if (!m || m.state !== 'running') return null;
+      const secrets: Record<string, string> = {};
+      const sent: Array<{ name: string; version: number }> = [];
+      for (const r of store.secrets.forMachine(machineId)) {
+        const v = openRow(r);
+        if (v === null) continue;
+        secrets[r.name] = v;
+        sent.push({ name: r.name, version: r.version });
+      }
+      return { m, secrets, sent };
+    });
+    if (!snap) return 'not_running';
+    const res = await d.pool.request(snap.m.id, snap.m.agent_token, {
+      method: 'PUT', path: '/secrets', body: JSON.stringify({ secrets: snap.secrets }), timeoutMs: d.deliveryTimeoutMs ?? 10_000,
+    });
+    // The agent's answer is untrusted: parsed against the route's schema (or an error), nothing from it is kept.
+    readAgentAnswer('secrets.replace', res);
+    const t = at();
+    store.db.tx(() => {
+      for (const s of snap.sent) store.secrets.markDelivered(machineId, s.name, s.version, snap.m.state_changed_at, t);
+    });
+    return 'delivered';
+  }
+
+  /** Revoke one name from the running machine (needs no key: nothing is decrypted). */
+  async function revokeName(machineId: string, name: string): Promise<Outcome> {
+    const m = store.machines.byId(machineId);
+    if (!m || m.state !== 'running') return 'not_running';
+    const res = await d.pool.request(m.id, m.agent_token, {
+      method: 'DELETE', path: `/secrets/${encodeURIComponent(name)}`, timeoutMs: d.deliveryTimeoutMs ?? 10_000,
+    });
+    readAgentAnswer('secrets.delete', res);
+    return 'delivered';
+  }
+
+  /**
+   * Keep trying `attempt` (serialised with the machine's other deliveries) while the machine stays in
+   * the boot it was in when this started; give up at the next stop or after `retry.giveUpMs`.
+   */
+  function retryInBackground(machineId: string, what: string, attempt: () => Promise<Outcome>): void {
+    const boot = store.machines.byId(machineId)?.state_changed_at;
+    const started = Date.now();
+    let i = 0;
+    const tick = async () => {
+      const m = store.machines.byId(machineId);
+      if (!m || m.state !== 'running' || m.state_changed_at !== boot) return;
+      try {
+        await serial(machineId, attempt);
+        return;
+      } catch (e) {
+        if (Date.now() - started > retry.giveUpMs) {
+          log({ event: 'secrets_delivery_gave_up', machine_id: machineId, operation: what, code: e instanceof AppError ? e.code : 'internal_error' });
+          return;
+        }
+      }
+      const wait = retry.delaysMs[Math.min(i++, retry.delaysMs.length - 1)]!;
+      setTimeout(() => void tick().catch(() => {}), wait).unref?.();
+    };
+    setTimeout(() => void tick().catch(() => {}), retry.delaysMs[0] ?? 0).unref?.();
+  }
+
+  /** One attempt now (awaited by the API call), then retries in the background if it failed. */
+  async function pushNow(machineId: string, what: string, attempt: () => Promise<Outcome>): Promise<void> {
+    try {
+      await serial(machineId, attempt);
+    } catch (e) {
+      log({ event: 'secrets_delivery_failed', machine_id: machineId, operation: what, code: e instanceof AppError ? e.code : 'internal_error' });
+      retryInBackground(machineId, what, attempt);
+    }
+  }
+
+  return {
+    /** Refuses early (before the body is read) what can never be stored: another org's machine, no keyring. */
+    checkStorable(orgId: string, machineId: string): void {
+      machineIn(orgId, machineId);
+      keyring();
+    },
+
+    async put(p: Principal, machineId: string, body: SecretPut): Promise<Secret> {
+      const orgId = p.org_id!;
+      const valueBytes = Buffer.byteLength(body.value, 'utf8');
+      const { row } = store.db.tx(() => {
+        const m = machineIn(orgId, machineId);
+        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        const refusal = capacityRefusal(store.secrets.usage(m.id, body.name), valueBytes);
+        if (refusal) throw new AppError('conflict', refusal);
+        // The keyring is read inside the transaction: see pushSet.
+        const k = keyring();
+        const t = at();
+        const old = store.secrets.get(m.id, body.name);
+        if (old) {
+          const version = old.version + 1;
+          const s = seal(k, { org_id: orgId, machine_id: m.id, name: body.name, version }, body.value);
+          store.secrets.replace(old.id, old.version, { version, key_id: s.key_id, sealed: s.blob, value_bytes: valueBytes, updated_at: t });
+        } else {
+          const s = seal(k, { org_id: orgId, machine_id: m.id, name: body.name, version: 1 }, body.value);
+          store.secrets.insert({
+            id: `${m.id}/${body.name}`, org_id: orgId, machine_id: m.id, name: body.name, version: 1, key_id: s.key_id, sealed: s.blob,
+            value_bytes: valueBytes, created_at: t, updated_at: t, delivered_at: null, delivered_version: null, delivered_boot: null,
+          });
+        }
+        return { row: store.secrets.get(m.id, body.name)! };
+      });
+      await pushNow(machineId, 'store', () => pushSet(machineId));
+      const m = store.machines.byId(machineId)!;
+      return view(store.secrets.get(machineId, row.name) ?? row, m);
+    },
+
+    list(orgId: string, machineId: string): MachineSecretList {
+      const m = machineIn(orgId, machineId);
+      return { data: store.secrets.forMachine(m.id).map((r) => view(r, m)) };
+    },
+
+    listOrg(orgId: string, q: PageQuery): Page<OrgSecret> {
+      const machines = new Map<string, MachineRow>();
+      return pageOf(q, (after, limit) => store.secrets.pageOrg(orgId, after, limit), (r) => {
+        let m = machines.get(r.machine_id);
+        if (!m) machines.set(r.machine_id, (m = store.machines.byId(r.machine_id)!));
+        return { machine_id: r.machine_id, ...view(r, m) };
+      });
+    },
+
+    /** Removed from storage at once; from the running machine now, or by retries if it cannot take it yet. */
+    async remove(p: Principal, machineId: string, name: string): Promise<void> {
+      store.db.tx(() => {
+        const m = machineIn(p.org_id!, machineId);
+        if (!store.secrets.remove(m.id, name)) throw new AppError('not_found', 'No such secret.');
+      });
+      await pushNow(machineId, 'revoke', () => revokeName(machineId, name));
+    },
+
+    /** The value to type for `POST …/keyboard/type {secret}`. Goes to the agent only. */
+    valueForTyping(orgId: string, machineId: string, name: string): string {
+      return store.db.tx(() => {
+        const m = machineIn(orgId, machineId);
+        const r = store.secrets.get(m.id, name);
+        if (!r) throw new AppError('not_found', 'No such secret.', { details: [{ field: 'secret', message: 'no secret of that name on this machine' }] });
+        if (!d.keyring) throw new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off).');
+        const v = openRow(r);
+        if (v === null) throw new AppError('internal_error', "The stored secret cannot be decrypted with this deployment's keyring.");
+        if (v.length > MAX_TYPE_TEXT) {
+          throw new AppError('invalid_request', `The secret is too long to type (at most ${MAX_TYPE_TEXT} characters).`, {
+            details: [{ field: 'secret', message: `longer than ${MAX_TYPE_TEXT} characters` }],
+          });
+        }
+        return v;
+      });
+    },
+
+    /** After a boot: the machine's memory is empty, so its stored set goes in again (with retries). */
+    deliverAfterBoot(m: Pick<MachineRow, 'id'>): void {
+      if (!store.secrets.forMachine(m.id).length) return;
+      retryInBackground(m.id, 'boot', () => pushSet(m.id));
+    },
+
+    /** Test and operator hook: wait for this machine's deliveries queued so far. */
+    settled: (machineId: string): Promise<unknown> => chains.get(machineId) ?? Promise.resolve(),
+
+    /**
+     * Key rotation (operator CLI): a new active key is added to the file, every value is re-sealed under
+     * it, then keys no ciphertext names any more are dropped from the file. Each step leaves a keyring
+     * that opens every row, so a crash at any point loses nothing; the file is rewritten inside the
+     * transactions, which orders the rotation against a running server's reads and writes.
+     */
+    rotateKey(file: KeyringFile): RotationResult {
+      file.write(withNewActiveKey(file.current(), d.now()));
+      const k = file.current();
+      let resealed = 0;
+      let unreadable = 0;
+      store.db.tx(() => {
+        for (const r of store.secrets.all()) {
+          if (r.key_id === k.active) continue;
+          let v: string;
+          try {
+            v = open(k, { key_id: r.key_id, blob: r.sealed }, binding(r));
+          } catch (e) {
+            if (!(e instanceof SecretOpenError)) throw e;
+            unreadable++;
+            continue;
+          }
+          const s = seal(k, binding(r), v);
+          if (store.secrets.reseal(r.id, r.version, r.key_id, { key_id: s.key_id, sealed: s.blob })) resealed++;
+        }
+      });
+      const retired = store.db.tx(() => {
+        const out = retireUnusedKeys(file.current(), store.secrets.keyIds());
+        if (out.retired.length) file.write(out.keyring);
+        return out.retired;
+      });
+      return { key_id: k.active, resealed, unreadable, retired };
+    },
+  };
+}
+export type SecretService = ReturnType<typeof createSecretService>;
