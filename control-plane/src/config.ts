@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { parseOrThrow } from '../../shared/errors.js';
 
 const Bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((s) => s === 'true' || s === '1' || s === 'yes');
+const Ratio = z.string().regex(/^\d+(\.\d+)?$/).transform(Number).pipe(z.number().gt(0).max(64));
 const Origin = z.url({ protocol: /^https?$/ }).transform((u) => new URL(u).origin);
 
 export const ConfigSchema = z
@@ -37,6 +38,13 @@ export const ConfigSchema = z
      * (loopback only). The browser in a machine needs outbound to open anything but local pages.
      */
     MACHINE_NETWORK: z.enum(['outbound', 'none']).default('outbound'),
+    /**
+     * Admission control (docs/control-plane.md, "Host capacity"): machines holding compute may commit at
+     * most this fraction of the host's memory and this multiple of its CPUs. Memory stays below 1 so the
+     * host (control plane, podman/QEMU, page cache) keeps a reserve; vCPUs are time-shared.
+     */
+    MACHINE_MEMORY_COMMIT_RATIO: Ratio.default(0.9),
+    MACHINE_CPU_COMMIT_RATIO: Ratio.default(4),
     /** vm substrate: the host bridge, its IPv4 subnet and the nameservers guests get (comma-separated). */
     VM_BRIDGE: z.string().regex(/^[A-Za-z0-9_-]{1,15}$/).optional(),
     VM_SUBNET: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/).optional(),
@@ -63,6 +71,7 @@ export const ConfigSchema = z
       substrate: e.SUBSTRATE ?? null,
       imageCacheDir: e.IMAGE_CACHE_DIR ?? null,
       machineNetwork: e.MACHINE_NETWORK,
+      commitRatios: { memory: e.MACHINE_MEMORY_COMMIT_RATIO, cpu: e.MACHINE_CPU_COMMIT_RATIO },
       vmNetwork: {
         ...(e.VM_BRIDGE ? { bridge: e.VM_BRIDGE } : {}),
         ...(e.VM_SUBNET ? { subnet: e.VM_SUBNET } : {}),

@@ -32,7 +32,8 @@ export function makeMachinesRig(o: MachinesRigOptions) {
   const now = () => (clock.real ? new Date() : new Date(clock.t));
   const failures: string[] = [];
   const services = createServices({
-    passwordCost: FAST_SCRYPT, now, substrate: o.substrate,
+    // A host large enough that only tests about admission control (which pin their own) meet it.
+    passwordCost: FAST_SCRYPT, now, substrate: o.substrate, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 },
     onMachineFailure: (id, op) => failures.push(`${op}:${id}`),
     ...o.services, config, store,
   });

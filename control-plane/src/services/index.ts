@@ -3,6 +3,8 @@ import type { BillingProvider } from '../billing/provider.js';
 import { sha256Hex } from '../auth/tokens.js';
 import type { ScryptCost } from '../auth/passwords.js';
 import { isRecognisedOrigin, type Config } from '../config.js';
+import os from 'node:os';
+import type { Resources } from '../domain/capacity.js';
 import type { CatalogVersion } from '../domain/catalog.js';
 import type { CountedLimitKey } from '../domain/quotas.js';
 import type { RateRule } from '../domain/rate-limits.js';
@@ -43,6 +45,8 @@ export interface ServiceDeps {
   agentMaxAnswerBytes?: number;
   /** Operator log for substrate failures (causes may name host paths, so they never reach the API). */
   onMachineFailure?: (machineId: string, op: string, cause: unknown) => void;
+  /** The host's totals for admission control (default: os.totalmem() and os.cpus()); tests pin them. */
+  hostResources?: Resources;
   /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
   /** The secrets keyring (main.ts opens SECRETS_KEYRING; default: opened from config here; null: off). */
@@ -90,6 +94,10 @@ export function createServices(d: ServiceDeps) {
   const machines = createMachineService({
     store, substrate, pool, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     network: config.machineNetwork,
+    capacity: {
+      host: d.hostResources ?? { memory_mb: Math.floor(os.totalmem() / (1024 * 1024)), vcpu: Math.max(1, os.cpus().length) },
+      ratios: config.commitRatios,
+    },
   });
   const secrets = createSecretService({
     store, pool, now, log: d.log, retry: d.secretsRetry,

@@ -15,6 +15,7 @@ import type { Page } from '../../../shared/schemas/pagination.js';
 import { readAgentAnswer } from '../agent-client/answer.js';
 import { AgentPool, type AgentRequest, type AgentResponse } from '../agent-client/pool.js';
 import type { Principal } from '../context.js';
+import { committedBy, decideCapacity, type CommitRatios, type Resources } from '../domain/capacity.js';
 import { CATALOG, catalogAt, type CatalogVersion } from '../domain/catalog.js';
 import { conflictMessage, decide, isTransient, type LifecycleTrigger } from '../domain/machine-lifecycle.js';
 import { pageOf } from '../store/pagination.js';
@@ -63,9 +64,14 @@ export interface MachineServiceDeps {
   onFailure?: (machineId: string, op: string, cause: unknown) => void;
   /** How `machine.ready` is detected after a boot: the agent's /display polled until `up` (false: never). */
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
+  /** Admission control: the host's totals and the commit ratios (domain/capacity.ts). Absent: no limit. */
+  capacity?: { host: Resources; ratios: CommitRatios };
   /** Guest networking of new machines (the operator's MACHINE_NETWORK; default none). */
   network?: 'outbound' | 'none';
 }
+
+/** Room frees when someone stops or deletes a machine: no better guess than half a minute. */
+const CAPACITY_RETRY_AFTER_S = 30;
 
 const DEFAULT_READY_PROBE = { intervalMs: 1_000, timeoutMs: 180_000 };
 
@@ -118,8 +124,24 @@ export function createMachineService(d: MachineServiceDeps) {
     d.pool.drop(m.id);
   }
 
-  function compute(orgId: string): void {
+  /**
+   * Inside the transaction that records a boot (create, fork, create from a template, start, the start
+   * half of restart): the organization's running_machines quota (402), then the host's capacity (503).
+   * Security gate / invariant: the committed resources are counted in this same transaction, from the
+   * rows in compute-holding states, so of two concurrent boots only one can take the last room (the
+   * first one's row is already `creating`/`starting` when the second counts).
+   */
+  function reserveCompute(orgId: string, size: MachineSize): void {
     d.quotas.check(orgId, 'running_machines');
+    if (!d.capacity) return;
+    const sizes = catalogAt(d.now(), catalog).sizes;
+    const dec = decideCapacity(d.capacity.host, d.capacity.ratios, committedBy(store.machines.computeBySize(), sizes), resourcesForSize(size, sizes));
+    if (!dec.ok) {
+      // No figures in the message: they would tell one tenant how much the others run.
+      throw new AppError('compute_unavailable', `This host has no room for another ${size} machine right now; retry later, or stop a running machine.`, {
+        headers: { 'retry-after': String(CAPACITY_RETRY_AFTER_S) },
+      });
+    }
   }
 
   function checkSize(orgId: string, size: MachineSize): void {
@@ -153,7 +175,7 @@ export function createMachineService(d: MachineServiceDeps) {
   /** Decide and record a new machine (create, fork): quotas, plan size, name, the row and machine.created. */
   function admitInTx(orgId: string, by: ReturnType<typeof actorOf>, a: Admission, eventData: Record<string, unknown>): MachineRow {
     d.quotas.check(orgId, 'machines');
-    if (a.start) compute(orgId);
+    if (a.start) reserveCompute(orgId, a.size);
     checkSize(orgId, a.size);
     if (a.name !== undefined && store.machines.nameTaken(orgId, a.name)) {
       throw new AppError('conflict', `A machine named ${a.name} already exists.`, { details: [{ field: 'name', message: 'already in use' }] });
@@ -477,7 +499,7 @@ export function createMachineService(d: MachineServiceDeps) {
         const m = load(p.org_id!, id);
         const dec = decide(m.state, 'start');
         if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, 'start'));
-        compute(m.org_id);
+        reserveCompute(m.org_id, m.size);
         transition(m, 'start');
         return m;
       });
@@ -498,6 +520,8 @@ export function createMachineService(d: MachineServiceDeps) {
       store.db.tx(() => {
         const now = load(p.org_id!, id);
         if (now.state !== 'stopped') throw raced(id);
+        // The stop released the machine's room: the start half is admitted like any start.
+        reserveCompute(now.org_id, now.size);
         transition(now, 'start');
       });
       await runStart(m, by);

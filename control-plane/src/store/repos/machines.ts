@@ -82,6 +82,9 @@ export function machinesRepo(db: Db) {
     inStates: (states: readonly MachineState[]) =>
       db.all<MachineRow>(`SELECT * FROM machines WHERE deleted_at IS NULL AND state IN (${states.map((s) => `'${s}'`).join(',')})`),
     countLive: (orgId: string) => db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL', [orgId])!.n,
+    /** Machines holding compute on this host (every organization), per size: what admission control counts. */
+    computeBySize: () =>
+      db.all<{ size: MachineSize; n: number }>(`SELECT size, COUNT(*) AS n FROM machines WHERE deleted_at IS NULL AND state IN (${inList}) GROUP BY size`),
     countCompute: (orgId: string) =>
       db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL AND state IN (${inList})`, [orgId])!.n,
     /** Compare-and-set: moves the row only if its state is still `from`. */
