@@ -2,7 +2,9 @@
  * The one interface every machine substrate (vm, container, fake) implements. The control plane's services
  * decide and record; a substrate only acts on the host. Machine ids are the control plane's (mch_…).
  */
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { MachineSize } from '../../../shared/schemas/machine.js';
 import { AppError } from '../../../shared/errors.js';
@@ -107,11 +109,44 @@ export function notFound(): AppError {
   return new AppError('not_found', 'machine not found on this substrate');
 }
 
-/** Connect to a machine's agent channel (a unix socket on the host, whatever the substrate behind it). */
+/** Linux open(2) flag (not in fs.constants): a handle on the path itself, no read or write access. */
+const O_PATH = 0o10000000;
+
+/**
+ * Connect to a machine's agent channel (a unix socket on the host, whatever the substrate behind it).
+ *
+ * The socket's directory can be writable by the guest (a container's channel directory is bind-mounted into
+ * it), and the control plane runs as host root: a plain `connect(path)` follows a symlink the guest put in
+ * place of the socket and sends the machine token and request bodies to any host socket the guest names. So
+ * the last component is opened without following links (O_PATH|O_NOFOLLOW, relative to the directory's own
+ * fd), must be a socket, and is dialled through `/proc/self/fd/<fd>`: what was checked is what is dialled,
+ * whatever the guest renames in between. The directory path itself must be host-only (it is: the machine's
+ * directory under the substrate root, 0700).
+ */
 export function openUnixChannel(socketPath: string): Promise<Duplex> {
+  let dirFd = -1;
+  let fd = -1;
+  const close = () => {
+    for (const f of [fd, dirFd]) if (f >= 0) fs.closeSync(f);
+    fd = dirFd = -1;
+  };
+  try {
+    dirFd = fs.openSync(path.dirname(socketPath), O_PATH | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+    fd = fs.openSync(`/proc/self/fd/${dirFd}/${path.basename(socketPath)}`, O_PATH | fs.constants.O_NOFOLLOW);
+    if (!fs.fstatSync(fd).isSocket()) throw new Error('the channel path is not a socket');
+  } catch (e) {
+    close();
+    return Promise.reject(new AppError('compute_unavailable', 'agent channel not reachable', { cause: e }));
+  }
   return new Promise((resolve, reject) => {
-    const s = net.connect(socketPath);
-    s.once('connect', () => resolve(s));
-    s.once('error', (e) => reject(new AppError('compute_unavailable', 'agent channel not reachable', { cause: e })));
+    const s = net.connect(`/proc/self/fd/${fd}`);
+    s.once('connect', () => {
+      close();
+      resolve(s);
+    });
+    s.once('error', (e) => {
+      close();
+      reject(new AppError('compute_unavailable', 'agent channel not reachable', { cause: e }));
+    });
   });
 }

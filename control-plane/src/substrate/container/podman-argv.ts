@@ -136,6 +136,19 @@ export function createArgs(env: PodmanEnv, spec: RunSpec): string[] {
     containerName(spec.id),
     '--hostname',
     'computer',
+    // No podman-written /etc/hosts (it names the container, which carries the machine id, and the host as
+    // host.containers.internal); the image's own file is used.
+    '--no-hosts',
+    // A private cgroup namespace: /proc/self/cgroup and the cgroup mounts show `/`, not podman's container id.
+    '--cgroupns',
+    'private',
+    '--cap-drop',
+    'all',
+    '--cap-add',
+    GUEST_CAPABILITIES.join(','),
+    // Without NET_RAW, ping uses ICMP datagram sockets, which the network namespace allows to every group.
+    '--sysctl',
+    'net.ipv4.ping_group_range=0 2147483647',
     // outbound: our CNI network's bridge, guarded on the host by an INPUT drop rule (see host-guard.ts).
     '--network',
     spec.network === 'none' ? 'none' : CONTAINER_NETWORK,
@@ -169,6 +182,17 @@ export function createArgs(env: PodmanEnv, spec: RunSpec): string[] {
     'container',
   ];
 }
+
+/**
+ * The capabilities a guest's root keeps: everything else is dropped, whatever podman's defaults are (podman
+ * 4.3 also grants NET_RAW, MKNOD and AUDIT_WRITE). Each kept one is justified in docs/security.md: file
+ * ownership and permission bypass for root's own files (CHOWN, DAC_OVERRIDE, FOWNER, FSETID), switching to
+ * the agent user (SETUID, SETGID, SETPCAP), signals to its own processes (KILL), services on low ports in its
+ * own network namespace (NET_BIND_SERVICE), chroot for build tools (SYS_CHROOT), file capabilities set by
+ * package installs (SETFCAP). Dropped: NET_RAW (raw and packet sockets: ARP poisoning, forged sources on
+ * the bridge), MKNOD (device nodes), AUDIT_WRITE (the host's audit log).
+ */
+export const GUEST_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'NET_BIND_SERVICE', 'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT'];
 
 export function pidsLimit(r: MachineResources): number {
   return Math.max(1024, r.vcpu * 1024);

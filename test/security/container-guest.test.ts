@@ -1,0 +1,92 @@
+/**
+ * Attacks from inside one real container machine (issue #10), one machine reused by every subtest.
+ *
+ * Item 3, host socket redirection. A container's channel directory is bind-mounted into the guest,
+ * so guest root can replace the agent's socket with a symlink to any host unix socket; the control plane
+ * (host root) dials the channel with the machine token and request bodies. It must dial only the socket the
+ * agent made there: a link is refused with a clean compute_unavailable and the host socket sees nothing.
+ */
+import t from 'tap';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { containerRig } from '../helpers/container-guest.js';
+import { waitForAgent } from '../helpers/substrate-image.js';
+
+t.setTimeout(900_000);
+
+const { sub, root, guest } = await containerRig(t);
+const token = crypto.randomBytes(24).toString('hex');
+await sub.create({ id: 'mch_sock1', resources: { vcpu: 1, memory_mb: 512, disk_gb: 1 }, source: { kind: 'base' }, token });
+const ready = await waitForAgent(sub.channelPath('mch_sock1'), token, 120_000);
+ready.client.session.destroy();
+
+t.test('item 1: guest root has no raw sockets, device nodes or audit writes', async (t) => {
+  const caps = await guest('mch_sock1', "grep -E '^Cap(Eff|Bnd):' /proc/self/status");
+  // CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP NET_BIND_SERVICE SYS_CHROOT SETFCAP
+  t.equal(caps.out, 'CapEff:\t00000000800405fb\nCapBnd:\t00000000800405fb\n', 'exactly the kept capabilities, in the bounding set too');
+  const raw = await guest('mch_sock1', `python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))' 2>&1; python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)' 2>&1`);
+  t.equal(raw.out.match(/PermissionError: \[Errno 1\] Operation not permitted/g)?.length, 2, 'packet and raw IP sockets are refused');
+  const mknod = await guest('mch_sock1', 'mknod /tmp/sda b 8 0 2>&1');
+  t.not(mknod.code, 0, 'mknod is refused');
+});
+
+t.test('item 10: guest files name neither the machine, the container nor host paths', async (t) => {
+  const rec = JSON.parse(fs.readFileSync(path.join(root, 'machines', 'mch_sock1', 'machine.json'), 'utf8')) as { ctrId: string };
+  const files = await guest('mch_sock1', 'cat /etc/hosts /etc/hostname /proc/self/cgroup /proc/1/cgroup; tr "\\0" "\\n" < /proc/1/environ; env');
+  t.equal(files.code, 0);
+  t.notMatch(files.out, 'mch_sock1', 'no machine id');
+  t.notMatch(files.out, rec.ctrId.slice(0, 12), 'no podman container id');
+  t.notMatch(files.out, root, 'no substrate root');
+  t.notMatch(files.out, 'host.containers.internal', 'no podman-written hosts entries');
+  t.match(files.out, /^127\.0\.0\.1\s+localhost$/m, 'localhost still resolves');
+  t.match(files.out, /^0::\/$/m, 'a private cgroup namespace');
+});
+
+t.test('item 3: guest root cannot point the host at a host socket', async (t) => {
+  const ok = await sub.openChannel('mch_sock1');
+  t.pass('the agent socket itself is dialled');
+  ok.destroy();
+
+  // A host service the guest wants the host to talk to (in a host-only directory).
+  const trapDir = fs.mkdtempSync(path.join(os.tmpdir(), 'trap-'));
+  const trapPath = path.join(trapDir, 'host.sock');
+  const received: Buffer[] = [];
+  const sockets: net.Socket[] = [];
+  const trap = net.createServer((s) => {
+    sockets.push(s);
+    s.on('data', (d) => received.push(d));
+  });
+  await new Promise<void>((r) => trap.listen(trapPath, () => r()));
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    trap.close();
+    fs.rmSync(trapDir, { recursive: true, force: true });
+  });
+
+  const dial = () =>
+    sub.openChannel('mch_sock1').then(
+      (s) => {
+        s.write(`Bearer ${token}`);
+        s.destroy();
+        return 'connected';
+      },
+      (e: { code?: string }) => e.code,
+    );
+  for (const [what, script] of [
+    ['a symlink to the host socket', `rm -f /run/computer-channel/agent.sock && ln -s ${trapPath} /run/computer-channel/agent.sock`],
+    ['a relative symlink climbing out', `rm -f /run/computer-channel/agent.sock && ln -s ../../../../../../../../..${trapPath} /run/computer-channel/agent.sock`],
+  ] as const) {
+    const r = await guest('mch_sock1', `${script} && ls -l /run/computer-channel/agent.sock`);
+    t.equal(r.code, 0, `guest root made ${what}`);
+    t.equal(await dial(), 'compute_unavailable', `${what}: the host refuses to dial it`);
+  }
+  // A regular file or a directory in place of the socket: refused as well.
+  await guest('mch_sock1', 'rm -f /run/computer-channel/agent.sock && mkdir /run/computer-channel/agent.sock');
+  t.equal(await dial(), 'compute_unavailable', 'a directory is refused');
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(sockets.length, 0, 'the host socket was never dialled');
+  t.equal(Buffer.concat(received).length, 0, 'and received nothing (no token)');
+});
