@@ -6,7 +6,6 @@
  *   // on close: await gateway.close(); gw.close();
  */
 import type { IncomingMessage } from 'node:http';
-import { AppError } from '../../../shared/errors.js';
 import { readSessionCookie } from '../auth/cookies.js';
 import { isRecognisedOrigin } from '../config.js';
 import type { Principal } from '../context.js';
@@ -67,39 +66,12 @@ export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}
       const r = await s.machines.callAgent(orgId, id, { method: req.method, path: req.path, body: req.body });
       return { status: r.status, body: r.body };
     },
+    // Security gate: the input channel's lease decisions are the lease service's own (domain/lease.ts
+    // through services/leases.ts), never a copy, so the gateway and /v1 cannot disagree on a fence.
     leases: {
-      checkSession(p, machineId, sessionId) {
-        try {
-          s.leases.checkInput(p, machineId, sessionId, undefined);
-        } catch (e) {
-          // Not holding the lease yet is fine at the handshake; a closed session is not.
-          if (!(e instanceof AppError) || e.code !== 'conflict') throw e;
-          if (s.store.sessions.inOrg(p.org_id!, sessionId)?.state === 'closed') throw e;
-        }
-      },
-      checkFence(p, machineId, sessionId, fence) {
-        try {
-          s.leases.checkInput(p, machineId, sessionId, String(fence));
-          return { ok: true };
-        } catch (e) {
-          if (!(e instanceof AppError)) throw e;
-          let current: number | null = null;
-          try {
-            current = s.leases.get(p.org_id!, machineId).fence;
-          } catch {
-            /* machine gone */
-          }
-          return { ok: false, current };
-        }
-      },
-      watch(machineId, onReleased) {
-        return s.events.subscribe(machineId, null, (d) => {
-          if (d.event.type !== 'session.control_released') return;
-          const sid = d.event.data.session_id;
-          const fence = d.event.data.fence;
-          if (typeof sid === 'string' && typeof fence === 'number') onReleased(sid, fence);
-        });
-      },
+      checkSession: (p, machineId, sessionId) => s.leases.checkSession(p, machineId, sessionId),
+      checkFence: (p, machineId, sessionId, fence) => s.leases.checkFence(p, machineId, sessionId, fence),
+      watch: (machineId, onReleased) => s.leases.watch(machineId, onReleased),
     },
     events: {
       validateCursor: (cursor) => void decodeEventCursor(cursor),

@@ -11,6 +11,9 @@ import type { Store } from '../store/store.js';
 import { actorOf } from './actor.js';
 import type { Actor, EventService } from './events.js';
 
+/** A watched lease is re-read at least this often, so an expiry (even after a shortening renewal) is seen within it. */
+const WATCH_RECHECK_MS = 1_000;
+
 export interface LeaseView {
   machine_id: string;
   held: boolean;
@@ -167,11 +170,11 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
     },
 
     /**
-     * Calls `onReleased(sessionId)` whenever a session stops holding the machine's lease: release,
+     * Calls `onReleased(sessionId, fence)` whenever a session stops holding the machine's lease grant `fence`: release,
      * takeover, session close, stop or delete (from the event log), and expiry (a timer at expires_at).
      * Returns the unsubscribe function.
      */
-    watch(machineId: string, onReleased: (sessionId: string) => void): () => void {
+    watch(machineId: string, onReleased: (sessionId: string, fence: number) => void): () => void {
       let timer: NodeJS.Timeout | null = null;
       let closed = false;
       const told = new Set<string>();
@@ -179,7 +182,7 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
         const k = `${sid}:${fence}`;
         if (told.has(k)) return;
         told.add(k);
-        onReleased(sid);
+        onReleased(sid, fence);
       };
       const arm = () => {
         if (timer) clearTimeout(timer);
@@ -187,6 +190,8 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
         const row = store.leases.get(machineId);
         if (closed || !isHeld(row, d.now().getTime())) return;
         const held = { session_id: row.session_id, fence: row.fence };
+        // A renewal records no event and may shorten the lease: look again at least every WATCH_RECHECK_MS.
+        const delay = Math.min(WATCH_RECHECK_MS, Math.max(1, row.expires_at - d.now().getTime() + 1));
         timer = setTimeout(() => {
           try {
             const now = store.leases.get(machineId);
@@ -195,7 +200,7 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
           } catch {
             /* store closed: nothing to watch any more */
           }
-        }, Math.max(1, row.expires_at - d.now().getTime() + 1));
+        }, delay);
         timer.unref?.();
       };
       const unsub = events.subscribe(machineId, null, ({ event }) => {
