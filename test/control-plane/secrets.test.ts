@@ -315,3 +315,32 @@ t.test('typed by reference against a hostile agent: nothing it echoes gets out',
   t.same(Object.keys(ok.json).sort(), ['display', 'pointer'], 'only the schema fields');
   t.notOk(rig.bodies.join('\n').includes(value), 'the value is in no answer');
 });
+
+t.test('a delivery the machine cannot take is acknowledged, logged without the value, and retried', async (t) => {
+  const { rig, fake, serviceLog } = setup(t);
+  const a = await rig.tenant('pro', SCOPES);
+  const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
+  const base = `/v1/machines/${m.id}/secrets`;
+  const value = uniqueValue('retry');
+  rig.services.pool.drop(m.id);
+  fake.substrate.failNext('openChannel');
+  const put = await rig.call('PUT', base, { key: a.key, body: { name: 'LATE', value } });
+  t.equal(put.status, 200, 'the store is acknowledged');
+  t.equal(put.json.delivered_at, null, 'not delivered yet');
+  t.match(serviceLog, [{ event: 'secrets_delivery_failed', machine_id: m.id, operation: 'store', code: 'compute_unavailable' }]);
+  await until('the retry', () => (fake.secretsOf(m.id).get('LATE') === value ? true : null));
+  const s = await until('delivered_at', async () => (await rig.call('GET', base, { key: a.key })).json.data[0].delivered_at ?? null);
+  t.type(s, 'string', 'recorded once the retry delivered it');
+
+  // A revoke whose push fails is retried too, and a late retry never removes a value stored again since.
+  rig.services.pool.drop(m.id);
+  fake.substrate.failNext('openChannel');
+  t.equal((await rig.call('DELETE', `${base}/LATE`, { key: a.key })).status, 204, 'gone from storage at once');
+  await until('the revoke retry', () => (fake.secretsOf(m.id).has('LATE') ? null : true));
+  rig.services.pool.drop(m.id);
+  fake.substrate.failNext('openChannel');
+  await rig.call('DELETE', `${base}/LATE`, { key: a.key }).then((r) => t.equal(r.status, 404));
+  await rig.call('PUT', base, { key: a.key, body: { name: 'LATE', value: 'again' } });
+  await until('the new value', () => (fake.secretsOf(m.id).get('LATE') === 'again' ? true : null));
+  t.notOk(JSON.stringify(serviceLog).includes(value), 'no log line holds the value');
+});

@@ -140,6 +140,8 @@ export function createSecretService(d: SecretServiceDeps) {
   async function revokeName(machineId: string, name: string): Promise<Outcome> {
     const m = store.machines.byId(machineId);
     if (!m || m.state !== 'running') return 'not_running';
+    // Stored again since the revoke (a retry running late): that store's own delivery carries the new value.
+    if (store.secrets.get(machineId, name)) return 'delivered';
     const res = await d.pool.request(m.id, m.agent_token, {
       method: 'DELETE', path: `/secrets/${encodeURIComponent(name)}`, timeoutMs: d.deliveryTimeoutMs ?? 10_000,
     });
