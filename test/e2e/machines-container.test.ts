@@ -8,48 +8,19 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
 import { PUBLIC_ORIGIN } from '../helpers/control-plane.js';
-import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
-import { REPO_ROOT, testImage } from '../helpers/substrate-image.js';
+import { displayUp, until } from '../helpers/machines-rig.js';
+import { REPO_ROOT } from '../helpers/substrate-image.js';
+import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 
 const READY_TRIES = 240;
-
-async function until<T>(what: string, tries: number, fn: () => Promise<T | null>): Promise<T> {
-  for (let i = 0; i < tries; i++) {
-    const v = await fn();
-    if (v !== null) return v;
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  throw new Error(`gave up waiting for ${what}`);
-}
-
-async function displayUp(rig: MachinesRig, key: string, id: string): Promise<any> {
-  return until('the desktop', READY_TRIES, async () => {
-    const r = await rig.call('GET', `/v1/machines/${id}/display`, { key });
-    if (r.status === 200) return r.json;
-    if (r.status !== 503) throw new Error(`display: ${r.status} ${r.text}`);
-    return null;
-  });
-}
 
 t.test('machines API end to end on the container substrate', { timeout: 1_200_000 }, async (t) => {
   if (!fs.existsSync(path.join(REPO_ROOT, 'agent', 'src', 'main.ts'))) {
     t.skip('PENDING: agent/src/main.ts (the guest agent entry point) does not exist yet, so the image has no agent to start');
     return;
   }
-  const image = await testImage('container');
-  // Short root: unix socket paths are limited to 107 bytes.
-  const root = fs.mkdtempSync('/tmp/cpe-');
-  const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
-  const rig = makeMachinesRig({ substrate, services: { agentTimeouts: { connectMs: 5000, requestMs: 60_000 } } });
-  const created: string[] = [];
-  t.teardown(async () => {
-    for (const id of created) await substrate.destroy(id).catch(() => {});
-    await rig.close();
-    await substrate.releaseMounts();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const { rig, substrate, root, created } = await containerMachinesRig(t);
 
   // --- the README walkthrough ---------------------------------------------------------------
   const email = `walk-${Date.now()}@example.com`;

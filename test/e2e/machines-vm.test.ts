@@ -4,11 +4,8 @@
  * stop/start keeps the disk → delete. The catalog's small size is shrunk so a TCG guest fits the host.
  */
 import t from 'tap';
-import fs from 'node:fs';
-import { CATALOG } from '../../control-plane/src/domain/catalog.js';
-import { VmSubstrate } from '../../control-plane/src/substrate/vm/driver.js';
-import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
-import { testImage } from '../helpers/substrate-image.js';
+import type { MachinesRig } from '../helpers/machines-rig.js';
+import { vmMachinesRig } from '../helpers/substrate-rigs.js';
 
 async function until<T>(what: string, ms: number, fn: () => Promise<T | null>): Promise<T> {
   const end = Date.now() + ms;
@@ -28,17 +25,7 @@ const ok200 = (rig: MachinesRig, key: string, method: string, p: string, body?: 
 };
 
 t.test('machines API end to end on the vm substrate', { timeout: 1_500_000 }, async (t) => {
-  const image = await testImage('all');
-  const root = fs.mkdtempSync('/tmp/cpv-');
-  const sub = new VmSubstrate({ root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, stopTimeoutMs: 60_000 });
-  const catalog = [{ ...CATALOG[0]!, sizes: CATALOG[0]!.sizes.map((s) => (s.id === 'small' ? { ...s, vcpu: 2, memory_mb: 2048, disk_gb: 6 } : s)) }];
-  const rig = makeMachinesRig({ substrate: sub, services: { catalog, agentTimeouts: { connectMs: 10_000, requestMs: 120_000 } } });
-  const created: string[] = [];
-  t.teardown(async () => {
-    for (const id of created) await sub.destroy(id).catch(() => {});
-    await rig.close();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const { rig, substrate: sub, created } = await vmMachinesRig(t);
 
   const a = await rig.tenant('developer');
   const create = await rig.call('POST', '/v1/machines', { key: a.key, body: { name: 'vm-e2e' } });

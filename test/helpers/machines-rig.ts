@@ -101,3 +101,23 @@ export function makeMachinesRig(o: MachinesRigOptions) {
   };
 }
 export type MachinesRig = ReturnType<typeof makeMachinesRig>;
+
+/** Polls `fn` every half second until it returns non-null. */
+export async function until<T>(what: string, tries: number, fn: () => Promise<T | null>): Promise<T> {
+  for (let i = 0; i < tries; i++) {
+    const v = await fn();
+    if (v !== null) return v;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+/** Waits for GET /display to answer 200 (503 while the desktop is coming up). */
+export async function displayUp(rig: MachinesRig, key: string, id: string, tries = 240): Promise<any> {
+  return until('the desktop', tries, async () => {
+    const r = await rig.call('GET', `/v1/machines/${id}/display`, { key });
+    if (r.status === 200) return r.json;
+    if (r.status !== 503) throw new Error(`display: ${r.status} ${r.text}`);
+    return null;
+  });
+}
