@@ -208,7 +208,7 @@ t.test('a user in no organization', async (t) => {
   t.equal((await rig.call('GET', '/v1/auth/sessions', { cookie: a.cookie })).status, 200, 'session routes still work');
 });
 
-t.test('rate limits: signups per IP, failed logins per e-mail', async (t) => {
+t.test('rate limits: signups per IP, failed logins per (e-mail, IP) with backoff', async (t) => {
   const rig = makeRig();
   t.teardown(() => rig.close());
   const pw = 'a long enough password';
@@ -231,25 +231,28 @@ t.test('rate limits: signups per IP, failed logins per e-mail', async (t) => {
   const spoof = await rig.call('POST', '/v1/auth/signup', { body: { email: 'spoof@example.com', password: pw }, ip: '203.0.113.7', headers: { 'x-forwarded-for': '198.18.0.1' } });
   t.equal(spoof.status, 429, 'a forged X-Forwarded-For does not escape the limit');
 
-  // Failed logins per e-mail.
+  // Failed logins: per (e-mail, client IP) with exponential backoff (5 free, then 1 s, 2 s, 4 s…).
   const email = 's0@example.com';
-  for (let i = 0; i < 10; i++) {
-    const r = await rig.call('POST', '/v1/auth/login', { body: { email, password: 'wrong password' }, ip: `192.0.2.${i}` });
-    t.equal(r.status, 401, `failure ${i + 1}`);
-  }
-  const locked = await rig.call('POST', '/v1/auth/login', { body: { email, password: pw } });
-  assertEnvelope(t, locked, 'rate_limited', 429);
-  t.equal(locked.headers.get('retry-after'), '900', 'even the right password waits');
-  t.equal((await rig.call('POST', '/v1/auth/login', { body: { email: 's1@example.com', password: pw } })).status, 200, 'other addresses unaffected');
-  rig.clock.t += 15 * 60 * 1000;
-  t.equal((await rig.call('POST', '/v1/auth/login', { body: { email, password: pw } })).status, 200, 'window over');
-  // A success clears the counter: 9 failures, success, then 10 more failures before a lockout.
-  for (let i = 0; i < 9; i++) await rig.call('POST', '/v1/auth/login', { body: { email, password: 'wrong password' } });
-  t.equal((await rig.call('POST', '/v1/auth/login', { body: { email, password: pw } })).status, 200);
-  for (let i = 0; i < 10; i++) {
-    t.equal((await rig.call('POST', '/v1/auth/login', { body: { email, password: 'wrong password' } })).status, 401, `after success, failure ${i + 1} is counted afresh`);
-  }
-  t.equal((await rig.call('POST', '/v1/auth/login', { body: { email, password: 'wrong password' } })).status, 429);
+  const login = (password: string, ip: string) => rig.call('POST', '/v1/auth/login', { body: { email, password }, ip });
+  for (let i = 0; i < 5; i++) t.equal((await login('wrong password', '192.0.2.1')).status, 401, `failure ${i + 1}`);
+  const slowed = await login(pw, '192.0.2.1');
+  assertEnvelope(t, slowed, 'rate_limited', 429);
+  t.equal(slowed.headers.get('retry-after'), '1', 'even the right password waits, 1 s after 5 failures');
+  t.equal((await login(pw, '192.0.2.2')).status, 200, 'the same address from another IP is not slowed');
+  t.equal((await rig.call('POST', '/v1/auth/login', { body: { email: 's1@example.com', password: pw }, ip: '192.0.2.1' })).status, 200, 'other addresses unaffected');
+  rig.clock.t += 1000;
+  t.equal((await login('wrong password', '192.0.2.1')).status, 401, 'after the wait: one more try');
+  t.equal((await login(pw, '192.0.2.1')).headers.get('retry-after'), '2', 'then 2 s');
+  rig.clock.t += 2000;
+  t.equal((await login('wrong password', '192.0.2.1')).status, 401);
+  t.equal((await login(pw, '192.0.2.1')).headers.get('retry-after'), '4', 'then 4 s');
+  rig.clock.t += 4000;
+  // A success clears the pair's counter: 5 free failures again.
+  t.equal((await login(pw, '192.0.2.1')).status, 200);
+  for (let i = 0; i < 5; i++) t.equal((await login('wrong password', '192.0.2.1')).status, 401, `after success, failure ${i + 1} is free`);
+  t.equal((await login('wrong password', '192.0.2.1')).status, 429);
+  rig.clock.t += 60 * 60 * 1000;
+  t.equal((await login(pw, '192.0.2.1')).status, 200, 'forgotten an hour after the last failure');
   // Other routes are never rate-limited.
   const u = await rig.call('POST', '/v1/auth/login', { body: { email: 's1@example.com', password: pw } });
   const cookie = u.headers.get('set-cookie')!.split(';')[0]!;

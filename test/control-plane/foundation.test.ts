@@ -9,7 +9,7 @@ import { readSessionCookie } from '../../control-plane/src/auth/cookies.js';
 import { parseConfig, isRecognisedOrigin } from '../../control-plane/src/config.js';
 import { BILLING_TRANSITIONS, nextBillingState, PROVIDER_EVENTS } from '../../control-plane/src/domain/billing-account.js';
 import { CATALOG, catalogAt, type CatalogVersion } from '../../control-plane/src/domain/catalog.js';
-import { windowAfterHit, windowDecision } from '../../control-plane/src/domain/rate-limits.js';
+import { backoffWait, rateAfterHit, rateDecision, type BackoffRule } from '../../control-plane/src/domain/rate-limits.js';
 import { openDb, schemaVersion } from '../../control-plane/src/store/db.js';
 import { MIGRATIONS } from '../../control-plane/src/store/migrations.js';
 import { makeRig } from '../helpers/control-plane.js';
@@ -113,13 +113,27 @@ t.test('domain: billing transitions, catalog dating, rate windows', async (t) =>
   t.equal(catalogAt(new Date('2027-01-01T00:00:00Z'), cat).version, 'future');
   t.equal(catalogAt(new Date('2020-01-01T00:00:00Z'), cat).version, CATALOG[0]!.version);
 
-  const rule = { name: 'signup_ip' as const, max: 2, window_ms: 1000 };
-  let w = windowAfterHit(rule, undefined, 0);
-  t.same(windowDecision(rule, w, 10), { allowed: true });
-  w = windowAfterHit(rule, w, 10);
-  t.same(windowDecision(rule, w, 10), { allowed: false, retry_after_s: 1 });
-  t.same(windowDecision(rule, w, 1000), { allowed: true }, 'window ends');
-  t.same(windowAfterHit(rule, w, 1000), { window_start_ms: 1000, count: 1 });
+  const rule = { kind: 'window' as const, name: 'signup_ip' as const, max: 2, window_ms: 1000 };
+  let w = rateAfterHit(rule, undefined, 0);
+  t.same(rateDecision(rule, w, 10), { allowed: true });
+  w = rateAfterHit(rule, w, 10);
+  t.same(rateDecision(rule, w, 10), { allowed: false, retry_after_s: 1 });
+  t.same(rateDecision(rule, w, 1000), { allowed: true }, 'window ends');
+  t.same(rateAfterHit(rule, w, 1000), { window_start_ms: 1000, count: 1 });
+
+  // Backoff: 2 free failures, then 1 s, 2 s, 4 s… capped at 10 s, forgotten 60 s after the last one.
+  const b: BackoffRule = { kind: 'backoff', name: 'login_failure_email_ip', free: 2, base_ms: 1000, max_ms: 10_000, forget_ms: 60_000 };
+  t.same([0, 1, 2, 3, 4, 5, 6, 30].map((n) => backoffWait(b, n)), [0, 0, 1000, 2000, 4000, 8000, 10_000, 10_000]);
+  let s = rateAfterHit(b, undefined, 0);
+  s = rateAfterHit(b, s, 100);
+  t.same(s, { window_start_ms: 100, count: 2 }, 'the last failure time and the run length');
+  t.same(rateDecision(b, s, 100), { allowed: false, retry_after_s: 1 });
+  t.same(rateDecision(b, s, 1100), { allowed: true }, 'the wait is over');
+  s = rateAfterHit(b, s, 1100);
+  t.same(rateDecision(b, s, 1100), { allowed: false, retry_after_s: 2 });
+  t.same(rateDecision(b, s, 2600), { allowed: false, retry_after_s: 1 });
+  t.same(rateAfterHit(b, s, 61_100), { window_start_ms: 61_100, count: 1 }, 'forgotten after forget_ms');
+  t.same(rateDecision(b, { window_start_ms: 0, count: 99 }, 60_000), { allowed: true }, 'forgotten: allowed again');
 });
 
 t.test('import boundaries', async (t) => {

@@ -81,18 +81,26 @@ export function createIdentityService(d: IdentityDeps) {
       });
     },
 
-    async login(req: LoginRequest) {
-      // Checked before the password: once an address is locked out, even the right password waits.
-      d.limiter.assertAllowed('login_failure_email', req.email);
+    /**
+     * Security gate: failed logins slow down the (address, client IP) pair exponentially and cap each IP,
+     * both checked before the password (so a guesser learns nothing while waiting); an attacker failing
+     * from elsewhere never delays the user's own IP (domain/rate-limits.ts).
+     */
+    async login(req: LoginRequest, ip: string) {
+      const pair = `${req.email}\n${ip}`;
+      d.limiter.assertAllowed('login_failure_ip', ip);
+      d.limiter.assertAllowed('login_failure_email_ip', pair);
       const user = store.identity.userByEmail(req.email);
       let ok = false;
       if (user) ok = await verifyPassword(req.password, user.password_hash);
       else await verifyPassword(req.password, await (dummy ??= makeDummyHash(cost)));
       if (!user || !ok) {
-        d.limiter.hit('login_failure_email', req.email);
+        d.limiter.hit('login_failure_ip', ip);
+        d.limiter.hit('login_failure_email_ip', pair);
         throw new AppError('unauthenticated', 'Wrong e-mail address or password.');
       }
-      d.limiter.clear('login_failure_email', req.email);
+      // Only the pair's counter: clearing the IP's would let a guesser reset it by logging in to an account of its own.
+      d.limiter.clear('login_failure_email_ip', pair);
       const m = activeMembership(user.id, user.personal_org_id);
       return { userId: user.id, ...newSession(user.id, m?.org_id ?? null) };
     },

@@ -7,7 +7,7 @@ import os from 'node:os';
 import type { Resources } from '../domain/capacity.js';
 import type { CatalogVersion } from '../domain/catalog.js';
 import type { CountedLimitKey } from '../domain/quotas.js';
-import type { RateRule } from '../domain/rate-limits.js';
+import type { RateRules } from '../domain/rate-limits.js';
 import type { Store } from '../store/store.js';
 import { AgentPool } from '../agent-client/pool.js';
 import type { Substrate } from '../substrate/substrate.js';
@@ -33,7 +33,7 @@ export interface ServiceDeps {
   now?: () => Date;
   passwordCost?: ScryptCost;
   catalog?: readonly CatalogVersion[];
-  rateRules?: Record<'signup_ip' | 'login_failure_email', RateRule>;
+  rateRules?: RateRules;
   counters?: Partial<Record<CountedLimitKey, Counter>>;
   /** Replaces the built-in provider (config.billingProvider names which one main.ts builds). */
   billingProvider?: (sink: ReturnType<typeof createBillingService>['sink']) => BillingProvider;

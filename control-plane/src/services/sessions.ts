@@ -43,6 +43,12 @@ export function requireSessionsWrite(p: Principal): void {
 
 export function createSessionService(d: { store: Store; events: EventService; leases: LeaseService; quotas: QuotaService; now: () => Date }) {
   const { store, events, leases } = d;
+
+  /** The opener is the caller's user: the user itself, or an API key that user created in this organization. */
+  function openedBySameUser(p: Principal, s: SessionRow): boolean {
+    if (s.opener_kind === 'user') return s.opener_id === p.user_id;
+    return store.access.apiKeyCreator(s.org_id, s.opener_id) === p.user_id;
+  }
   return {
     open(p: Principal, req: CreateSessionRequest): SessionView {
       requireSessionsWrite(p);
@@ -78,6 +84,11 @@ export function createSessionService(d: { store: Store; events: EventService; le
       store.db.tx(() => {
         const s = store.sessions.inOrg(p.org_id!, id);
         if (!s) throw new AppError('not_found', 'No such session.');
+        // Security gate: closing ends someone's work (and their input lease). A member closes only sessions
+        // opened by themselves or their own API keys; admins and owners (members:manage) close any.
+        if (!openedBySameUser(p, s) && !p.permissions.has('members:manage')) {
+          throw new AppError('permission_denied', 'Only the session\'s opener (or an organization admin) can close it.');
+        }
         if (!store.sessions.close(id, d.now().toISOString())) return;
         const by = actorOf(p);
         leases.releaseInTx(s.org_id, s.machine_id, 'session_closed', by, s.id);

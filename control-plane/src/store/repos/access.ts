@@ -74,6 +74,9 @@ export function accessRepo(db: Db) {
     apiKeyByHash: (hash: string) => db.get<ApiKeyRow>('SELECT * FROM api_keys WHERE secret_hash = ? AND revoked_at IS NULL', [hash]),
     apiKeyInOrg: (orgId: string, id: string) =>
       db.get<ApiKeyRow>('SELECT * FROM api_keys WHERE org_id = ? AND id = ? AND revoked_at IS NULL', [orgId, id]),
+    /** Who created a key, revoked or not (sessions it opened stay theirs). */
+    apiKeyCreator: (orgId: string, id: string) =>
+      db.get<{ created_by: string }>('SELECT created_by FROM api_keys WHERE org_id = ? AND id = ?', [orgId, id])?.created_by ?? null,
     apiKeysPage: (orgId: string, after: Keyset, limit: number) =>
       db.all<ApiKeyRow>(`SELECT * FROM api_keys WHERE org_id = @org AND revoked_at IS NULL AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`, {
         org: orgId, ca: after.created_at, cid: after.id, limit,

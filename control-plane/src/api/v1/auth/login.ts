@@ -1,6 +1,7 @@
 import { LoginRequest } from '../../../../../shared/schemas/auth.js';
 import { sessionCookie } from '../../../auth/cookies.js';
 import { jsonBody } from '../../body.js';
+import { clientIp } from '../../middleware/client-ip.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -10,7 +11,7 @@ export default defineOp({
   auth: 'none',
   async handler(c, s) {
     const body = await jsonBody(c, LoginRequest);
-    const r = await s.identity.login(body);
+    const r = await s.identity.login(body, clientIp(c, s.config.trustProxy));
     c.header('set-cookie', sessionCookie(r.token, s.config.publicBaseUrl.startsWith('https:')));
     c.header('cache-control', 'no-store');
     return c.json({ user_id: r.userId, organization_id: r.session.active_org_id, auth_session_id: r.session.id, expires_at: r.session.expires_at });
