@@ -183,6 +183,54 @@ t.test('a program that exits before the first attach keeps its output for that a
   await again.ended.catch(() => {});
 });
 
+// `seq 1 20000` through a pty: 20000 lines, each followed by CR LF (the pty's onlcr). Pinned literally.
+const SEQ_OUTPUT = Buffer.from(Array.from({ length: 20000 }, (_, i) => `${i + 1}\r\n`).join(''));
+const SEQ_BYTES = 128_894;
+const TAIL_RUNS = 100;
+const TAIL_BATCH = 10;
+/** TAIL_RUNS runs of `one`, TAIL_BATCH at a time: how many were exact with exit 0, and the sizes of the others. */
+const inBatches = async (one: () => Promise<{ exact: boolean; bytes: number; code: unknown }>) => {
+  let exact = 0;
+  const sizes = new Set<number>();
+  for (let i = 0; i < TAIL_RUNS; i += TAIL_BATCH) {
+    for (const r of await Promise.all(Array.from({ length: TAIL_BATCH }, one))) {
+      if (r.exact && r.code === '0') exact++;
+      else sizes.add(r.bytes);
+    }
+  }
+  return { exact, sizes };
+};
+
+t.test('every byte a program wrote arrives before its exit (attached, 100 runs)', async (t) => {
+  t.equal(SEQ_OUTPUT.length, SEQ_BYTES);
+  // The program waits for the client to be attached, so the output goes live over the channel rather
+  // than through the replay; -echo keeps the newline that starts it out of the output.
+  const script = 'stty -echo; echo READY; read go; seq 1 20000';
+  const expected = Buffer.concat([Buffer.from('READY\r\n'), SEQ_OUTPUT]);
+  const one = async () => {
+    const term = (await open({ command: ['sh', '-c', script] })).json();
+    const s = openAttach(agent.client, TOKEN, term.id);
+    await s.waitFor((b) => b.includes('READY\r\n'));
+    s.write('\n');
+    const { trailers } = await s.ended;
+    return { exact: s.output().equals(expected), bytes: s.output().length, code: trailers?.['x-pty-exit-code'] };
+  };
+  const { exact, sizes } = await inBatches(one);
+  t.equal(exact, TAIL_RUNS, `byte-exact with exit 0 in every run (short runs got ${[...sizes].join(', ')} bytes)`);
+});
+
+t.test('every byte a program wrote is in the replay of a late attach (100 runs)', async (t) => {
+  const one = async () => {
+    const term = (await open({ command: ['seq', '1', '20000'] })).json();
+    await waitUntil(async () => !(await listed()).some((x) => x.id === term.id), 'seq to exit');
+    const s = openAttach(agent.client, TOKEN, term.id);
+    const { trailers } = await s.ended;
+    return { exact: s.output().equals(SEQ_OUTPUT), bytes: s.output().length, code: trailers?.['x-pty-exit-code'] };
+  };
+  const { exact, sizes } = await inBatches(one);
+  t.equal(exact, TAIL_RUNS, `byte-exact replay with exit 0 in every run (short runs got ${[...sizes].join(', ')} bytes)`);
+});
+
 t.test('HTTP/2 concurrency: 100 requests while a pty stream is attached and streaming', async (t) => {
   const term = (await open({ command: ['sh', '-c', 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.01; done'] })).json();
   const s = openAttach(agent.client, TOKEN, term.id);

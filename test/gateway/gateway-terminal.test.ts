@@ -92,6 +92,32 @@ t.test('terminal channel', { timeout: 120_000 }, async (t) => {
     t.equal(third.text('exit').length, 1, 'exit sent before the close');
   });
 
+  await t.test('every byte a program wrote arrives before exit (100 runs)', async (t) => {
+    // `seq 1 20000` through a pty: each line ends in CR LF (onlcr); 128,894 bytes in all. Pinned literally.
+    const seqOut = Buffer.from(Array.from({ length: 20000 }, (_, i) => `${i + 1}\r\n`).join(''));
+    t.equal(seqOut.length, 128_894);
+    const expected = Buffer.concat([Buffer.from('READY\r\n'), seqOut]);
+    const one = async () => {
+      // Output starts once the client is attached, so it travels live through the gateway.
+      const id = await openTerm(['sh', '-c', 'stty -echo; echo READY; read go; seq 1 20000']);
+      const c = await open(attachUrl(id), g.auth);
+      await c.waitFor(() => output(c).includes('READY\r\n'), 'READY');
+      c.ws.send(Buffer.from('\n'));
+      await c.closedP;
+      const exit = c.text('exit');
+      return { exact: output(c).equals(expected) && exit.length === 1 && exit[0].exit_code === 0, bytes: output(c).length };
+    };
+    let exact = 0;
+    const short: number[] = [];
+    for (let i = 0; i < 100; i += 10) {
+      for (const r of await Promise.all(Array.from({ length: 10 }, one))) {
+        if (r.exact) exact++;
+        else short.push(r.bytes);
+      }
+    }
+    t.equal(exact, 100, `byte-exact, then exit 0, in every run (others got ${short.join(', ')} bytes)`);
+  });
+
   await t.test('refusals', async (t) => {
     const id = await openTerm(['sleep', '60']);
     const anon = await connect(attachUrl(id));

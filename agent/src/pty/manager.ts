@@ -12,6 +12,7 @@ import { AppError, invalid } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { PtyOpen, Terminal } from '../../../shared/schemas/pty.js';
 import { baseEnv, guestUser, type UserInfo } from '../users.js';
+import { drainBeforeClose } from './drain.js';
 
 // node-pty is loaded on the first terminal, not at import: ~20 ms less of the agent's start, which
 // is on the path from machine create to display up (node-pty is CommonJS, so a sync require works).
@@ -162,8 +163,7 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
     };
     terms.set(id, entry);
 
-    pty.onData((d: string | Buffer) => {
-      const chunk = typeof d === 'string' ? Buffer.from(d, 'binary') : d;
+    const onChunk = (chunk: Buffer) => {
       if (entry.sink) {
         if (!entry.sink.write(chunk) && !entry.paused) {
           // Backpressure: stop reading the pty until the client catches up (the program then blocks).
@@ -185,7 +185,17 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
           entry.backlogBytes -= over;
         }
       }
-    });
+    };
+    pty.onData((d: string | Buffer) => onChunk(typeof d === 'string' ? Buffer.from(d, 'binary') : d));
+    // The output a program wrote just before exiting is still in the kernel when node-pty closes
+    // its stream; read it first (see drain.ts), so `exit` always comes after every byte.
+    try {
+      drainBeforeClose(pty, onChunk);
+    } catch (e) {
+      terms.delete(id);
+      pty.kill('SIGKILL');
+      throw e;
+    }
     pty.onExit(({ exitCode, signal }) => {
       if (entry.killTimer) clearTimeout(entry.killTimer);
       const sink = entry.sink;
