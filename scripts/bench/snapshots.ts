@@ -74,17 +74,9 @@ export async function benchSnapshots(opts: { repoRoot: string; samples?: number;
       machines.splice(machines.indexOf(id), 1);
     };
 
-    // Floor for the display figures: create from the base image → display up.
-    const create: number[] = [];
-    for (let i = 0; i < samples; i++) {
-      const t0 = process.hrtime.bigint();
-      const m = ok(await call('POST', '/v1/machines', { key, body: {} }), 201, 'create').json;
-      machines.push(m.id);
-      await displayUp(m.id);
-      create.push(ms(t0));
-      if (i > 0) await remove(m.id);
-    }
-    const src = machines[0]!;
+    const src = ok(await call('POST', '/v1/machines', { key, body: {} }), 201, 'create').json.id as string;
+    machines.push(src);
+    await displayUp(src);
 
     for (const mb of [10, 1024]) {
       const api: number[] = [];
@@ -104,26 +96,32 @@ export async function benchSnapshots(opts: { repoRoot: string; samples?: number;
       }
       print(`snapshots: POST /v1/snapshots?wait=true (pending → ready), ${mb >= 1024 ? '1 GB' : `${mb} MB`} written: ${f(api)}; floor Substrate.capture ${f(floor)} (layer ${(bytes / 1024 / 1024).toFixed(0)} MiB)`);
     }
+    // The gigabytes just written churn the page cache: the three boots below are interleaved per round so the
+    // floor (create from the base image) runs under the same conditions as fork and template create.
+    await exec(src, 'rm -f /home/agent/bench-* && sync');
     const snapId = ok(await call('POST', '/v1/snapshots?wait=true', { key, body: { machine_id: src } }), 201, 'snapshot').json.id as string;
-
-    const fork: number[] = [];
-    for (let i = 0; i < samples; i++) {
-      const t0 = process.hrtime.bigint();
-      const m = ok(await call('POST', `/v1/machines/${src}/fork`, { key, body: { snapshot_id: snapId } }), 201, 'fork').json;
-      machines.push(m.id);
-      await displayUp(m.id);
-      fork.push(ms(t0));
-      await remove(m.id);
-    }
     const tpl = ok(await call('POST', '/v1/templates?wait=true', { key, body: { name: 'bench', snapshot_id: snapId } }), 201, 'template').json.id as string;
-    const fromTpl: number[] = [];
-    for (let i = 0; i < samples; i++) {
+    const boot = async (p: string, body: object): Promise<number> => {
       const t0 = process.hrtime.bigint();
-      const m = ok(await call('POST', '/v1/machines', { key, body: { template: tpl } }), 201, 'create from template').json;
+      const m = ok(await call('POST', p, { key, body }), 201, p).json;
       machines.push(m.id);
       await displayUp(m.id);
-      fromTpl.push(ms(t0));
+      const took = ms(t0);
       await remove(m.id);
+      return took;
+    };
+    const create: number[] = [];
+    const fork: number[] = [];
+    const fromTpl: number[] = [];
+    for (let i = 0; i < samples + 1; i++) {
+      const c = await boot('/v1/machines', {});
+      const fk = await boot(`/v1/machines/${src}/fork`, { snapshot_id: snapId });
+      const tp = await boot('/v1/machines', { template: tpl });
+      // The first round warms the caches up.
+      if (i === 0) continue;
+      create.push(c);
+      fork.push(fk);
+      fromTpl.push(tp);
     }
     print(`snapshots: fork → display up ${f(fork)}; create from template → display up ${f(fromTpl)}; floor create (base image) → display up ${f(create)}`);
   } finally {
