@@ -1,0 +1,79 @@
+/**
+ * A process killed with SIGKILL in the middle of a capture leaks no layer: a real child process copies a
+ * machine's writable layer into a new layer (the copying backend, so the copy takes long enough to be caught
+ * half way) and is killed while the new blob exists but is not yet recorded; the store opened again deletes
+ * that blob and holds exactly what it held before the capture began.
+ */
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LayerStore } from '../../control-plane/src/substrate/disks/layer-store.js';
+import { OverlayBackend } from '../../control-plane/src/substrate/disks/overlay-backend.js';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+t.test('SIGKILL mid-capture: the reopened store sweeps the half-made blob', async (t) => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-kill-'));
+  t.teardown(() => fs.rmSync(root, { recursive: true, force: true }));
+  const base = path.join(root, 'base');
+  fs.mkdirSync(base);
+  const dir = path.join(root, 'store');
+  const store = new LayerStore(dir, new OverlayBackend());
+  const disk = await store.newDisk({ id: 'disk-a', base, top: null, sizeBytes: 1024 ** 3 });
+  // Enough files that `cp -a` takes a while (thousands of small files, then a large one).
+  const diff = path.join(store.blobPath(disk.writable), 'diff');
+  for (let d = 0; d < 40; d++) {
+    fs.mkdirSync(path.join(diff, `d${d}`));
+    for (let i = 0; i < 100; i++) fs.writeFileSync(path.join(diff, `d${d}`, `f${i}`), `file ${d}/${i}\n`.repeat(64));
+  }
+  fs.writeFileSync(path.join(diff, 'big'), Buffer.alloc(256 * 1024 * 1024, 7));
+  const before = fs.readdirSync(path.join(dir, 'blobs')).sort();
+  const stateBefore = fs.readFileSync(path.join(dir, 'state.json'), 'utf8');
+
+  const child = path.join(root, 'capture.mts');
+  fs.writeFileSync(
+    child,
+    `import { LayerStore } from ${JSON.stringify(path.join(REPO, 'control-plane/src/substrate/disks/layer-store.js'))};
+import { OverlayBackend } from ${JSON.stringify(path.join(REPO, 'control-plane/src/substrate/disks/overlay-backend.js'))};
+const s = new LayerStore(${JSON.stringify(dir)}, new OverlayBackend());
+await s.copyToLayer('disk-a', 'snp_killedmidcapture000000000');
+console.log('finished');
+`,
+  );
+  const proc = spawn(process.execPath, [...process.execArgv, child], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout.on('data', (b) => (out += b));
+  proc.stderr.on('data', (b) => (out += b));
+  const exited = new Promise<NodeJS.Signals | number | null>((r) => proc.on('exit', (code, sig) => r(sig ?? code)));
+  // Kill it once the new blob exists and is being filled, before the state file names it.
+  let caught = false;
+  for (let i = 0; i < 6000 && proc.exitCode === null; i++) {
+    const extra = fs.readdirSync(path.join(dir, 'blobs')).filter((b) => !before.includes(b));
+    if (extra.length && fs.existsSync(path.join(dir, 'blobs', extra[0]!, 'diff'))) {
+      proc.kill('SIGKILL');
+      caught = true;
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  t.equal(await exited, caught ? 'SIGKILL' : 0, `the child was killed mid-capture (${out.trim() || 'no output'})`);
+  t.ok(caught, 'caught the capture half way');
+  t.notOk(out.includes('finished'), 'the capture never finished');
+  t.equal(fs.readFileSync(path.join(dir, 'state.json'), 'utf8'), stateBefore, 'the state file never named the half-made layer');
+  t.not(fs.readdirSync(path.join(dir, 'blobs')).length, before.length, 'a half-made blob was left on disk');
+
+  const reopened = new LayerStore(dir, new OverlayBackend());
+  await reopened.settled();
+  t.same(fs.readdirSync(path.join(dir, 'blobs')).sort(), before, 'the reopened store deleted it: nothing leaked');
+  t.same(reopened.layers(), [], 'no layer');
+  t.same(reopened.pins(), [], 'no pin');
+  t.equal(reopened.disk('disk-a').writable, disk.writable, "the machine's disk is untouched");
+  const again = await reopened.copyToLayer('disk-a', 'snp_retry');
+  t.ok(again.bytes > 256 * 1024 * 1024, 'a capture after the crash works');
+  await reopened.unpin(again.id, 'snp_retry');
+  await reopened.deleteDisk('disk-a');
+  t.same(fs.readdirSync(path.join(dir, 'blobs')), []);
+});
