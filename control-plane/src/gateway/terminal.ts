@@ -102,7 +102,9 @@ export function serveTerminal(ws: WebSocket, deps: GatewayDeps, orgId: string, m
       agent = o;
       for (const b of early.splice(0)) o.stream.write(b);
       let exitCode: number | null = null;
+      let exited = false;
       o.stream.on('trailers', (h) => {
+        exited = true;
         const v = h[PTY_EXIT_TRAILER];
         if (typeof v === 'string' && /^-?\d+$/.test(v)) exitCode = Number(v);
       });
@@ -120,6 +122,12 @@ export function serveTerminal(ws: WebSocket, deps: GatewayDeps, orgId: string, m
         }
       });
       o.stream.once('end', () => {
+        // Without the exit trailer the stream did not finish: its session went away under it (a stop, restore
+        // or delete dropped the machine's connection). That is a lost stream, not an exit.
+        if (!exited) {
+          if (ws.readyState === WebSocket.OPEN) ws.close(CLOSE_CODES.compute_unavailable, 'terminal stream lost');
+          return;
+        }
         // The agent finished the answer: the pty exited. Say how, then close.
         sendJson(ws, egress, machineId, { type: 'exit', exit_code: exitCode });
         o.stream.end();
