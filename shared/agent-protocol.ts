@@ -91,6 +91,11 @@ export const AGENT_ROUTES = {
   'terminals.resize': { method: 'POST', path: '/terminals/:term_id/resize', body: PtyResize, response: Terminal },
   /** Full-duplex HTTP/2 stream: request body = bytes to the pty, response body = bytes from it. */
   'terminals.attach': { method: 'POST', path: '/terminals/:term_id/attach', stream: 'duplex' },
+  /**
+   * Full-duplex HTTP/2 stream to a TCP port on the guest's loopback (published ports): request body =
+   * bytes to the connection, response body = bytes from it. 200 once connected; 503 when nothing listens.
+   */
+  'tcp.connect': { method: 'POST', path: '/tcp/:port/connect', stream: 'duplex' },
   'secrets.replace': { method: 'PUT', path: '/secrets', body: SecretsReplace, response: SecretsDelivered },
   'secrets.delete': { method: 'DELETE', path: '/secrets/:name', response: SecretsDelivered },
 } as const satisfies Record<string, RouteDef>;

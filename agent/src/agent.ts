@@ -14,6 +14,7 @@ import { desktopRoutes } from './routes/desktop.js';
 import { execRoutes } from './routes/exec.js';
 import { filesRoutes } from './routes/files.js';
 import { secretsRoutes } from './routes/secrets.js';
+import { tcpRoutes } from './routes/tcp.js';
 import { terminalsRoutes } from './routes/terminals.js';
 import { createSecretStore } from './secrets/store.js';
 
@@ -49,6 +50,7 @@ export async function startAgent(config: AgentConfig, token: { token: string; pa
       execRoutes({ display: config.display, agentUserName: config.agentUser }),
       terminalsRoutes(ptys),
       secretsRoutes(secrets),
+      tcpRoutes(),
     ],
   });
   const requestLog: LogSink = config.quiet ? (l) => l.event !== 'request' && log(l) : log;

@@ -7,6 +7,7 @@ import { MAX_MACHINE_BODY_BYTES, MAX_WRITE_BODY_BYTES } from '../../shared/schem
 import { bearerAuth } from './http/auth.js';
 import { REQUEST_ID_HEADER, renderError } from './http/errors.js';
 import type { LogSink } from './http/log.js';
+import { isTcpConnectRequest } from './routes/tcp.js';
 import { isAttachRequest } from './routes/terminals.js';
 
 export type AgentEnv = { Variables: { requestId: string } };
@@ -45,8 +46,8 @@ export function createAgentApp(opts: AgentAppOptions): Hono<AgentEnv> {
   app.use('*', bearerAuth(opts.token));
 
   app.use('*', async (c, next) => {
-    // A pty attach body is an open-ended byte stream: a body limit would buffer it to the end, forever.
-    if (isAttachRequest(c.req.method, c.req.path)) return next();
+    // A pty attach or TCP stream body is open-ended: a body limit would buffer it to the end, forever.
+    if (isAttachRequest(c.req.method, c.req.path) || isTcpConnectRequest(c.req.method, c.req.path)) return next();
     const limit = c.req.method === 'PUT' && c.req.path === '/files/content' ? MAX_WRITE_BODY_BYTES : MAX_MACHINE_BODY_BYTES;
     return bodyLimit({
       maxSize: limit,
