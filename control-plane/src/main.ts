@@ -5,7 +5,6 @@ import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { serve as honoServe } from '@hono/node-server';
 import { ALL_OPS } from './api/v1/index.js';
 import { createApp } from './app.js';
 import { parseConfig, type Config } from './config.js';
@@ -15,9 +14,10 @@ import { DB_FILENAME, openDb } from './store/db.js';
 import { createStore } from './store/store.js';
 import { openKeyring } from './secrets/keyring-file.js';
 import { DeferredSubstrate, prepareSubstrate } from './machine-host.js';
-import type { Server } from 'node:http';
 import { attachGateway } from './gateway/gateway.js';
 import { gatewayDepsFromServices } from './gateway/from-services.js';
+import { createHttpServer, listen } from './http-server.js';
+import { previewProxyFromServices } from './previews/from-services.js';
 
 /** How often the billing provider is asked what is due (trial ends). Reads also ask, per account. */
 const BILLING_SYNC_MS = 60_000;
@@ -71,13 +71,15 @@ export async function serve(
   }, BILLING_SYNC_MS);
   timer.unref();
 
-  const server = await new Promise<ReturnType<typeof honoServe>>((resolve) => {
-    const s = honoServe({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
-  });
-  // The WebSocket gateway shares the port (and the agent pool's one HTTP/2 session per machine).
+  // One listener: the API, the WebSocket gateway (sharing the agent pool's one HTTP/2 session per
+  // machine) and the preview hostnames, which reach published ports through the same sessions.
   const gw = gatewayDepsFromServices(services, { log });
-  const gateway = attachGateway(server as Server, gw.deps);
+  const previews = previewProxyFromServices(services, { egress: gw.egress, log });
+  const server = createHttpServer(app.fetch, previews, { hostname: config.host });
+  await listen(server, config.port, config.host);
+  const gateway = attachGateway(server, gw.deps, { skip: (req) => previews?.owns(req) ?? false });
   const port = (server.address() as AddressInfo).port;
+  if (!previews) say('previews are off (PREVIEW_DOMAIN=off, or HOST is not loopback and PREVIEW_DOMAIN is unset)');
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   log({ event: 'listening', port });
   return {
@@ -86,6 +88,7 @@ export async function serve(
     close: async () => {
       await gateway.close();
       gw.close();
+      previews?.close();
       await new Promise<void>((resolve) => {
         clearInterval(timer);
         void services.pool.close();

@@ -5,30 +5,13 @@
  * Needs root, podman and runc; the image is built on first use (minutes), then cached.
  */
 import t from 'tap';
-import fs from 'node:fs';
-import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
+import { serveOnContainers } from '../helpers/container-served.js';
 import { open, WsClient, connect } from '../helpers/gateway-ws.js';
-import { makeMachinesRig } from '../helpers/machines-rig.js';
-import { serveWithGateway } from '../helpers/serve-gateway.js';
-import { testImage } from '../helpers/substrate-image.js';
 
 const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
 
 t.test('gateway end to end on the container substrate', { timeout: 1_200_000 }, async (t) => {
-  const image = await testImage('container');
-  // Short root: unix socket paths are limited to 107 bytes.
-  const root = fs.mkdtempSync('/tmp/gwe-');
-  const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
-  const rig = makeMachinesRig({ substrate, services: { agentTimeouts: { connectMs: 5000, requestMs: 60_000 } } });
-  const served = await serveWithGateway(rig);
-  const created: string[] = [];
-  t.teardown(async () => {
-    await served.close();
-    for (const id of created) await substrate.destroy(id).catch(() => {});
-    await rig.close();
-    await substrate.releaseMounts();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const { rig, served, created } = await serveOnContainers(t, 'gwe-');
   const wsBase = served.wsBase;
 
   const a = await rig.tenant('developer');

@@ -1,6 +1,6 @@
 /**
  * A FakeSubstrate whose channels are served by the real agent app (real HTTP/2 server, auth, envelope,
- * real exec routes) with a small in-memory desktop mount standing in for Xvfb. For unit tests of the
+ * real exec and TCP stream routes; a TCP stream reaches this host's loopback) with a small in-memory desktop mount standing in for Xvfb. For unit tests of the
  * control plane's proxy, lease and lifecycle logic.
  */
 import { Hono } from 'hono';
@@ -11,6 +11,7 @@ import { jsonBody } from '../../agent/src/http/body.js';
 import { execRoutes } from '../../agent/src/routes/exec.js';
 import { secretsRoutes } from '../../agent/src/routes/secrets.js';
 import type { SecretStore } from '../../agent/src/secrets/store.js';
+import { tcpRoutes } from '../../agent/src/routes/tcp.js';
 import { AGENT_ROUTES } from '../../shared/agent-protocol.js';
 import { AppError } from '../../shared/errors.js';
 import { FakeSubstrate, type FakeSubstrateOptions } from '../../control-plane/src/substrate/fake.js';
@@ -105,7 +106,7 @@ export function fakeSubstrateWithAgents(
     let server = servers.get(id);
     if (!server) {
       const token = sub.machines.get(id)!.token;
-      const app = createAgentApp({ token, log: () => {}, mounts: [...(opts.mountsFirst?.() ?? []), desktopMount(desktopOf(id)), execRoutes(), secretsRoutes(memorySecretStore(secretsOf(id)))] });
+      const app = createAgentApp({ token, log: () => {}, mounts: [...(opts.mountsFirst?.() ?? []), desktopMount(desktopOf(id)), execRoutes(), secretsRoutes(memorySecretStore(secretsOf(id))), tcpRoutes()] });
       server = createAgentServer(app, () => {});
       servers.set(id, server);
     }

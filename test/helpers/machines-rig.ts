@@ -21,11 +21,13 @@ export interface MachinesRigOptions {
   services?: Partial<ServiceDeps>;
   /** Reuse a data directory (control-plane restart). */
   dir?: string;
+  /** Extra configuration variables (e.g. PREVIEW_DOMAIN). */
+  env?: Record<string, string>;
 }
 
 export function makeMachinesRig(o: MachinesRigOptions) {
   const dir = o.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cp-mch-'));
-  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir });
+  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, ...o.env });
   const db = openDb(path.join(dir, DB_FILENAME));
   const store = createStore(db);
   const clock = { t: Date.parse('2026-11-22T06:00:00.000Z'), real: true };

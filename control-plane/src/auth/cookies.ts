@@ -16,11 +16,16 @@ export function clearedSessionCookie(secure: boolean): string {
 }
 
 export function readSessionCookie(header: string | undefined): string | null {
+  return readCookie(header, SESSION_COOKIE);
+}
+
+/** One cookie's value from a Cookie header, or null. */
+export function readCookie(header: string | undefined, name: string): string | null {
   if (!header) return null;
   for (const part of header.split(';')) {
     const i = part.indexOf('=');
     if (i < 0) continue;
-    if (part.slice(0, i).trim() === SESSION_COOKIE) return part.slice(i + 1).trim() || null;
+    if (part.slice(0, i).trim() === name) return part.slice(i + 1).trim() || null;
   }
   return null;
 }

@@ -35,6 +35,8 @@ export interface GatewayOptions {
   eventsMaxBuffered?: number;
   /** How often an open socket's credentials are checked again (revoked key, signed-out session, lost role). */
   credentialCheckMs?: number;
+  /** Upgrades someone else serves on the same listener (preview hostnames): left untouched. */
+  skip?: (req: IncomingMessage) => boolean;
 }
 
 /** A revoked key or a signed-out session loses its open channels within this long. */
@@ -141,6 +143,7 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
   }
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (opts.skip?.(req)) return;
     const requestId = newId('request');
     socket.on('error', () => {});
     let admitted: ReturnType<typeof admit>;

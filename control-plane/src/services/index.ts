@@ -14,6 +14,7 @@ import type { Substrate } from '../substrate/substrate.js';
 import { createEventService } from './events.js';
 import { createLeaseService } from './leases.js';
 import { createMachineService, NO_SUBSTRATE } from './machines.js';
+import { createPortService } from './ports.js';
 import { createSessionService } from './sessions.js';
 import { DiskLocks } from './disk-locks.js';
 import { createSnapshotService } from './snapshots.js';
@@ -113,6 +114,7 @@ export function createServices(d: ServiceDeps) {
   billing.onStateChange((e) => {
     if (e.to === 'canceled' || e.to === 'unsubscribed') void machines.stopAllFor(e.org_id);
   });
-  return { config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates, secrets };
+  const ports = createPortService({ store, config, now });
+  return { config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates, secrets, ports };
 }
 export type Services = ReturnType<typeof createServices>;

@@ -237,4 +237,30 @@ CREATE INDEX machine_secrets_org ON machine_secrets(org_id, created_at, id);
 CREATE INDEX machine_secrets_key ON machine_secrets(key_id);
 `,
   },
+  {
+    version: 5,
+    name: 'published ports (previews)',
+    // Unpublished rows stay as tombstones (deleted_at): a preview id, and so its hostname, is never
+    // issued twice. Credentials are SHA-256 digests only; access_token_hash is cleared when the one-shot
+    // access link is used.
+    sql: `
+CREATE TABLE previews (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  machine_id TEXT NOT NULL REFERENCES machines(id),
+  port INTEGER NOT NULL CHECK (port BETWEEN 1 AND 65535),
+  name TEXT,
+  access TEXT NOT NULL CHECK (access IN ('private','public')),
+  secret_hash TEXT,
+  access_token_hash TEXT,
+  cookie_hash TEXT,
+  last_request_at TEXT,
+  created_at TEXT NOT NULL,
+  deleted_at TEXT
+);
+CREATE UNIQUE INDEX previews_machine_port ON previews(machine_id, port) WHERE deleted_at IS NULL;
+CREATE INDEX previews_org ON previews(org_id, created_at, id);
+CREATE INDEX previews_machine ON previews(machine_id, created_at, id);
+`,
+  },
 ];

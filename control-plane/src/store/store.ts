@@ -3,6 +3,7 @@ import { accessRepo } from './repos/access.js';
 import { billingRepo, rateLimitRepo } from './repos/billing.js';
 import { identityRepo } from './repos/identity.js';
 import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo } from './repos/machines.js';
+import { previewsRepo } from './repos/previews.js';
 import { snapshotsRepo, templatesRepo } from './repos/snapshots.js';
 import { secretsRepo } from './repos/secrets.js';
 
@@ -20,6 +21,7 @@ export function createStore(db: Db) {
     snapshots: snapshotsRepo(db),
     templates: templatesRepo(db),
     secrets: secretsRepo(db),
+    previews: previewsRepo(db),
   };
 }
 export type Store = ReturnType<typeof createStore>;

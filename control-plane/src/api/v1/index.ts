@@ -66,6 +66,11 @@ import inputLeaseRelease from './input-lease/release.js';
 import eventsList from './events/list.js';
 import machinesFork from './machines/fork.js';
 import machinesRestore from './machines/restore.js';
+import portsGet from './ports/get.js';
+import portsList from './ports/list.js';
+import portsListOrg from './ports/list-org.js';
+import portsPublish from './ports/publish.js';
+import portsUnpublish from './ports/unpublish.js';
 import snapshotsCreate from './snapshots/create.js';
 import snapshotsDelete from './snapshots/delete.js';
 import snapshotsGet from './snapshots/get.js';
@@ -140,8 +145,11 @@ export const SNAPSHOT_OPS: readonly Op[] = [
 /** Machine secrets (docs/api-secrets.md). */
 export const SECRET_OPS: readonly Op[] = [secretsPut, secretsList, secretsDelete, secretsListOrg];
 
+/** Published ports (docs/api-ports.md); the preview hostnames themselves are served by previews/proxy.ts. */
+export const PORT_OPS: readonly Op[] = [portsPublish, portsList, portsGet, portsUnpublish, portsListOrg];
+
 /** Everything main.ts serves. */
-export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS, ...SNAPSHOT_OPS, ...SECRET_OPS];
+export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS, ...SNAPSHOT_OPS, ...SECRET_OPS, ...PORT_OPS];
 
 export function v1App(s: Services, ops: readonly Op[] = IDENTITY_OPS): Hono<CpEnv> {
   const app = new Hono<CpEnv>();

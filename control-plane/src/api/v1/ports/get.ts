@@ -1,0 +1,11 @@
+import { defineOp } from '../../op.js';
+import { machineIdParam } from '../machines/proxy.js';
+import { previewIdParam } from './params.js';
+
+export default defineOp({
+  name: 'ports.get',
+  method: 'get',
+  path: '/machines/:machine_id/ports/:preview_id',
+  auth: 'any',
+  handler: (c, s) => c.json(s.ports.get(c.get('principal').org_id!, machineIdParam(c), previewIdParam(c))),
+});

@@ -1,0 +1,21 @@
+import { PublishPortRequest } from '../../../../../shared/schemas/ports.js';
+import { jsonBody } from '../../body.js';
+import { defineOp } from '../../op.js';
+import { machineIdParam } from '../machines/proxy.js';
+
+/** 201 with `secret` and `access_url` (private) once; an already published port answers 200 without them. */
+export default defineOp({
+  name: 'ports.publish',
+  method: 'post',
+  path: '/machines/:machine_id/ports',
+  auth: 'any',
+  permission: 'ports:write',
+  async handler(c, s) {
+    const machineId = machineIdParam(c);
+    const body = await jsonBody(c, PublishPortRequest);
+    const r = s.ports.publish(c.get('principal'), machineId, body);
+    // The credentials in a creating answer must not be kept by any cache on the way.
+    c.header('cache-control', 'no-store');
+    return c.json(r.preview, r.created ? 201 : 200);
+  },
+});

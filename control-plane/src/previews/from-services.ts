@@ -1,0 +1,44 @@
+/**
+ * The preview proxy from the control plane's real services; main.ts wires it next to the gateway:
+ *
+ *   const previews = previewProxyFromServices(services, { egress: gw.egress, log });
+ *   const server = createHttpServer(app.fetch, previews);
+ *   attachGateway(server, gw.deps, { skip: (req) => previews?.owns(req) ?? false });
+ */
+import { AgentStreamDialer } from '../gateway/agent-streams.js';
+import type { EgressMeter } from '../gateway/deps.js';
+import type { LogSink } from '../log.js';
+import type { Services } from '../services/index.js';
+import { createPreviewProxy, type PreviewProxy } from './proxy.js';
+
+export interface PreviewsFromServicesOptions {
+  egress: EgressMeter;
+  log?: LogSink;
+  /** Deadline for reaching the agent and for its stream's answer. */
+  agentTimeoutMs?: number;
+  headerTimeoutMs?: number;
+}
+
+/** null when this deployment serves no preview domain (PREVIEW_DOMAIN=off, or a public HOST without one). */
+export function previewProxyFromServices(s: Services, o: PreviewsFromServicesOptions): (PreviewProxy & { close(): void }) | null {
+  if (!s.ports.domain) return null;
+  // Streams share the pool's one session per machine (a VM's channel takes a single connection).
+  const dialer = new AgentStreamDialer({ session: (id) => s.pool.session(id), drop: (id) => s.pool.drop(id), timeoutMs: o.agentTimeoutMs });
+  const proxy = createPreviewProxy({
+    ports: s.ports,
+    agentTarget: (orgId, machineId) => s.machines.agentTarget(orgId, machineId),
+    openStream: (machineId, token, req) => dialer.open(machineId, token, req),
+    egress: o.egress,
+    secureCookies: new URL(s.config.publicBaseUrl).protocol === 'https:',
+    trustProxy: s.config.trustProxy,
+    log: o.log,
+    headerTimeoutMs: o.headerTimeoutMs,
+  });
+  return {
+    ...proxy,
+    close() {
+      proxy.close();
+      dialer.close();
+    },
+  };
+}

@@ -1,0 +1,360 @@
+/**
+ * The preview proxy: requests whose Host is `prv-<…>.<preview domain>` are served here, on the API's
+ * listener, and reach the published port through the agent channel only. Each incoming request (or
+ * WebSocket handshake) gets one agent TCP stream (`POST /tcp/:port/connect`) to 127.0.0.1:port in the
+ * guest, and Node's own HTTP/1.1 client speaks to the guest over it, so bodies stream both ways, server-
+ * sent events pass unbuffered and upgrades become a raw byte pipe. Unpublishing cuts every open
+ * connection of the preview at once. The guest's bytes are untrusted: Node's parser bounds its header
+ * block, and its response headers have a deadline.
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import http2 from 'node:http2';
+import type net from 'node:net';
+import type { Duplex } from 'node:stream';
+import { AppError } from '../../../shared/errors.js';
+import { newId } from '../../../shared/ids.js';
+import { PREVIEW_ACCESS_PATH, PREVIEW_COOKIE } from '../../../shared/schemas/ports.js';
+import type { EgressMeter, OpenedStream } from '../gateway/deps.js';
+import type { LogSink } from '../log.js';
+import type { PortService } from '../services/ports.js';
+import type { PreviewRow } from '../store/repos/previews.js';
+import { requestHeadersForGuest, responseHeadersFromGuest } from './headers.js';
+import { isPreviewHost, previewIdFromHost } from './hostnames.js';
+import { previewPage, type PreviewPage } from './pages.js';
+
+export interface PreviewProxyDeps {
+  ports: PortService;
+  /** The running machine's agent; throws AppError when it is not running. */
+  agentTarget(orgId: string, machineId: string): { id: string; token: string };
+  /** Opens an agent stream (AgentStreamDialer.open). */
+  openStream(machineId: string, token: string, req: { method: 'POST'; path: string; duplex: true }): Promise<OpenedStream>;
+  /**
+   * Where bytes served to preview clients are counted, per machine (egress_bytes). main.ts passes the
+   * gateway's EgressCounter, so the metering flush sees one figure per machine.
+   */
+  egress: EgressMeter;
+  /** Set the cookie's Secure attribute (the public URL is https). */
+  secureCookies: boolean;
+  /** Take the client address from X-Forwarded-For's right-most entry (TRUST_PROXY). */
+  trustProxy: boolean;
+  log?: LogSink;
+  /** Deadline for the guest's response headers (default 100 s, as common TLS proxies use). */
+  headerTimeoutMs?: number;
+}
+
+export interface PreviewProxy {
+  /** Is this request for a preview hostname (then the API and the gateway must leave it alone)? */
+  owns(req: IncomingMessage): boolean;
+  handle(req: IncomingMessage, res: ServerResponse): void;
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Open proxied connections (tests, metrics). */
+  openConnections(): number;
+  close(): void;
+}
+
+const DEFAULT_HEADER_TIMEOUT_MS = 100_000;
+
+const REASONS: Record<number, string> = { 401: 'Unauthorized', 404: 'Not Found', 502: 'Bad Gateway', 503: 'Service Unavailable' };
+
+type Refusal = { err: AppError; status: number };
+
+function refusal(code: 'not_found' | 'unauthenticated' | 'compute_unavailable', status: number, message: string, headers: Record<string, string> = {}): Refusal {
+  return { err: new AppError(code, message, { headers }), status };
+}
+
+const NOT_FOUND = () => refusal('not_found', 404, 'This preview does not exist or was unpublished.');
+const PRIVATE = () =>
+  refusal('unauthenticated', 401, "This preview is private. Open its access link, or send the preview's secret as Authorization: Bearer.", {
+    'www-authenticate': 'Bearer realm="preview"',
+  });
+const STOPPED = () => refusal('compute_unavailable', 503, 'The machine behind this preview is not running.', { 'retry-after': '5' });
+const UNREACHABLE = () => refusal('compute_unavailable', 503, 'The machine behind this preview is not reachable right now.', { 'retry-after': '2' });
+const NOTHING_LISTENING = () =>
+  refusal('compute_unavailable', 502, "Nothing is answering on this preview's port inside the machine yet.", { 'retry-after': '2' });
+const NO_ANSWER = () => refusal('compute_unavailable', 502, 'The app inside the machine closed the connection or did not answer in time.');
+
+function rawResponse(status: number, reason: string, headers: Array<[string, string]>): string {
+  return `HTTP/1.1 ${status} ${reason}\r\n${headers.map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`;
+}
+
+function pairs(flat: readonly string[]): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) out.push([flat[i]!, flat[i + 1]!]);
+  return out;
+}
+
+export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
+  const { ports } = deps;
+  const log = deps.log ?? (() => {});
+  const headerTimeoutMs = deps.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS;
+  /** Per preview: how to cut each of its open connections. */
+  const live = new Map<string, Set<() => void>>();
+  const offUnpublished = ports.onUnpublished((id) => {
+    const cuts = live.get(id);
+    live.delete(id);
+    for (const cut of cuts ?? []) cut();
+  });
+
+  function track(id: string, cut: () => void): () => void {
+    let set = live.get(id);
+    if (!set) live.set(id, (set = new Set()));
+    set.add(cut);
+    return () => {
+      set!.delete(cut);
+      if (set!.size === 0 && live.get(id) === set) live.delete(id);
+    };
+  }
+
+  function clientAddress(req: IncomingMessage): string {
+    if (deps.trustProxy) {
+      const xff = req.headers['x-forwarded-for'];
+      const last = (Array.isArray(xff) ? xff.join(',') : xff)?.split(',').map((s) => s.trim()).filter(Boolean).pop();
+      if (last) return last;
+    }
+    return req.socket.remoteAddress ?? 'unknown';
+  }
+
+  type Admitted = { row: PreviewRow; dropAuthorization: boolean };
+
+  /** Host → live preview → credential. Every refusal is decided here, before any guest byte moves. */
+  function admit(req: IncomingMessage): Admitted | Refusal {
+    const row = lookup(req);
+    if (!row) return NOT_FOUND();
+    const cred = ports.authorize(row, { authorization: req.headers.authorization, cookie: req.headers.cookie, origin: req.headers.origin });
+    if (!cred.ok) return PRIVATE();
+    return { row, dropAuthorization: cred.dropAuthorization };
+  }
+
+  function lookup(req: IncomingMessage): PreviewRow | null {
+    const id = previewIdFromHost(req.headers.host, ports.domain);
+    return id ? ports.resolve(id) : null;
+  }
+
+  /** The guest-side connection: one agent stream to the published port. */
+  async function dial(row: PreviewRow): Promise<{ stream: http2.ClientHttp2Stream; machineId: string } | Refusal> {
+    let target: { id: string; token: string };
+    try {
+      target = deps.agentTarget(row.org_id, row.machine_id);
+    } catch (e) {
+      if (e instanceof AppError && (e.code === 'conflict' || e.code === 'compute_unavailable' || e.code === 'not_found')) return STOPPED();
+      throw e;
+    }
+    let opened: OpenedStream;
+    try {
+      opened = await deps.openStream(target.id, target.token, { method: 'POST', path: `/tcp/${row.port}/connect`, duplex: true });
+    } catch {
+      return UNREACHABLE();
+    }
+    if (opened.status !== 200) {
+      // The agent's refusal (nothing listening, too many connections) is small; nothing of it is shown.
+      opened.stream.close(http2.constants.NGHTTP2_CANCEL);
+      return NOTHING_LISTENING();
+    }
+    return { stream: opened.stream, machineId: target.id };
+  }
+
+  function forwardedFor(req: IncomingMessage, upgrade: boolean, dropAuthorization: boolean): string[] {
+    return requestHeadersForGuest(req.rawHeaders, {
+      dropAuthorization,
+      upgrade,
+      forwarded: { for: clientAddress(req), proto: deps.secureCookies ? 'https' : 'http', host: req.headers.host ?? '' },
+    });
+  }
+
+  /**
+   * Node's HTTP/1.1 client speaking to the guest over the agent stream. The guest's response head is
+   * parsed (and bounded) by Node; it must start within the deadline, or the request is dropped.
+   */
+  function guestRequest(req: IncomingMessage, stream: http2.ClientHttp2Stream, upgrade: boolean, dropAuthorization: boolean): http.ClientRequest {
+    const creq = http.request({
+      createConnection: () => stream as unknown as net.Socket,
+      method: req.method,
+      path: req.url ?? '/',
+      headers: forwardedFor(req, upgrade, dropAuthorization),
+    });
+    const timer = setTimeout(() => creq.destroy(new Error('header timeout')), headerTimeoutMs);
+    timer.unref();
+    const clear = () => clearTimeout(timer);
+    for (const ev of ['response', 'upgrade', 'error', 'close']) creq.once(ev, clear);
+    return creq;
+  }
+
+  function sendPage(res: ServerResponse, r: Refusal, requestId: string, accept: string | undefined): number {
+    const p: PreviewPage = previewPage(r.err, r.status, requestId, accept);
+    if (res.headersSent) {
+      res.destroy();
+      return r.status;
+    }
+    res.writeHead(p.status, p.headers);
+    res.end(p.body);
+    return p.status;
+  }
+
+  function writeRawPage(socket: Duplex, r: Refusal, requestId: string, accept: string | undefined): void {
+    const p = previewPage(r.err, r.status, requestId, accept);
+    const head = rawResponse(p.status, REASONS[p.status] ?? 'Error', [
+      ...Object.entries(p.headers),
+      ['content-length', String(Buffer.byteLength(p.body))],
+      ['connection', 'close'],
+    ]);
+    if (socket.writable) socket.end(head + p.body);
+    socket.destroy();
+  }
+
+  /**
+   * The one-shot access link: trade the token for a cookie on this hostname only, then go to `/`. A
+   * browser that already holds a valid credential is just sent on.
+   */
+  function access(req: IncomingMessage, res: ServerResponse, row: PreviewRow, requestId: string): number {
+    const token = new URL(req.url ?? '/', 'http://preview').searchParams.get('token') ?? '';
+    const cookie = req.method === 'GET' || req.method === 'HEAD' ? ports.trade(row, token) : null;
+    const headers: Record<string, string> = { location: '/', 'cache-control': 'no-store', 'referrer-policy': 'no-referrer', 'x-request-id': requestId };
+    if (cookie) {
+      // Host-only (no Domain): the cookie goes to this one preview hostname and nowhere else.
+      headers['set-cookie'] = `${PREVIEW_COOKIE}=${cookie}; Path=/; HttpOnly; SameSite=Lax${deps.secureCookies ? '; Secure' : ''}`;
+    } else if (!ports.authorize(row, { cookie: req.headers.cookie, origin: req.headers.origin }).ok) {
+      return sendPage(
+        res,
+        refusal('unauthenticated', 401, "This access link was already used or is not valid. Programs can send the preview's secret as Authorization: Bearer."),
+        requestId,
+        req.headers.accept,
+      );
+    }
+    res.writeHead(303, headers);
+    res.end();
+    return 303;
+  }
+
+  async function serveRequest(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<number> {
+    const accept = req.headers.accept;
+    const found = lookup(req);
+    // The access link is the one way in without a credential (private previews only).
+    if (found?.access === 'private' && new URL(req.url ?? '/', 'http://preview').pathname === PREVIEW_ACCESS_PATH) {
+      return access(req, res, found, requestId);
+    }
+    const a = admit(req);
+    if ('err' in a) return sendPage(res, a, requestId, accept);
+    const { row } = a;
+    ports.touch(row.id);
+    const d = await dial(row);
+    if ('err' in d) return sendPage(res, d, requestId, accept);
+    const { stream, machineId } = d;
+    stream.on('error', () => {});
+
+    return new Promise<number>((resolve) => {
+      let status = 0;
+      let untrack = () => {};
+      const done = (s: number) => {
+        untrack();
+        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+        resolve(status || s);
+      };
+      untrack = track(row.id, () => {
+        res.destroy();
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+      });
+      const creq = guestRequest(req, stream, false, a.dropAuthorization);
+      creq.on('response', (gres) => {
+        status = gres.statusCode ?? 502;
+        res.writeHead(status, gres.statusMessage, responseHeadersFromGuest(gres.rawHeaders));
+        // Headers go out now: an event stream's client learns it is connected before the first event.
+        res.flushHeaders();
+        gres.on('data', (c: Buffer) => deps.egress.add(machineId, c.length));
+        gres.on('error', () => res.destroy());
+        gres.pipe(res);
+      });
+      creq.on('error', () => {
+        if (!res.headersSent) status = sendPage(res, NO_ANSWER(), requestId, accept);
+        else res.destroy();
+      });
+      res.on('close', () => {
+        creq.destroy();
+        done(502);
+      });
+      req.pipe(creq);
+    });
+  }
+
+  return {
+    owns: (req) => isPreviewHost(req.headers.host, ports.domain),
+
+    handle(req, res) {
+      const requestId = newId('request');
+      const started = Date.now();
+      // Never log the URL: the access link's query carries a credential.
+      serveRequest(req, res, requestId).then(
+        (status) => log({ event: 'preview_request', request_id: requestId, method: req.method ?? '', status, ms: Date.now() - started }),
+        (e) => {
+          log({ event: 'internal_error', operation: 'preview.request', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
+          sendPage(res, { err: new AppError('internal_error', 'The preview failed.'), status: 500 }, requestId, req.headers.accept);
+        },
+      );
+    },
+
+    upgrade(req, socket, head) {
+      const requestId = newId('request');
+      const accept = req.headers.accept;
+      socket.on('error', () => {});
+      void (async () => {
+        const a = admit(req);
+        if ('err' in a) return writeRawPage(socket, a, requestId, accept);
+        ports.touch(a.row.id);
+        const d = await dial(a.row);
+        if ('err' in d) return writeRawPage(socket, d, requestId, accept);
+        const { stream, machineId } = d;
+        stream.on('error', () => {});
+        const cut = () => {
+          socket.destroy();
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+        };
+        const untrack = track(a.row.id, cut);
+        socket.once('close', () => {
+          untrack();
+          if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+        });
+        const creq = guestRequest(req, stream, true, a.dropAuthorization);
+        creq.on('upgrade', (gres, gsock, ghead) => {
+          socket.write(rawResponse(101, gres.statusMessage || 'Switching Protocols', pairs(responseHeadersFromGuest(gres.rawHeaders, true))));
+          if (ghead.length) {
+            deps.egress.add(machineId, ghead.length);
+            socket.write(ghead);
+          }
+          if (head.length) gsock.write(head);
+          gsock.on('data', (c: Buffer) => deps.egress.add(machineId, c.length));
+          gsock.on('error', () => socket.destroy());
+          gsock.on('close', () => socket.destroy());
+          gsock.pipe(socket);
+          socket.pipe(gsock);
+          log({ event: 'preview_upgrade', request_id: requestId, status: 101 });
+        });
+        // The guest answered the handshake without switching: relay that answer, then close.
+        creq.on('response', (gres) => {
+          const hs = pairs(responseHeadersFromGuest(gres.rawHeaders)).filter(([k]) => k.toLowerCase() !== 'content-length');
+          socket.write(rawResponse(gres.statusCode ?? 502, gres.statusMessage || 'Error', [...hs, ['connection', 'close']]));
+          gres.on('data', (c: Buffer) => deps.egress.add(machineId, c.length));
+          gres.pipe(socket);
+          log({ event: 'preview_upgrade', request_id: requestId, status: gres.statusCode ?? 0 });
+        });
+        creq.on('error', () => {
+          writeRawPage(socket, NO_ANSWER(), requestId, accept);
+        });
+        creq.end();
+      })().catch((e) => {
+        log({ event: 'internal_error', operation: 'preview.upgrade', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
+        socket.destroy();
+      });
+    },
+
+    openConnections() {
+      let n = 0;
+      for (const s of live.values()) n += s.size;
+      return n;
+    },
+
+    close() {
+      offUnpublished();
+      for (const cuts of live.values()) for (const cut of cuts) cut();
+      live.clear();
+    },
+  };
+}
