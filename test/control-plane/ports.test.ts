@@ -276,3 +276,46 @@ t.test('PREVIEW_DOMAIN=off: publishing is unsupported, and previews are not serv
   assertEnvelope(t, await rig.call('POST', `/v1/machines/${m.id}/ports`, { key: a.key, body: { port: 80 } }), 'unsupported_operation', 501);
   t.same((await rig.call('GET', '/v1/ports', { key: a.key })).json.data, []);
 });
+
+t.test('a hostile app: malformed, oversized or missing answers are a 502 page, and the control plane stays up', async (t) => {
+  const fake = fakeSubstrateWithAgents();
+  const rig = makeMachinesRig({ substrate: fake.substrate });
+  const served = await serveWithGateway(rig, { previews: { headerTimeoutMs: 500 } });
+  const answers: Record<string, string | null> = {
+    '/bad-char': 'HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok',
+    '/bad-status': 'HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok',
+    '/huge-head': `HTTP/1.1 200 OK\r\nX-Big: ${'h'.repeat(100_000)}\r\n\r\n`,
+    '/garbage': 'hello there\r\n\r\n',
+    '/silent': null,
+    '/fine': 'HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfine',
+  };
+  const app = net.createServer((sock) => {
+    sock.on('error', () => {});
+    let head = '';
+    sock.on('data', (d) => {
+      head += d.toString('latin1');
+      const path = /^[A-Z]+ (\S+)/.exec(head)?.[1];
+      if (!path || !head.includes('\r\n\r\n')) return;
+      const a = answers[path];
+      if (a) sock.end(a);
+    });
+  });
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', () => r()));
+  t.teardown(async () => {
+    app.close();
+    await served.close();
+    fake.close();
+    await rig.close();
+  });
+  const a = await rig.tenant('developer', ['machines:read', 'machines:write', 'ports:write']);
+  const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
+  const pv = (await rig.call('POST', `/v1/machines/${m.id}/ports`, { key: a.key, body: { port: (app.address() as net.AddressInfo).port, access: 'public' } })).json;
+  const host = previewHost(pv.url, served.port);
+  for (const p of ['/bad-char', '/bad-status', '/huge-head', '/garbage', '/silent']) {
+    const r = await previewRequest(served.port, host, { path: p });
+    t.equal(r.status, 502, `${p}: 502`);
+    t.match(r.text, /closed the connection or did not answer in time/);
+  }
+  t.equal((await previewRequest(served.port, host, { path: '/fine' })).text, 'fine', 'still serving');
+  t.equal(served.previews!.openConnections(), 0, 'nothing left open');
+});

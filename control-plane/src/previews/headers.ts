@@ -50,6 +50,7 @@ export function requestHeadersForGuest(raw: readonly string[], o: ForwardOptions
   for (let i = 0; i + 1 < raw.length; i += 2) {
     if (raw[i]!.toLowerCase() === 'connection') for (const t of raw[i + 1]!.split(',')) named.add(t.trim().toLowerCase());
   }
+  const chunked = raw.some((v, i) => i % 2 === 0 && v.toLowerCase() === 'transfer-encoding');
   const out: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!;
@@ -58,6 +59,8 @@ export function requestHeadersForGuest(raw: readonly string[], o: ForwardOptions
     if (HOP_BY_HOP.has(lower) || (named.has(lower) && !(o.upgrade && lower === 'upgrade'))) continue;
     if (lower.startsWith('x-forwarded-') || lower === 'forwarded') continue;
     if (lower === 'authorization' && o.dropAuthorization) continue;
+    // A body sent chunked is re-sent chunked (below); a length beside it would frame it twice.
+    if (lower === 'content-length' && chunked) continue;
     if (lower === 'cookie') {
       const rest = withoutOurCookies(value);
       if (rest) out.push(name, rest);
@@ -66,7 +69,7 @@ export function requestHeadersForGuest(raw: readonly string[], o: ForwardOptions
     out.push(name, value);
   }
   // Node re-frames the body it parsed; a chunked request stays chunked whatever its method.
-  if (raw.some((v, i) => i % 2 === 0 && v.toLowerCase() === 'transfer-encoding')) out.push('Transfer-Encoding', 'chunked');
+  if (chunked) out.push('Transfer-Encoding', 'chunked');
   if (o.upgrade) {
     const up = raw.findIndex((v, i) => i % 2 === 0 && v.toLowerCase() === 'upgrade');
     out.push('Connection', 'Upgrade');

@@ -255,8 +255,16 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
       });
       const creq = guestRequest(req, stream, false, a.dropAuthorization);
       creq.on('response', (gres) => {
+        // The guest's head is untrusted: a status or header Node will not send is a 502, never a throw
+        // out of this event handler (which would take the control plane down).
+        try {
+          res.writeHead(gres.statusCode ?? 0, gres.statusMessage, responseHeadersFromGuest(gres.rawHeaders));
+        } catch {
+          gres.destroy();
+          status = sendPage(res, NO_ANSWER(), requestId, accept);
+          return;
+        }
         status = gres.statusCode ?? 502;
-        res.writeHead(status, gres.statusMessage, responseHeadersFromGuest(gres.rawHeaders));
         // Headers go out now: an event stream's client learns it is connected before the first event.
         res.flushHeaders();
         gres.on('data', (c: Buffer) => deps.egress.add(machineId, c.length));
