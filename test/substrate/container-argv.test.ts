@@ -50,8 +50,15 @@ t.test('podman create argv is pinned', async (t) => {
   ]);
   t.equal(argv.indexOf('--rootfs'), argv.length - 6, 'every option precedes --rootfs DIR and the command');
   t.same(argv.slice(0, globalArgs(env).length), globalArgs(env));
-  const outbound = createArgs(env, { id: 'x', resources: resourcesForSize('large', catalog), rootfs: '/r', channelDir: '/c', network: 'outbound' });
-  t.equal(outbound[outbound.indexOf('--network') + 1], 'computer', 'our own CNI network, not podman\'s default');
+  const outbound = createArgs(env, {
+    id: 'x',
+    resources: resourcesForSize('large', catalog),
+    rootfs: '/r',
+    channelDir: '/c',
+    network: 'outbound',
+    nic: { address: '10.200.4.7', mac: '52:54:0a:c8:04:07' },
+  });
+  t.same(outbound.slice(outbound.indexOf('--network'), outbound.indexOf('--network') + 6), ['--network', 'computer', '--ip', '10.200.4.7', '--mac-address', '52:54:0a:c8:04:07'], "our own CNI network (not podman's default), the address and MAC its port guard lets through");
   t.equal(outbound[outbound.indexOf('--cpus') + 1], '8');
   t.equal(outbound[outbound.indexOf('--pids-limit') + 1], '8192');
 });
@@ -74,14 +81,14 @@ t.test('sizes map from the catalog passed in', async (t) => {
 });
 
 t.test('our CNI network: a bridge of our own, leases in our state dir; NAT and firewall are host rules, not plugins', async (t) => {
-  const conf = JSON.parse(cniConflist({ stateDir: '/var/lib/computer/container/podman' }));
+  const conf = JSON.parse(cniConflist({ stateDir: '/var/lib/computer/container/podman' }, { bridge: 'computer-c1', subnet: '10.200.4.0/22' }));
   t.equal(conf.name, 'computer');
   t.same(conf.plugins.map((p: { type: string }) => p.type), ['bridge']);
   t.match(conf.plugins[0], {
-    bridge: 'computer-ct0',
+    bridge: 'computer-c1',
     isGateway: true,
     ipMasq: false,
     hairpinMode: false,
-    ipam: { type: 'host-local', dataDir: '/var/lib/computer/container/podman/networks/ipam', ranges: [[{ subnet: '10.202.0.0/16', gateway: '10.202.0.1' }]] },
+    ipam: { type: 'host-local', dataDir: '/var/lib/computer/container/podman/networks/ipam', ranges: [[{ subnet: '10.200.4.0/22', gateway: '10.200.4.1' }]] },
   });
 });

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
 import { forwardChainName, GUARD_CHAIN, guardRules, installHostGuard } from '../../control-plane/src/substrate/host-guard.js';
-import { CONTAINER_BRIDGE, CONTAINER_SUBNET, containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
+import { containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { testImage } from '../helpers/substrate-image.js';
 
 const run = promisify(execFile);
@@ -36,6 +36,7 @@ t.test('outbound machines cannot reach host services; none has no network', { ti
   const root = fs.mkdtempSync('/tmp/cn-');
   const sub = new ContainerSubstrate({ root, baseRootfs: image.rootfs });
   const env = sub.env;
+  const CONTAINER_BRIDGE = sub.net.bridge;
   const inGuest = async (id: string, script: string): Promise<{ code: number; out: string }> => {
     try {
       const r = await run('podman', [...globalArgs(env), 'exec', containerName(id), 'bash', '-c', script], { env: { ...process.env, ...podmanEnv(env) } });
@@ -50,16 +51,16 @@ t.test('outbound machines cannot reach host services; none has no network', { ti
     server?.close();
     for (const id of ['mch_net1', 'mch_net2', 'mch_net3']) await sub.destroy(id).catch(() => {});
     await sub.releaseMounts();
+    await sub.removeNetwork();
     fs.rmSync(root, { recursive: true, force: true });
     fs.rmSync(env.runDir!, { recursive: true, force: true });
-    await installHostGuard(CONTAINER_BRIDGE).catch(() => {});
   });
 
   await sub.create({ id: 'mch_net1', resources: res, source: { kind: 'base' }, token: 'n'.repeat(32), network: 'outbound' });
   const addr = await inGuest('mch_net1', "ip -4 -o addr show dev eth0 | awk '{print $4}'; ip route | awk '/default/{print $3}'");
   const [cidr, gateway] = addr.out.trim().split('\n');
-  t.match(cidr, /^10\.202\.\d+\.\d+\/16$/, 'outbound machine has an address on our network, not podman\'s default one');
-  t.equal(CONTAINER_SUBNET, '10.202.0.0/16');
+  t.match(sub.net.subnet, /^10\.20[0-7]\.\d+\.0\/22$/, 'a subnet of its own');
+  t.equal(cidr, `${sub.net.subnet.replace(/\.0\/22$/, '.2')}/22`, 'outbound machine has the first machine address of its root\'s network, not podman\'s default one');
   t.match(gateway, /^\d+\.\d+\.\d+\.\d+$/, 'and a default route');
 
   server = net.createServer((s) => s.end('host-service\n'));

@@ -111,12 +111,11 @@ t.test('host commands are pinned', async (t) => {
   t.same(natRule(n), ['-w', '-t', 'nat', '-A', 'POSTROUTING', '-s', '10.77.0.0/16', '!', '-o', 'cbr9', '-j', 'MASQUERADE']);
   t.same(tapUpSteps('ctap0123456789', 'cbr9', { mac: '52:54:0a:4d:00:02', address: '10.77.0.2' }), [
     { argv: ['ip', 'tuntap', 'add', 'dev', 'ctap0123456789', 'mode', 'tap'] },
-    { argv: ['ebtables', '-N', 'COMPUTER-ctap0123456789'] },
-    { argv: ['ebtables', '-A', 'COMPUTER-ctap0123456789', '-s', '52:54:0a:4d:00:02', '-p', 'IPv4', '--ip-src', '10.77.0.2', '-j', 'RETURN'] },
-    { argv: ['ebtables', '-A', 'COMPUTER-ctap0123456789', '-s', '52:54:0a:4d:00:02', '-p', 'ARP', '--arp-mac-src', '52:54:0a:4d:00:02', '--arp-ip-src', '10.77.0.2', '-j', 'RETURN'] },
-    { argv: ['ebtables', '-A', 'COMPUTER-ctap0123456789', '-j', 'DROP'] },
-    { argv: ['ebtables', '-A', 'INPUT', '-i', 'ctap0123456789', '-j', 'COMPUTER-ctap0123456789'] },
-    { argv: ['ebtables', '-A', 'FORWARD', '-i', 'ctap0123456789', '-j', 'COMPUTER-ctap0123456789'] },
+    { argv: ['ebtables', '-t', 'nat', '-N', 'COMPUTER-ctap0123456789'] },
+    { argv: ['ebtables', '-t', 'nat', '-A', 'COMPUTER-ctap0123456789', '-s', '52:54:0a:4d:00:02', '-p', 'IPv4', '--ip-src', '10.77.0.2', '-j', 'RETURN'] },
+    { argv: ['ebtables', '-t', 'nat', '-A', 'COMPUTER-ctap0123456789', '-s', '52:54:0a:4d:00:02', '-p', 'ARP', '--arp-mac-src', '52:54:0a:4d:00:02', '--arp-ip-src', '10.77.0.2', '-j', 'RETURN'] },
+    { argv: ['ebtables', '-t', 'nat', '-A', 'COMPUTER-ctap0123456789', '-j', 'DROP'] },
+    { argv: ['ebtables', '-t', 'nat', '-A', 'PREROUTING', '-i', 'ctap0123456789', '-j', 'COMPUTER-ctap0123456789'] },
     { argv: ['ip', 'link', 'set', 'dev', 'ctap0123456789', 'master', 'cbr9'] },
     { argv: ['bridge', 'link', 'set', 'dev', 'ctap0123456789', 'isolated', 'on'] },
     { argv: ['ip', 'link', 'set', 'dev', 'ctap0123456789', 'up'] },
@@ -185,7 +184,7 @@ t.test('port guard: a machine cannot use another address or MAC (veth in a netns
   }
   t.not(await attempt(), 'host-service\n', 'and the host guard drops it');
   await removePortGuard(port);
-  t.notOk((await run('ebtables', ['-L'])).stdout.includes(portGuardChain(port)), 'port guard removed');
+  t.notOk((await run('ebtables', ['-t', 'nat', '-L'])).stdout.includes(portGuardChain(port)), 'port guard removed');
 });
 
 // A test-only bridge and subnet: the test never touches an operator's computer-br0.
@@ -242,7 +241,7 @@ t.test('a real VM on the guarded bridge cannot reach the host; none has only lo'
   const port = (await run('bridge', ['-d', 'link', 'show', 'dev', tap])).stdout;
   t.match(port, `master ${BRIDGE}`, 'the tap is on the bridge');
   t.match(port, /isolated on/, 'as an isolated port');
-  t.match((await run('ebtables', ['-L', portGuardChain(tap)])).stdout, `--ip-src ${rec.address}`, 'with its port guard');
+  t.match((await run('ebtables', ['-t', 'nat', '-L', portGuardChain(tap)])).stdout, `--ip-src ${rec.address}`, 'with its port guard');
   t.equal((await iptS('iptables', 'INPUT')).split('\n').filter((l) => l === `-A INPUT -i ${BRIDGE} -j ${GUARD_CHAIN}`).length, 1, 'guard jump for the bridge');
   t.equal((await iptS('iptables', 'FORWARD')).split('\n').filter((l) => l === `-A FORWARD -j COMPUTER-FWD-${BRIDGE}`).length, 1, 'one forward jump');
   t.match(await iptS('iptables', 'POSTROUTING', 'nat'), `-A POSTROUTING -s ${SUBNET} ! -o ${BRIDGE} -j MASQUERADE`);
@@ -326,7 +325,7 @@ t.test('a real VM on the guarded bridge cannot reach the host; none has only lo'
   }
   t.equal(st, 'lost');
   t.notOk(fs.existsSync(`/sys/class/net/${tap}`), 'the dead machine has no tap left');
-  t.notOk((await run('ebtables', ['-L'])).stdout.includes(portGuardChain(tap)), 'nor a port guard');
+  t.notOk((await run('ebtables', ['-t', 'nat', '-L'])).stdout.includes(portGuardChain(tap)), 'nor a port guard');
 
   // a machine without networking: no NIC, no tap
   const token2 = crypto.randomBytes(24).toString('hex');

@@ -27,10 +27,11 @@ import {
   type Substrate,
   type SubstrateStatus,
 } from '../substrate.js';
-import { forwardChainName, installOutboundRules } from '../host-guard.js';
+import { forwardChainName, installOutboundRules, removeOutboundRules, type OutboundBridge } from '../host-guard.js';
+import { machineNetFor, releaseMachineNet, type MachineNet } from '../machine-net.js';
+import { allocateAddress, inSubnet, macFor } from '../vm/network.js';
+import { guardPort, removeBridge, removePortGuard } from '../vm/host-net.js';
 import {
-  CONTAINER_BRIDGE,
-  CONTAINER_SUBNET,
   cniConflist,
   containerName,
   containersConf,
@@ -62,6 +63,8 @@ export interface ContainerSubstrateConfig {
   volumeBytes?: number;
   /** Operator-facing warnings (e.g. falling back to copying captures). */
   warn?: (msg: string) => void;
+  /** Host-wide registry of machine networks (one bridge and subnet per root); default /var/lib/computer/networks. */
+  netRegistry?: string;
 }
 
 interface MachineRecord {
@@ -73,6 +76,10 @@ interface MachineRecord {
   boot?: string;
   /** podman's container id (from `podman create`): names the container's cgroup without asking podman. */
   ctrId?: string;
+  /** outbound: the machine's IPv4 address on this root's bridge (its MAC is derived from it). */
+  address?: string;
+  /** outbound, while running: the host side of its veth (guarded on the bridge). */
+  port?: string;
 }
 
 function bootId(): string {
@@ -91,6 +98,14 @@ const GiB = 1024 ** 3;
  * set after each start (sysfs, no process); the bridge's FORWARD chain already drops what br_netfilter hands
  * to iptables in the meantime.
  */
+function bridgePorts(bridge: string): string[] {
+  try {
+    return fs.readdirSync(`/sys/class/net/${bridge}/brif`);
+  } catch {
+    return [];
+  }
+}
+
 function isolateBridgePorts(bridge: string): void {
   const dir = `/sys/class/net/${bridge}/brif`;
   let ports: string[] = [];
@@ -116,6 +131,12 @@ export class ContainerSubstrate implements Substrate {
   readonly diskMode: 'snapshot' | 'copy';
   /** The bridge's host rules, installed once per process before the first outbound start. */
   private outboundRules: Promise<void> | null = null;
+  /** This root's own bridge and subnet (allocated host-wide: no other root or control plane shares them). */
+  readonly net: MachineNet;
+  /** Outbound starts one at a time: the port a start adds to the bridge is told apart from the others by that. */
+  private portLock: Promise<unknown> = Promise.resolve();
+  /** Addresses handed out by creates still in flight. */
+  private readonly reserved = new Set<string>();
 
   constructor(private readonly cfg: ContainerSubstrateConfig) {
     fs.mkdirSync(cfg.root, { recursive: true, mode: 0o700 });
@@ -126,7 +147,8 @@ export class ContainerSubstrate implements Substrate {
     for (const d of ['run', 'tmp']) fs.mkdirSync(path.join(runDir, d), { recursive: true, mode: 0o700 });
     fs.writeFileSync(path.join(this.env.stateDir, 'containers.conf'), containersConf());
     fs.mkdirSync(networkConfigDir(this.env), { recursive: true, mode: 0o700 });
-    fs.writeFileSync(path.join(networkConfigDir(this.env), 'computer.conflist'), cniConflist(this.env));
+    this.net = machineNetFor({ root: cfg.root, kind: 'container', ...(cfg.netRegistry ? { registry: cfg.netRegistry } : {}) });
+    fs.writeFileSync(path.join(networkConfigDir(this.env), 'computer.conflist'), cniConflist(this.env, this.net));
     fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
     const disksDir = path.join(cfg.root, 'disks');
     let snapshots = false;
@@ -203,13 +225,22 @@ export class ContainerSubstrate implements Substrate {
       sizeBytes: spec.resources.disk_gb * GiB,
     });
     const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none' };
-    this.writeRecord(rec);
+    if (rec.network === 'outbound') {
+      rec.address = allocateAddress(this.net, [...this.usedAddresses(), ...this.reserved]);
+      this.reserved.add(rec.address);
+    }
     try {
+      this.writeRecord(rec);
       await this.mount(rec);
       const created = await this.podman(
-        createArgs(this.env, { id: spec.id, resources: spec.resources, rootfs: this.mergedDir(spec.id), channelDir: this.channelDir(spec.id), network: rec.network }).slice(
-          globalArgs(this.env).length,
-        ),
+        createArgs(this.env, {
+          id: spec.id,
+          resources: spec.resources,
+          rootfs: this.mergedDir(spec.id),
+          channelDir: this.channelDir(spec.id),
+          network: rec.network,
+          ...(rec.address ? { nic: { address: rec.address, mac: macFor(rec.address) } } : {}),
+        }).slice(globalArgs(this.env).length),
       );
       const ctrId = created.stdout.trim().split('\n').pop() ?? '';
       if (/^[0-9a-f]{64}$/.test(ctrId)) {
@@ -219,8 +250,24 @@ export class ContainerSubstrate implements Substrate {
     } catch (e) {
       await this.destroy(spec.id).catch(() => {});
       throw e;
+    } finally {
+      if (rec.address) this.reserved.delete(rec.address);
     }
     if (opts.start !== false) await this.start(spec.id);
+  }
+
+  /** Addresses held by this root's machines (their records). */
+  private usedAddresses(): string[] {
+    const out: string[] = [];
+    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
+      try {
+        const r = JSON.parse(fs.readFileSync(path.join(this.machineDir(id), 'machine.json'), 'utf8')) as MachineRecord;
+        if (r.address) out.push(r.address);
+      } catch {
+        /* partially created */
+      }
+    }
+    return out;
   }
 
   async start(id: string): Promise<void> {
@@ -228,27 +275,82 @@ export class ContainerSubstrate implements Substrate {
     // A stale socket from the last run would look like a live agent to a client probing the path.
     fs.rmSync(this.channelPath(id), { force: true });
     await this.mount(rec);
-    // The bridge is never used without the guard that keeps machines off the host's own services.
-    if (rec.network === 'outbound') await this.ensureOutboundRules();
-    await this.podman(['start', containerName(id)]);
-    if (rec.network === 'outbound') isolateBridgePorts(CONTAINER_BRIDGE);
+    if (rec.network === 'outbound') {
+      // The bridge is never used without the guard that keeps machines off the host's own services.
+      await this.ensureOutboundRules();
+      if (!rec.address || !inSubnet(this.net, rec.address)) throw new AppError('compute_unavailable', 'machine has no address on this network');
+      await this.startGuarded(rec);
+    } else await this.podman(['start', containerName(id)]);
     rec.boot = bootId();
     this.writeRecord(rec);
   }
 
+  /**
+   * Start an outbound machine and guard its bridge port: only its own MAC and address in (as a VM's tap), so
+   * a guest cannot answer ARP for a neighbour's address or forge a neighbour's source. CNI makes the port
+   * (a veth with a random name) inside `podman start`; starts run one at a time per root, and this root's
+   * bridge is its own, so the port that appeared during this start is this machine's.
+   */
+  private startGuarded(rec: MachineRecord): Promise<void> {
+    const next = this.portLock.then(async () => {
+      const before = new Set(bridgePorts(this.net.bridge));
+      if (rec.port) await removePortGuard(rec.port);
+      await this.podman(['start', containerName(rec.id)]);
+      const added = bridgePorts(this.net.bridge).filter((p) => !before.has(p));
+      if (added.length !== 1) {
+        await this.podman(['stop', '-t', '0', containerName(rec.id)], { allowFail: true });
+        throw new AppError('compute_unavailable', 'could not tell the machine\'s bridge port');
+      }
+      rec.port = added[0]!;
+      try {
+        await guardPort(rec.port, macFor(rec.address!), rec.address!);
+      } catch (e) {
+        await this.podman(['stop', '-t', '0', containerName(rec.id)], { allowFail: true });
+        throw e;
+      }
+      isolateBridgePorts(this.net.bridge);
+    });
+    this.portLock = next.catch(() => {});
+    return next;
+  }
+
+  private outboundBridge(): OutboundBridge {
+    return { bridge: this.net.bridge, subnet: this.net.subnet, forwardChain: forwardChainName(this.net.bridge) };
+  }
+
+  /**
+   * Give this root's network back (tests, operators removing a data directory; its machines destroyed first):
+   * host rules, the bridge, the registry entry.
+   */
+  async removeNetwork(): Promise<void> {
+    await removeOutboundRules(this.outboundBridge());
+    await removeBridge(this.net.bridge);
+    releaseMachineNet({ root: this.cfg.root, ...(this.cfg.netRegistry ? { registry: this.cfg.netRegistry } : {}) });
+    this.outboundRules = null;
+  }
+
   private ensureOutboundRules(): Promise<void> {
-    this.outboundRules ??= installOutboundRules({ bridge: CONTAINER_BRIDGE, subnet: CONTAINER_SUBNET, forwardChain: forwardChainName(CONTAINER_BRIDGE) }).catch((e) => {
+    this.outboundRules ??= installOutboundRules(this.outboundBridge()).catch((e) => {
       this.outboundRules = null;
       throw new AppError('compute_unavailable', 'network setup failed on the host', { cause: e });
     });
     return this.outboundRules;
   }
 
+  /** Remove a stopped machine's port guard (its veth went with the container). */
+  private async unguard(rec: MachineRecord): Promise<void> {
+    if (!rec.port) return;
+    await removePortGuard(rec.port);
+    delete rec.port;
+    this.writeRecord(rec);
+  }
+
   async stop(id: string, opts: { timeoutMs?: number } = {}): Promise<void> {
-    this.record(id);
+    const rec = this.record(id);
     const secs = Math.max(1, Math.ceil((opts.timeoutMs ?? this.cfg.stopTimeoutMs ?? 10_000) / 1000));
     // podman stop sends SIGTERM (the init stops the agent and the desktop, syncs) and SIGKILLs after the timeout.
     await this.podman(['stop', '-t', String(secs), containerName(id)], { allowFail: true });
+    await this.unguard(rec);
     await unmount(this.mergedDir(id));
     fs.rmSync(this.channelPath(id), { force: true });
   }
@@ -382,6 +484,7 @@ export class ContainerSubstrate implements Substrate {
       /* partially created */
     }
     await this.podman(['rm', '--force', '--time', '0', containerName(id)], { allowFail: true });
+    if (rec?.port) await removePortGuard(rec.port);
     await unmount(this.mergedDir(id));
     if (rec) await this.disks.deleteDisk(rec.disk);
     fs.rmSync(dir, { recursive: true, force: true });

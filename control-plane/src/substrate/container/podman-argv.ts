@@ -28,8 +28,12 @@ export interface PodmanEnv {
  * drops a bridge's traffic to the host, which must not hit another podman user's containers on cni-podman0.
  */
 export const CONTAINER_NETWORK = 'computer';
-export const CONTAINER_BRIDGE = 'computer-ct0';
-export const CONTAINER_SUBNET = '10.202.0.0/16';
+
+/** The bridge and subnet of one substrate root (allocated host-wide, see machine-net.ts). */
+export interface BridgeNet {
+  bridge: string;
+  subnet: string;
+}
 
 /** Where the host's channel directory appears in the guest (the image's init expects it there). */
 export const GUEST_CHANNEL_DIR = '/run/computer-channel';
@@ -49,8 +53,8 @@ export function networkConfigDir(env: PodmanEnv): string {
  * not per container: podman's default conflist (ipMasq, portmap, firewall, tuning) runs a handful of
  * iptables processes on every container start.
  */
-export function cniConflist(env: PodmanEnv): string {
-  const gateway = CONTAINER_SUBNET.replace(/\.0\/\d+$/, '.1');
+export function cniConflist(env: PodmanEnv, net: BridgeNet): string {
+  const gateway = net.subnet.replace(/\.0\/\d+$/, '.1');
   return JSON.stringify(
     {
       cniVersion: '0.4.0',
@@ -58,7 +62,7 @@ export function cniConflist(env: PodmanEnv): string {
       plugins: [
         {
           type: 'bridge',
-          bridge: CONTAINER_BRIDGE,
+          bridge: net.bridge,
           isGateway: true,
           ipMasq: false,
           hairpinMode: false,
@@ -66,7 +70,7 @@ export function cniConflist(env: PodmanEnv): string {
             type: 'host-local',
             dataDir: path.join(networkConfigDir(env), 'ipam'),
             routes: [{ dst: '0.0.0.0/0' }],
-            ranges: [[{ subnet: CONTAINER_SUBNET, gateway }]],
+            ranges: [[{ subnet: net.subnet, gateway }]],
           },
         },
       ],
@@ -124,6 +128,11 @@ export interface RunSpec {
   /** Host directory (0700) bind-mounted at GUEST_CHANNEL_DIR; holds the agent socket and token file. */
   channelDir: string;
   network: 'none' | 'outbound';
+  /**
+   * outbound: the machine's address and MAC, fixed by the driver (not left to CNI) so that its bridge port's
+   * guard can let exactly this pair through.
+   */
+  nic?: { address: string; mac: string };
 }
 
 /** `podman create` for a machine (started separately with `podman start`). */
@@ -152,6 +161,7 @@ export function createArgs(env: PodmanEnv, spec: RunSpec): string[] {
     // outbound: our CNI network's bridge, guarded on the host by an INPUT drop rule (see host-guard.ts).
     '--network',
     spec.network === 'none' ? 'none' : CONTAINER_NETWORK,
+    ...(spec.network === 'outbound' && spec.nic ? ['--ip', spec.nic.address, '--mac-address', spec.nic.mac] : []),
     '--cpus',
     String(r.vcpu),
     '--memory',

@@ -28,6 +28,7 @@ import {
 import { buildQemuArgv, vmFiles, vmProcessName } from './argv.js';
 import { IpHostNet, type HostNet } from './host-net.js';
 import { hostTscKhz, probeKvm, type KvmVerdict } from './kvm-probe.js';
+import { machineNetFor } from '../machine-net.js';
 import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from './network.js';
 import { Qmp } from './qmp.js';
 
@@ -47,9 +48,12 @@ export interface VmSubstrateConfig {
   warn?: (msg: string) => void;
   /**
    * Outbound networking (machines created with network 'outbound'): bridge, subnet, nameservers. One
-   * substrate root per bridge: addresses are allocated from this root's machine records.
+   * substrate root per bridge: addresses are allocated from this root's machine records. Without a bridge
+   * and subnet here, the root gets its own from the host-wide registry (machine-net.ts).
    */
   network?: VmNetworkConfig;
+  /** Host-wide registry of machine networks; default /var/lib/computer/networks. */
+  netRegistry?: string;
   /** Host networking operations; the real ones by default. */
   hostNet?: HostNet;
 }
@@ -95,7 +99,9 @@ export class VmSubstrate implements Substrate {
       /* no resolv.conf: no default nameservers */
     }
     const hostAddrs = Object.values(os.networkInterfaces()).flatMap((l) => (l ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address));
-    this.network = resolveVmNetwork(cfg.network, hostDns, hostAddrs);
+    // Two roots on one bridge would hand out the same addresses: unless the operator chose, allocate host-wide.
+    const own = cfg.network?.bridge || cfg.network?.subnet ? null : machineNetFor({ root: cfg.root, kind: 'vm', ...(cfg.netRegistry ? { registry: cfg.netRegistry } : {}) });
+    this.network = resolveVmNetwork(own ? { ...cfg.network, bridge: own.bridge, subnet: own.subnet } : cfg.network, hostDns, hostAddrs);
     this.hostNet = cfg.hostNet ?? new IpHostNet();
     if (this.accel === 'tcg') cfg.warn?.(`vm substrate: KVM unusable (${this.kvm.usable ? 'forced tcg' : this.kvm.reason}); machines run under TCG emulation, much slower`);
   }

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
 import { installOutboundRules, ipt, removeOutboundRules } from '../host-guard.js';
-import { bridgeSteps, portGuardChain, tapUpSteps, type NetStep, type VmNetwork, type VmNic } from './network.js';
+import { bridgeSteps, portGuardChain, portGuardRules, tapUpSteps, type NetStep, type VmNetwork, type VmNic } from './network.js';
 
 const run = promisify(execFile);
 
@@ -64,8 +64,30 @@ export class IpHostNet implements HostNet {
 /** Remove one port's ebtables guard (all of it that exists). */
 export async function removePortGuard(port: string): Promise<void> {
   const ch = portGuardChain(port);
+  while (await ipt('ebtables', ['-t', 'nat', '-D', 'PREROUTING', '-i', port, '-j', ch], true));
+  if (await ipt('ebtables', ['-t', 'nat', '-F', ch], true)) await ipt('ebtables', ['-t', 'nat', '-X', ch], true);
+  // Guards installed by earlier versions in the filter table's INPUT and FORWARD.
   for (const hook of ['INPUT', 'FORWARD']) while (await ipt('ebtables', ['-D', hook, '-i', port, '-j', ch], true));
   if (await ipt('ebtables', ['-F', ch], true)) await ipt('ebtables', ['-X', ch], true);
+}
+
+/**
+ * Guard a bridge port that already exists (a container's veth, made by CNI): only the machine's own MAC with
+ * its own IPv4 address, or ARP for that pair, passes in from it (the same guard as a VM tap).
+ */
+export async function guardPort(port: string, mac: string, address: string): Promise<void> {
+  await removePortGuard(port);
+  try {
+    for (const r of portGuardRules(port, mac, address)) await ipt('ebtables', r);
+  } catch (e) {
+    await removePortGuard(port);
+    throw new AppError('compute_unavailable', 'port guard setup failed on the host', { cause: e });
+  }
+}
+
+/** Remove a bridge interface (if it exists). */
+export async function removeBridge(bridge: string): Promise<void> {
+  await run('ip', ['link', 'del', 'dev', bridge]).catch(() => {});
 }
 
 /**
@@ -74,5 +96,5 @@ export async function removePortGuard(port: string): Promise<void> {
  */
 export async function removeVmNetwork(n: VmNetwork): Promise<void> {
   await removeOutboundRules(n);
-  await run('ip', ['link', 'del', 'dev', n.bridge]).catch(() => {});
+  await removeBridge(n.bridge);
 }

@@ -111,7 +111,7 @@ export function resolveVmNetwork(cfg: VmNetworkConfig | undefined, hostDns: stri
   };
 }
 
-export function inSubnet(n: VmNetwork, ip: string): boolean {
+export function inSubnet(n: Pick<VmNetwork, 'subnet'>, ip: string): boolean {
   const c = parseCidr(n.subnet)!;
   const x = ipToInt(ip);
   if (x === null) return false;
@@ -121,7 +121,7 @@ export function inSubnet(n: VmNetwork, ip: string): boolean {
 }
 
 /** The lowest free machine address of the subnet; `used` are the addresses other machines hold. */
-export function allocateAddress(n: VmNetwork, used: Iterable<string>): string {
+export function allocateAddress(n: Pick<VmNetwork, 'subnet'>, used: Iterable<string>): string {
   const taken = new Set(used);
   const c = parseCidr(n.subnet)!;
   const size = 2 ** (32 - c.prefix);
@@ -195,19 +195,21 @@ export function portGuardChain(port: string): string {
 /**
  * Anti-spoofing for one bridge port (ebtables argv lists, without the binary): only frames from the machine's
  * own MAC carrying IPv4 from its own address, or ARP for that pair, pass; everything else from the port
- * (forged addresses, IPv6, VLAN tags, other ethertypes) is dropped. Without it a guest with root could answer
- * ARP for a neighbour's address and take the neighbour's return traffic.
+ * (forged addresses, IPv6, VLAN tags, other ethertypes) is dropped. Without it a guest with raw sockets could
+ * answer ARP for a neighbour's address and take the neighbour's return traffic.
+ *
+ * In the nat table's PREROUTING, the first bridge hook: the bridge learns a frame's source MAC (its forwarding
+ * database) before the filter table's INPUT and FORWARD run, so a forged source MAC dropped only there would
+ * still have taught the bridge to send the neighbour's frames to this port.
  */
 export function portGuardRules(port: string, mac: string, address: string): string[][] {
   const ch = portGuardChain(port);
   return [
-    ['-N', ch],
-    ['-A', ch, '-s', mac, '-p', 'IPv4', '--ip-src', address, '-j', 'RETURN'],
-    ['-A', ch, '-s', mac, '-p', 'ARP', '--arp-mac-src', mac, '--arp-ip-src', address, '-j', 'RETURN'],
-    ['-A', ch, '-j', 'DROP'],
-    // INPUT: frames to the host (the bridge itself); FORWARD: frames to other ports.
-    ['-A', 'INPUT', '-i', port, '-j', ch],
-    ['-A', 'FORWARD', '-i', port, '-j', ch],
+    ['-t', 'nat', '-N', ch],
+    ['-t', 'nat', '-A', ch, '-s', mac, '-p', 'IPv4', '--ip-src', address, '-j', 'RETURN'],
+    ['-t', 'nat', '-A', ch, '-s', mac, '-p', 'ARP', '--arp-mac-src', mac, '--arp-ip-src', address, '-j', 'RETURN'],
+    ['-t', 'nat', '-A', ch, '-j', 'DROP'],
+    ['-t', 'nat', '-A', 'PREROUTING', '-i', port, '-j', ch],
   ];
 }
 
