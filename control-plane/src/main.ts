@@ -79,7 +79,7 @@ export async function serve(
   await listen(server, config.port, config.host);
   const gateway = attachGateway(server, gw.deps, { skip: (req) => previews?.owns(req) ?? false });
   const port = (server.address() as AddressInfo).port;
-  if (!previews) say('previews are off (PREVIEW_DOMAIN=off, or HOST is not loopback and PREVIEW_DOMAIN is unset)');
+  if (!previews) say('published ports are off: set PREVIEW_DOMAIN to a wildcard name (docs/api-ports.md)');
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   log({ event: 'listening', port });
   return {

@@ -6,12 +6,14 @@ import { isPreviewHost, previewDomainOf, previewIdFromHost, previewOrigin } from
 const ID = 'prv_0123456789abcdefghijklmn';
 
 t.test('preview domain', async (t) => {
-  t.equal(previewDomainOf({ previewDomain: null, host: '127.0.0.1' }), 'localhost', 'loopback default');
-  t.equal(previewDomainOf({ previewDomain: null, host: '::1' }), 'localhost');
-  t.equal(previewDomainOf({ previewDomain: null, host: 'localhost' }), 'localhost');
-  t.equal(previewDomainOf({ previewDomain: null, host: '0.0.0.0' }), null, 'a public listener needs a domain');
-  t.equal(previewDomainOf({ previewDomain: 'off', host: '127.0.0.1' }), null);
-  t.equal(previewDomainOf({ previewDomain: '.Preview.Example.com.', host: '0.0.0.0' }), 'preview.example.com');
+  const local = 'http://127.0.0.1:8080';
+  t.equal(previewDomainOf({ previewDomain: null, host: '127.0.0.1', publicBaseUrl: local }), 'localhost', 'loopback default');
+  t.equal(previewDomainOf({ previewDomain: null, host: '::1', publicBaseUrl: 'http://[::1]:8080' }), 'localhost');
+  t.equal(previewDomainOf({ previewDomain: null, host: 'localhost', publicBaseUrl: 'http://localhost:8080' }), 'localhost');
+  t.equal(previewDomainOf({ previewDomain: null, host: '0.0.0.0', publicBaseUrl: 'http://0.0.0.0:8080' }), null, 'a public listener needs a domain');
+  t.equal(previewDomainOf({ previewDomain: null, host: '127.0.0.1', publicBaseUrl: 'https://computer.example.com' }), null, 'so does a public URL in front of loopback');
+  t.equal(previewDomainOf({ previewDomain: 'off', host: '127.0.0.1', publicBaseUrl: local }), null);
+  t.equal(previewDomainOf({ previewDomain: '.Preview.Example.com.', host: '0.0.0.0', publicBaseUrl: local }), 'preview.example.com');
 });
 
 t.test('hostnames', async (t) => {

@@ -27,7 +27,8 @@ export interface MachinesRigOptions {
 
 export function makeMachinesRig(o: MachinesRigOptions) {
   const dir = o.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cp-mch-'));
-  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, ...o.env });
+  // PUBLIC_BASE_URL is not loopback, so previews are named explicitly: on localhost, as `npm start` serves them.
+  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, PREVIEW_DOMAIN: 'localhost', ...o.env });
   const db = openDb(path.join(dir, DB_FILENAME));
   const store = createStore(db);
   const clock = { t: Date.parse('2026-11-22T06:00:00.000Z'), real: true };

@@ -15,14 +15,16 @@ function isLoopbackHost(host: string): boolean {
 
 /**
  * The domain previews are served under, or null when previews are off: PREVIEW_DOMAIN as given
- * (`off` turns them off); unset, `localhost` when the API listens on loopback (browsers and curl resolve
- * `*.localhost` to loopback themselves), else off (a public listener needs a real wildcard name).
+ * (`off` turns them off); unset, `localhost` when the API is both served and reached on loopback (browsers
+ * and curl resolve `*.localhost` to loopback themselves), else off: a public listener, or a public URL in
+ * front of a loopback one (a TLS terminator), needs a real wildcard name, and a `prv-….localhost` URL
+ * handed out there would lead nowhere.
  */
-export function previewDomainOf(cfg: { previewDomain: string | null; host: string }): string | null {
+export function previewDomainOf(cfg: { previewDomain: string | null; host: string; publicBaseUrl: string }): string | null {
   const d = cfg.previewDomain?.trim().toLowerCase().replace(/^\.+|\.+$/g, '');
   if (d === 'off') return null;
   if (d) return d;
-  return isLoopbackHost(cfg.host) ? 'localhost' : null;
+  return isLoopbackHost(cfg.host) && isLoopbackHost(new URL(cfg.publicBaseUrl).hostname) ? 'localhost' : null;
 }
 
 export function previewLabel(previewId: string): string {
