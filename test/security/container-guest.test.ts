@@ -90,3 +90,20 @@ t.test('item 3: guest root cannot point the host at a host socket', async (t) =>
   t.equal(sockets.length, 0, 'the host socket was never dialled');
   t.equal(Buffer.concat(received).length, 0, 'and received nothing (no token)');
 });
+
+t.test('item 6: a machine cannot write past its disk size, and its neighbour keeps writing', async (t) => {
+  // A 256 MiB disk (tests may size disks below the catalog's): its writable layer is limited to that.
+  await sub.create({ id: 'mch_disk1', resources: { vcpu: 1, memory_mb: 512, disk_gb: 0.25 }, source: { kind: 'base' }, token: crypto.randomBytes(24).toString('hex') });
+  const fill = await guest('mch_disk1', 'dd if=/dev/zero of=/root/fill bs=1M count=400 2>&1; echo "rc=$?"; sync; ls -s --block-size=1M /root/fill');
+  t.match(fill.out, /Disk quota exceeded|No space left on device/, 'writing past the disk fails with EDQUOT/ENOSPC in the guest');
+  t.match(fill.out, /rc=1/);
+  const written = Number(/^(\d+) \/root\/fill$/m.exec(fill.out)?.[1] ?? 'NaN');
+  t.ok(written <= 256, `no more than the disk's 256 MiB landed (${written} MiB)`);
+  const usage = await sub.diskUsage('mch_disk1');
+  t.ok(usage.writable_bytes <= 256 * 1024 ** 2, 'and the host counts no more');
+  const other = await guest('mch_sock1', 'dd if=/dev/zero of=/root/other bs=1M count=64 2>&1; echo "rc=$?"; rm -f /root/other');
+  t.match(other.out, /rc=0/, 'another machine still writes');
+  const again = await guest('mch_disk1', 'rm -f /root/fill && dd if=/dev/zero of=/root/small bs=1M count=16 2>&1; echo "rc=$?"');
+  t.match(again.out, /rc=0/, 'after deleting, the machine writes again');
+});
+

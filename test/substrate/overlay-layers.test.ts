@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ensureBtrfsVolume, isSubvolume } from '../../control-plane/src/substrate/disks/btrfs.js';
+import { defaultVolumeBytes, ensureBtrfsVolume, isSubvolume } from '../../control-plane/src/substrate/disks/btrfs.js';
 import { LayerStore } from '../../control-plane/src/substrate/disks/layer-store.js';
 import { isMounted, mountOverlay, OverlayBackend, unmount } from '../../control-plane/src/substrate/disks/overlay-backend.js';
 
@@ -64,7 +64,7 @@ for (const mode of ['copy', 'btrfs'] as const) {
     });
     if (mode === 'btrfs') {
       const vol = ensureBtrfsVolume({ dir: storeDir, image: path.join(root, 'vol.btrfs'), sizeBytes: 2 * 1024 ** 3 });
-      t.same(vol, { kind: 'btrfs', how: 'loop' }, 'a loop-mounted btrfs volume');
+      t.same(vol, { kind: 'btrfs', how: 'loop', quotas: true }, 'a loop-mounted btrfs volume, qgroups on (disk limits)');
       const again = ensureBtrfsVolume({ dir: storeDir, image: path.join(root, 'vol.btrfs'), sizeBytes: 2 * 1024 ** 3 });
       t.equal(again.kind, 'btrfs', 'idempotent: the mounted volume is recognised');
     }
@@ -153,3 +153,13 @@ for (const mode of ['copy', 'btrfs'] as const) {
     t.same(fs.readdirSync(path.join(storeDir, 'blobs')), [], 'no blobs left (subvolumes deleted too)');
   });
 }
+
+t.test('a new loop volume is sized to the host\'s free space minus a reserve', async (t) => {
+  const GiB = 1024 ** 3;
+  // 252 GiB filesystem, 76 GiB free: the reserve is a tenth of the filesystem (25.2 GiB).
+  t.equal(defaultVolumeBytes({ blocks: 252 * 262144, bavail: 76 * 262144, bsize: 4096 }), 54546084660);
+  // 10 GiB filesystem, 5 GiB free: the reserve is at least 2 GiB.
+  t.equal(defaultVolumeBytes({ blocks: 10 * 262144, bavail: 5 * 262144, bsize: 4096 }), 3 * GiB);
+  t.equal(defaultVolumeBytes({ blocks: 10 * 262144, bavail: 262144, bsize: 4096 }), GiB, 'never below 1 GiB');
+});
+

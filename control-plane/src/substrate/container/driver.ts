@@ -12,7 +12,7 @@ import type { Duplex } from 'node:stream';
 import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
 import { LayerStore } from '../disks/layer-store.js';
-import { ensureBtrfsVolume } from '../disks/btrfs.js';
+import { defaultVolumeBytes, ensureBtrfsVolume } from '../disks/btrfs.js';
 import { isMounted, mountOverlay, unmount, OverlayBackend } from '../disks/overlay-backend.js';
 import {
   assertMachineId,
@@ -59,7 +59,10 @@ export interface ContainerSubstrateConfig {
    * them in constant time; `copy` copies the files (time grows with what the machine wrote).
    */
   disks?: 'auto' | 'copy';
-  /** Apparent size of the sparse btrfs volume file; default the size of the filesystem holding `root`. */
+  /**
+   * Apparent size of the sparse btrfs volume file; default the free space of the filesystem holding `root`
+   * when the volume is made, minus a reserve (a tenth, at least 2 GiB) that machines never fill.
+   */
   volumeBytes?: number;
   /** Operator-facing warnings (e.g. falling back to copying captures). */
   warn?: (msg: string) => void;
@@ -152,14 +155,16 @@ export class ContainerSubstrate implements Substrate {
     fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
     const disksDir = path.join(cfg.root, 'disks');
     let snapshots = false;
+    let quotas = false;
     if (cfg.disks !== 'copy') {
-      const st = fs.statfsSync(cfg.root);
-      const vol = ensureBtrfsVolume({ dir: disksDir, image: path.join(cfg.root, 'disks.btrfs'), sizeBytes: cfg.volumeBytes ?? st.blocks * st.bsize });
+      const vol = ensureBtrfsVolume({ dir: disksDir, image: path.join(cfg.root, 'disks.btrfs'), sizeBytes: cfg.volumeBytes ?? defaultVolumeBytes(fs.statfsSync(cfg.root)) });
       snapshots = vol.kind === 'btrfs';
-      if (vol.kind === 'plain') cfg.warn?.(`container substrate: live captures copy files (${vol.reason})`);
+      quotas = vol.kind === 'btrfs' && vol.quotas;
+      if (vol.kind === 'plain') cfg.warn?.(`container substrate: live captures copy files and machines' disks are not limited (${vol.reason})`);
+      else if (!quotas) cfg.warn?.('container substrate: btrfs quotas unavailable: machines\' disks are not limited to their size');
     }
     this.diskMode = snapshots ? 'snapshot' : 'copy';
-    this.disks = new LayerStore(disksDir, new OverlayBackend({ snapshots }));
+    this.disks = new LayerStore(disksDir, new OverlayBackend({ snapshots, quotas }));
   }
 
   private async podman(args: string[], opts: { allowFail?: boolean } = {}): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -54,8 +54,40 @@ export function isMounted(target: string): boolean {
 }
 
 export type VolumeOutcome =
-  | { kind: 'btrfs'; how: 'native' | 'loop' }
+  /** `quotas`: qgroups are on, so each writable blob can be limited to its disk's size (limitSubvolume). */
+  | { kind: 'btrfs'; how: 'native' | 'loop'; quotas: boolean }
   | { kind: 'plain'; reason: string };
+
+/** Host space a new loop volume leaves free: a tenth of the host filesystem, at least 2 GiB. */
+export function volumeReserve(hostBytes: number): number {
+  return Math.max(2 * 1024 ** 3, Math.floor(hostBytes / 10));
+}
+
+/**
+ * Default apparent size of a new loop volume: the host filesystem's free space minus the reserve, so machines
+ * filling their disks fill the volume before they fill the host filesystem (which also holds the database).
+ */
+export function defaultVolumeBytes(st: { blocks: number; bavail: number; bsize: number }): number {
+  return Math.max(1024 ** 3, st.bavail * st.bsize - volumeReserve(st.blocks * st.bsize));
+}
+
+/** Turn btrfs quotas (qgroups) on for the filesystem holding `dir`; idempotent. False when it cannot. */
+function enableQuotas(dir: string): boolean {
+  try {
+    execFileSync('btrfs', ['quota', 'enable', dir], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Limit what a subvolume references (its files, shared with snapshots or not) to `bytes`: writes beyond it
+ * fail with EDQUOT in the guest. Snapshots of it are qgroups of their own and do not count.
+ */
+export async function limitSubvolume(p: string, bytes: number): Promise<void> {
+  await run('btrfs', ['qgroup', 'limit', String(bytes), p]);
+}
 
 /**
  * Make `dir` a btrfs directory if it can be: already on btrfs (native), or a sparse volume file `image`
@@ -67,7 +99,7 @@ export type VolumeOutcome =
 export function ensureBtrfsVolume(opts: { dir: string; image: string; sizeBytes: number }): VolumeOutcome {
   const { dir, image } = opts;
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  if (isBtrfs(dir)) return { kind: 'btrfs', how: isMounted(dir) && fs.existsSync(image) ? 'loop' : 'native' };
+  if (isBtrfs(dir)) return { kind: 'btrfs', how: isMounted(dir) && fs.existsSync(image) ? 'loop' : 'native', quotas: enableQuotas(dir) };
   if (!fs.existsSync(image) && fs.readdirSync(dir).length > 0) return { kind: 'plain', reason: 'the disks directory already holds data outside btrfs' };
   if (!hasCommand('mkfs.btrfs') || !hasCommand('btrfs')) return { kind: 'plain', reason: 'btrfs-progs is not installed' };
   try {
@@ -86,7 +118,7 @@ export function ensureBtrfsVolume(opts: { dir: string; image: string; sizeBytes:
   } catch (e) {
     return { kind: 'plain', reason: `could not mount a btrfs volume (${(e as Error).message.split('\n')[0]})` };
   }
-  return isBtrfs(dir) ? { kind: 'btrfs', how: 'loop' } : { kind: 'plain', reason: 'the btrfs volume did not mount' };
+  return isBtrfs(dir) ? { kind: 'btrfs', how: 'loop', quotas: enableQuotas(dir) } : { kind: 'plain', reason: 'the btrfs volume did not mount' };
 }
 
 export async function createSubvolume(p: string): Promise<void> {

@@ -11,7 +11,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { createSubvolume, deleteSubvolume, isMounted, isSubvolume, setReadOnly, snapshot } from './btrfs.js';
+import { createSubvolume, deleteSubvolume, isMounted, isSubvolume, limitSubvolume, setReadOnly, snapshot } from './btrfs.js';
 import { allocatedBytes, type BlobBackend } from './layer-store.js';
 
 const run = promisify(execFile);
@@ -21,15 +21,21 @@ export { isMounted };
 export class OverlayBackend implements BlobBackend {
   readonly blobSuffix = '';
 
-  constructor(private readonly opts: { snapshots?: boolean } = {}) {}
+  /**
+   * `quotas` (btrfs with qgroups on): each writable blob is limited to its disk's size, so a machine cannot
+   * write more than its size's disk (EDQUOT in the guest) nor fill the volume other machines write to.
+   */
+  constructor(private readonly opts: { snapshots?: boolean; quotas?: boolean } = {}) {}
 
   get snapshots(): boolean {
     return this.opts.snapshots === true;
   }
 
-  async createWritable(blobPath: string): Promise<void> {
-    if (this.snapshots) await createSubvolume(blobPath);
-    else fs.mkdirSync(blobPath, { recursive: true, mode: 0o755 });
+  async createWritable(blobPath: string, _lower: string[], sizeBytes: number): Promise<void> {
+    if (this.snapshots) {
+      await createSubvolume(blobPath);
+      if (this.opts.quotas) await limitSubvolume(blobPath, Math.floor(sizeBytes));
+    } else fs.mkdirSync(blobPath, { recursive: true, mode: 0o755 });
     fs.mkdirSync(path.join(blobPath, 'diff'), { mode: 0o755 });
     fs.mkdirSync(path.join(blobPath, 'work'), { mode: 0o700 });
   }
