@@ -52,6 +52,8 @@ const READY_POLL_MS = 5;
 
 const BUTTONS: Record<MouseButton, number> = { left: 1, middle: 2, right: 3 };
 const WHEEL: Record<MouseScroll['direction'], number> = { up: 4, down: 5, left: 6, right: 7 };
+/** Between the presses of a multi-click: well inside any double-click time (Chromium: 500 ms), never the same millisecond. */
+export const REPEAT_GAP_MS = 10;
 /** Keys per xdotool command line; keeps lines short whatever the text length. */
 const KEYS_PER_LINE = 200;
 
@@ -394,8 +396,22 @@ export class Desktop {
     if (req.at) lines.push(`mousemove ${req.at.x} ${req.at.y}`);
     if (req.down) lines.push(`mousedown ${b}`);
     else if (req.up) lines.push(`mouseup ${b}`);
-    else lines.push(`click --repeat ${req.count} --delay 0 ${b}`);
-    return this.withInput(() => this.xdoRun(lines));
+    else lines.push(`click --repeat 1 --delay 0 ${b}`);
+    if (req.down || req.up || req.count === 1) return this.withInput(() => this.xdoRun(lines));
+    return this.withInput(async () => {
+      // A double/triple click is one click per batch, REPEAT_GAP_MS apart. Clients count a press as a
+      // repeat only if its server timestamp differs from the previous press's (Chromium compares
+      // them and ignores equal ones), and the X server stamps events in milliseconds when it processes
+      // them: presses sent back to back (`click --repeat N --delay 0`) share a timestamp, and even a
+      // sleep inside one xdotool batch does not help when the server reads both presses at once. Each
+      // batch ends with a round trip, so the server has stamped this press before the gap starts.
+      let r = await this.xdoRun(lines);
+      for (let i = 1; i < req.count; i++) {
+        await new Promise((res) => setTimeout(res, REPEAT_GAP_MS));
+        r = await this.xdoRun([`click --repeat 1 --delay 0 ${b}`]);
+      }
+      return r;
+    });
   }
 
   mouseDrag(req: MouseDrag): Promise<InputResult> {

@@ -1,0 +1,72 @@
+/**
+ * Input as a real Chromium page sees it (DOM events read back through DevTools): multi-clicks that
+ * Chromium counts as such.
+ */
+import t from 'tap';
+import { openChromiumPage, type ChromiumPage } from '../helpers/chromium-page.js';
+import { startDesktopAgent, waitFor, type DesktopAgent } from '../helpers/desktop-agent.js';
+
+// A text field at the top, a pad for clicks below it. Every mouse event is recorded with its detail
+// (the click count), button and modifiers; loadId tells a reload apart.
+const HTML = `<!doctype html><html><head><meta charset="utf-8"></head>
+<body style="margin:0;height:100vh;overflow:hidden">
+<textarea id="ta" style="position:absolute;left:0;top:0;width:900px;height:300px" spellcheck="false"></textarea>
+<div id="pad" style="position:absolute;left:0;top:320px;right:0;bottom:0;background:#ddd"></div>
+<script>
+window.loadId = String(Math.random());
+window.ev = [];
+for (const k of ['mousedown', 'mouseup', 'click', 'dblclick', 'wheel']) {
+  addEventListener(k, (e) => ev.push({ type: k, detail: e.detail, button: e.button, sx: e.screenX, sy: e.screenY,
+    shift: e.shiftKey, ctrl: e.ctrlKey, alt: e.altKey, meta: e.metaKey, dy: e.deltaY ?? null }), { capture: true, passive: true });
+}
+window.ready = true;
+</script></body></html>`;
+
+interface Ev {
+  type: string;
+  detail: number;
+  button: number;
+  sx: number;
+  sy: number;
+  shift: boolean;
+  ctrl: boolean;
+  alt: boolean;
+  meta: boolean;
+}
+
+let a: DesktopAgent;
+let page: ChromiumPage;
+let loadId: string;
+
+t.before(async () => {
+  a = await startDesktopAgent(t);
+  page = await openChromiumPage(t, a.xvfb.display, HTML);
+  loadId = await page.eval<string>('window.loadId');
+});
+
+/** Wait until `n` events of `type` were recorded, then take (and clear) all recorded events. */
+async function take(type: string, n: number): Promise<Ev[]> {
+  await waitFor(() => page.eval<boolean>(`ev.filter((e) => e.type === ${JSON.stringify(type)}).length >= ${n}`), 10_000, 5);
+  return page.eval<Ev[]>('ev.splice(0)');
+}
+
+t.test('double and triple clicks are counted by Chromium every time (50 each)', async (t) => {
+  for (const count of [2, 3]) {
+    let exact = 0;
+    const seen: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      // Each multi-click 40 px from the previous one: never a continuation of it.
+      const at = { x: 100 + (i % 25) * 40, y: 500 + count * 100 + Math.floor(i / 25) * 20 };
+      const r = await a.client.request('POST', '/mouse/click', { at, count });
+      if (r.status !== 200) t.fail(`click answered ${r.status}`);
+      const ev = await take('click', count);
+      const details = ev.filter((e) => e.type === 'mousedown').map((e) => e.detail);
+      const dbl = ev.filter((e) => e.type === 'dblclick').length;
+      const want = count === 2 ? [1, 2] : [1, 2, 3];
+      if (JSON.stringify(details) === JSON.stringify(want) && dbl === 1) exact++;
+      else seen.push(`${details.join(',')} dblclick=${dbl}`);
+    }
+    t.equal(exact, 50, `count ${count}: mousedown.detail ${count === 2 ? '1,2' : '1,2,3'} and one dblclick in 50 of 50 (others: ${seen.join('; ')})`);
+  }
+  t.equal(await page.eval('window.loadId'), loadId, 'no reload');
+});
