@@ -1,6 +1,6 @@
 /**
  * Input as a real Chromium page sees it (DOM events read back through DevTools): multi-clicks that
- * Chromium counts as such.
+ * Chromium counts as such, and Unicode typed into a text field arriving exactly.
  */
 import t from 'tap';
 import { openChromiumPage, type ChromiumPage } from '../helpers/chromium-page.js';
@@ -69,4 +69,33 @@ t.test('double and triple clicks are counted by Chromium every time (50 each)', 
     t.equal(exact, 50, `count ${count}: mousedown.detail ${count === 2 ? '1,2' : '1,2,3'} and one dblclick in 50 of 50 (others: ${seen.join('; ')})`);
   }
   t.equal(await page.eval('window.loadId'), loadId, 'no reload');
+});
+
+t.test('500 mixed Unicode characters typed into a text field arrive exactly, without navigation', async (t) => {
+  const pieces = [
+    'こんにちは世界、日本語の文章です。',
+    'Ελληνικά: αβγδεζηθ ΩΨΦ λόγος',
+    ' 😀🎉👍🚀 ',
+    'àéîõü çñ ÀÉÎÕÜ ßøå œ',
+    ' .,;:!?()[]{}<>"\'`~@#$%^&*-_=+|\\/ ',
+    'カタカナとひらがな',
+  ];
+  let text = '';
+  for (let i = 0; Array.from(text).length < 500; i++) text += pieces[i % pieces.length];
+  text = Array.from(text).slice(0, 500).join('');
+  t.equal(Array.from(text).length, 500);
+  const click = await a.client.request('POST', '/mouse/click', { at: { x: 200, y: 100 } });
+  t.equal(click.status, 200);
+  await waitFor(() => page.eval<boolean>("document.activeElement === document.getElementById('ta')"), 10_000, 20);
+  await page.eval("document.getElementById('ta').value = ''");
+  const r = await a.client.request('POST', '/keyboard/type', { text });
+  t.equal(r.status, 200);
+  const got = await waitFor(async () => {
+    const v = await page.eval<string>("document.getElementById('ta').value");
+    return v.length >= text.length ? v : null;
+  }, 20_000, 50).catch(async () => page.eval<string>("document.getElementById('ta').value"));
+  t.equal(got, text, 'the field holds exactly the text');
+  t.equal(await page.eval('window.loadId'), loadId, 'no reload');
+  t.equal(await page.eval('location.href'), page.url, 'no navigation');
+  t.equal(await page.eval('history.length'), 1, 'no history entry added');
 });

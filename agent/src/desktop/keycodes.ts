@@ -23,10 +23,8 @@ const XK_SHIFT_L = 0xffe1;
 const MIN_USABLE_KEYCODE = 10;
 /** A spare keycode used less than this long ago is not rebound: the client may not have read its key event yet (a loaded machine delays clients by hundreds of ms). */
 export const SETTLE_MS = 1000;
-
-function isVendorKeysym(ks: number): boolean {
-  return ks >= 0x10080000 && ks <= 0x1008ffff;
-}
+/** After binding, before the first key on the new bindings: time for clients to read the MappingNotify. */
+export const BIND_SETTLE_MS = 100;
 
 /**
  * A binding left by an earlier agent on this display: one character keysym on its first four
@@ -64,7 +62,7 @@ export class KeycodeResolver {
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
   ) {}
 
-  /** Spare keycodes the resolver may bind (empty keys and vendor/media-only keys of the layout). */
+  /** Spare keycodes the resolver may bind (keys of the layout with no keysym, and our own bindings). */
   get spareCount(): number {
     return this.spare.length;
   }
@@ -108,11 +106,12 @@ export class KeycodeResolver {
       }
       if (kc < MIN_USABLE_KEYCODE) continue;
       if (!this.slots.has(kc) && looksLikeOurBinding(m, kc)) this.slots.set(kc, { keysym: at(kc, 0), lastUsed: 0 });
+      // Only keycodes with no keysym at all are spare. A keycode carrying only vendor keysyms
+      // (XF86Back, XF86Reload, XF86Copy, ...) is not: clients derive the physical key from the keycode
+      // (Chromium's DOM code), and Chromium acts on Back/Forward/Reload/HomePage/Copy/Paste/Cut by
+      // that whatever keysym is bound, so a character typed there navigates or pastes instead.
       let spare = true;
-      for (let l = 0; l < kpk; l++) {
-        const ks = at(kc, l);
-        if (ks !== 0 && !isVendorKeysym(ks)) spare = false;
-      }
+      for (let l = 0; l < kpk; l++) if (at(kc, l) !== 0) spare = false;
       if (spare || this.slots.has(kc)) this.spare.push(kc);
       const l0 = at(kc, 0);
       const l1 = kpk > 1 ? at(kc, 1) : 0;
@@ -181,6 +180,11 @@ export class KeycodeResolver {
       const now = Date.now();
       for (const p of pairs) this.slots.set(p.keycode, { keysym: p.keysym, lastUsed: now });
       this.index(m);
+      // Clients apply a new mapping when they get to its MappingNotify, not when the server does:
+      // Chromium translates keys through GDK's own X connection, whose keymap follows on GDK's
+      // main loop. A key sent at once can be read with the old mapping (a recycled keycode gives
+      // the previous character, a fresh one nothing), so the new bindings are left to settle first.
+      await this.sleep(BIND_SETTLE_MS);
       for (const p of pairs) {
         const got = this.locate(p.keysym, false);
         if (!got || got.keycode !== p.keycode) throw new Error('the X server did not take a key binding');
