@@ -41,12 +41,19 @@ export async function containerRig(t: Teardown, cfg: Partial<ContainerSubstrateC
     fs.rmSync(root, { recursive: true, force: true });
     fs.rmSync(sub.env.runDir!, { recursive: true, force: true });
   });
-  const guest = async (id: string, script: string, opts: { user?: string } = {}): Promise<GuestResult> => {
+  return { sub, root, guest: guestRunner(sub) };
+}
+
+/** Runs a bash script in a machine of `sub` (as root unless `user` is given) through `podman exec`. */
+export function guestRunner(sub: ContainerSubstrate): ContainerRig['guest'] {
+  return async (id, script, opts = {}) => {
     const user = opts.user ? ['--user', opts.user] : [];
     try {
       const r = await run('podman', [...globalArgs(sub.env), 'exec', ...user, containerName(id), 'bash', '-c', script], {
         env: { ...process.env, ...podmanEnv(sub.env) },
         maxBuffer: 16 * 1024 * 1024,
+        // A hang guard well inside the test timeouts, so a wedged exec fails the test and teardown still runs.
+        timeout: 300_000,
       });
       return { code: 0, out: r.stdout, err: r.stderr };
     } catch (e) {
@@ -54,5 +61,4 @@ export async function containerRig(t: Teardown, cfg: Partial<ContainerSubstrateC
       return { code: typeof err.code === 'number' ? err.code : 1, out: err.stdout ?? '', err: err.stderr ?? '' };
     }
   };
-  return { sub, root, guest };
 }
