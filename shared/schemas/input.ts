@@ -14,6 +14,18 @@ export type Point = z.infer<typeof Point>;
 export const MouseButton = z.enum(['left', 'middle', 'right']);
 export type MouseButton = z.infer<typeof MouseButton>;
 
+/**
+ * Extension (not in the spec): modifier keys held for exactly the duration of a click, drag or
+ * scroll, pressed before its first button event and released after its last, with no other input in
+ * between (shift-click, ctrl-click, alt-drag, shift-scroll).
+ */
+export const Modifier = z.enum(['shift', 'ctrl', 'alt', 'super']);
+export type Modifier = z.infer<typeof Modifier>;
+const Modifiers = z
+  .array(Modifier)
+  .max(4)
+  .refine((m) => new Set(m).size === m.length, 'each modifier at most once');
+
 export const MouseMove = Point;
 export type MouseMove = Point;
 
@@ -27,6 +39,7 @@ export const MouseClick = z.strictObject({
   down: z.boolean().optional(),
   /** Release a held button (without `down`). */
   up: z.boolean().optional(),
+  modifiers: Modifiers.optional(),
 });
 export type MouseClick = z.infer<typeof MouseClick>;
 
@@ -37,6 +50,7 @@ export const MouseDrag = z.strictObject({
   /** Intermediate pointer positions on the path (the path is a straight line). */
   steps: z.number().int().min(1).max(200).default(10),
   button: MouseButton.default('left'),
+  modifiers: Modifiers.optional(),
 });
 export type MouseDrag = z.infer<typeof MouseDrag>;
 
@@ -46,6 +60,7 @@ export const MouseScroll = z.strictObject({
   /** Wheel clicks. */
   amount: z.number().int().min(1).max(100).default(3),
   at: Point.optional(),
+  modifiers: Modifiers.optional(),
 });
 export type MouseScroll = z.infer<typeof MouseScroll>;
 

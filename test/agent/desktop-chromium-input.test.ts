@@ -99,3 +99,52 @@ t.test('500 mixed Unicode characters typed into a text field arrive exactly, wit
   t.equal(await page.eval('location.href'), page.url, 'no navigation');
   t.equal(await page.eval('history.length'), 1, 'no history entry added');
 });
+
+t.test('extension: modifiers held for exactly a click, drag or scroll', async (t) => {
+  const mods = (e: Ev) => ['shift', 'ctrl', 'alt', 'meta'].filter((m) => e[m as 'shift' | 'ctrl' | 'alt' | 'meta']).join('+');
+  await page.eval('ev.splice(0)');
+  let r = await a.client.request('POST', '/mouse/click', { at: { x: 300, y: 700 }, modifiers: ['shift', 'ctrl'] });
+  t.equal(r.status, 200);
+  let ev = await take('click', 1);
+  t.same(ev.filter((e) => e.type !== 'wheel').map((e) => `${e.type}:${mods(e)}`), ['mousedown:shift+ctrl', 'mouseup:shift+ctrl', 'click:shift+ctrl']);
+
+  r = await a.client.request('POST', '/mouse/click', { at: { x: 400, y: 700 } });
+  ev = await take('click', 1);
+  t.same(ev.map((e) => `${e.type}:${mods(e)}`), ['mousedown:', 'mouseup:', 'click:'], 'released afterwards');
+
+  r = await a.client.request('POST', '/mouse/click', { at: { x: 500, y: 700 }, count: 2, modifiers: ['shift'] });
+  ev = await take('click', 2);
+  t.same(
+    ev.filter((e) => e.type === 'mousedown').map((e) => `${e.detail}:${mods(e)}`),
+    ['1:shift', '2:shift'],
+    'held across both presses of a double click',
+  );
+
+  r = await a.client.request('POST', '/mouse/drag', { from: { x: 600, y: 700 }, to: { x: 700, y: 750 }, steps: 3, modifiers: ['alt'] });
+  t.equal(r.status, 200);
+  ev = await take('mouseup', 1);
+  t.same(ev.filter((e) => e.type === 'mousedown' || e.type === 'mouseup').map((e) => `${e.type}:${mods(e)}:${e.sx},${e.sy}`), [
+    `mousedown:alt:600,700`,
+    `mouseup:alt:700,750`,
+  ]);
+
+  r = await a.client.request('POST', '/mouse/scroll', { at: { x: 800, y: 700 }, direction: 'down', amount: 2, modifiers: ['shift'] });
+  t.equal(r.status, 200);
+  ev = await take('wheel', 1);
+  const wheels = ev.filter((e) => e.type === 'wheel');
+  t.ok(wheels.length >= 1 && wheels.every((e) => mods(e) === 'shift'), `wheel events with shift (${wheels.map(mods).join(' ')})`);
+
+  r = await a.client.request('POST', '/mouse/click', { at: { x: 900, y: 700 } });
+  ev = await take('click', 1);
+  t.same(ev.map((e) => mods(e)), ['', '', ''], 'nothing left held');
+
+  for (const [body, field] of [
+    [{ modifiers: ['hyper'] }, 'modifiers.0'],
+    [{ modifiers: ['shift', 'shift'] }, 'modifiers'],
+  ] as const) {
+    const bad = await a.client.request('POST', '/mouse/click', body);
+    t.equal(bad.status, 400);
+    t.equal(bad.json().error.details[0].field, field);
+  }
+  t.equal(await page.eval('window.loadId'), loadId, 'no reload');
+});

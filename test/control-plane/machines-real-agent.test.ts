@@ -79,6 +79,9 @@ t.test('the /v1 machine routes against the real agent', { timeout: 180_000 }, as
   assertEnvelope(t, await rig.call('POST', `${base}/mouse/move`, { key: a.key, body: { x: 1, y: 1 } }), 'invalid_request', 400);
   const off = await rig.call('POST', `${base}/mouse/click`, { key: a.key, body: { at: { x: display.width + 10, y: 10 } }, headers: input });
   assertEnvelope(t, off, 'invalid_request', 400);
+  const shiftClick = await rig.call('POST', `${base}/mouse/click`, { key: a.key, body: { at: { x: 20, y: 20 }, modifiers: ['shift', 'ctrl'] }, headers: input });
+  t.equal(shiftClick.status, 200, 'extension: a click with modifiers through /v1');
+  assertEnvelope(t, await rig.call('POST', `${base}/mouse/scroll`, { key: a.key, body: { direction: 'up', modifiers: ['meta'] }, headers: input }), 'invalid_request', 400);
   t.equal((await rig.call('POST', `${base}/keyboard/type`, { key: a.key, body: { text: 'hi' }, headers: input })).status, 200);
   t.equal((await rig.call('PUT', `${base}/clipboard`, { key: a.key, body: { text: 'via-v1' }, headers: input })).status, 200);
   t.equal((await rig.call('GET', `${base}/clipboard`, { key: a.key })).json.text, 'via-v1');

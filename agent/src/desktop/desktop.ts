@@ -11,6 +11,7 @@ import type {
   KeyboardHotkey,
   KeyboardKey,
   KeyboardType,
+  Modifier,
   MouseButton,
   MouseClick,
   MouseDrag,
@@ -51,6 +52,8 @@ const DEFAULT_READY_TIMEOUT_MS = 30_000;
 const READY_POLL_MS = 5;
 
 const BUTTONS: Record<MouseButton, number> = { left: 1, middle: 2, right: 3 };
+/** The left-hand key of each modifier, as any layout names it. */
+const MODIFIER_KEYSYMS: Record<Modifier, number> = { shift: 0xffe1, ctrl: 0xffe3, alt: 0xffe9, super: 0xffeb };
 const WHEEL: Record<MouseScroll['direction'], number> = { up: 4, down: 5, left: 6, right: 7 };
 /** Between the presses of a multi-click: well inside any double-click time (Chromium: 500 ms), never the same millisecond. */
 export const REPEAT_GAP_MS = 10;
@@ -385,6 +388,24 @@ export class Desktop {
     return this.withInput(() => this.xdoRun([`mousemove ${p.x} ${p.y}`]));
   }
 
+  /**
+   * keydown lines for `mods` and the matching keyup lines (reverse order), resolved against the live
+   * keymap. The caller puts both in the same input operation (under the display's input lock), so
+   * nothing else is sent while they are held.
+   */
+  private async modifierLines(mods: Modifier[] | undefined): Promise<{ down: string[]; up: string[] }> {
+    if (!mods?.length) return { down: [], up: [] };
+    const resolver = this.resolverOrFail();
+    let kcs: number[];
+    try {
+      kcs = await resolver.resolveAll(mods.map((m) => MODIFIER_KEYSYMS[m]));
+    } catch (e) {
+      return this.failure(e);
+    }
+    resolver.touch(kcs.map((keycode) => ({ keycode, shift: false })));
+    return { down: kcs.map((kc) => `keydown --delay 0 ${kc}`), up: [...kcs].reverse().map((kc) => `keyup --delay 0 ${kc}`) };
+  }
+
   mouseClick(req: MouseClick): Promise<InputResult> {
     this.requireUp();
     if (req.down && req.up) {
@@ -392,23 +413,22 @@ export class Desktop {
     }
     this.refuseOffDisplay([[req.at, 'at.']]);
     const b = BUTTONS[req.button];
-    const lines: string[] = [];
-    if (req.at) lines.push(`mousemove ${req.at.x} ${req.at.y}`);
-    if (req.down) lines.push(`mousedown ${b}`);
-    else if (req.up) lines.push(`mouseup ${b}`);
-    else lines.push(`click --repeat 1 --delay 0 ${b}`);
-    if (req.down || req.up || req.count === 1) return this.withInput(() => this.xdoRun(lines));
+    const press = req.down ? `mousedown ${b}` : req.up ? `mouseup ${b}` : `click --repeat 1 --delay 0 ${b}`;
+    const count = req.down || req.up ? 1 : req.count;
     return this.withInput(async () => {
+      const mods = await this.modifierLines(req.modifiers);
+      const first = [...(req.at ? [`mousemove ${req.at.x} ${req.at.y}`] : []), ...mods.down, press];
+      if (count === 1) return this.xdoRun([...first, ...mods.up]);
       // A double/triple click is one click per batch, REPEAT_GAP_MS apart. Clients count a press as a
       // repeat only if its server timestamp differs from the previous press's (Chromium compares
       // them and ignores equal ones), and the X server stamps events in milliseconds when it processes
       // them: presses sent back to back (`click --repeat N --delay 0`) share a timestamp, and even a
       // sleep inside one xdotool batch does not help when the server reads both presses at once. Each
       // batch ends with a round trip, so the server has stamped this press before the gap starts.
-      let r = await this.xdoRun(lines);
-      for (let i = 1; i < req.count; i++) {
+      let r = await this.xdoRun(first);
+      for (let i = 1; i < count; i++) {
         await new Promise((res) => setTimeout(res, REPEAT_GAP_MS));
-        r = await this.xdoRun([`click --repeat 1 --delay 0 ${b}`]);
+        r = await this.xdoRun([press, ...(i === count - 1 ? mods.up : [])]);
       }
       return r;
     });
@@ -423,13 +443,14 @@ export class Desktop {
     const b = BUTTONS[req.button];
     return this.withInput(async () => {
       const from = req.from ?? (await this.xdoRun([])).pointer!;
-      const lines = [`mousemove ${from.x} ${from.y}`, `mousedown ${b}`];
+      const mods = await this.modifierLines(req.modifiers);
+      const lines = [`mousemove ${from.x} ${from.y}`, ...mods.down, `mousedown ${b}`];
       for (let i = 1; i <= req.steps; i++) {
         const x = Math.round(from.x + ((req.to.x - from.x) * i) / req.steps);
         const y = Math.round(from.y + ((req.to.y - from.y) * i) / req.steps);
         lines.push(`mousemove ${x} ${y}`);
       }
-      lines.push(`mouseup ${b}`);
+      lines.push(`mouseup ${b}`, ...mods.up);
       return this.xdoRun(lines);
     });
   }
@@ -437,10 +458,13 @@ export class Desktop {
   mouseScroll(req: MouseScroll): Promise<InputResult> {
     this.requireUp();
     this.refuseOffDisplay([[req.at, 'at.']]);
-    const lines: string[] = [];
-    if (req.at) lines.push(`mousemove ${req.at.x} ${req.at.y}`);
-    lines.push(`click --repeat ${req.amount} --delay 0 ${WHEEL[req.direction]}`);
-    return this.withInput(() => this.xdoRun(lines));
+    return this.withInput(async () => {
+      const mods = await this.modifierLines(req.modifiers);
+      const lines: string[] = [];
+      if (req.at) lines.push(`mousemove ${req.at.x} ${req.at.y}`);
+      lines.push(...mods.down, `click --repeat ${req.amount} --delay 0 ${WHEEL[req.direction]}`, ...mods.up);
+      return this.xdoRun(lines);
+    });
   }
 
   private keysymOrRefuse(name: string, field: string): number {
