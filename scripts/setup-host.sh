@@ -4,8 +4,8 @@
 set -euo pipefail
 
 PACKAGES=(
-  # build of native modules (better-sqlite3, node-pty)
-  python3 make g++
+  # build of native modules (better-sqlite3, node-pty); gcc + libc6-dev: the agent's static computer-spawn
+  python3 make g++ gcc libc6-dev
   # the desktop the agent drives (also inside the guest image)
   xvfb xauth xdotool xclip x11-xserver-utils x11-xkb-utils x11-utils openbox xterm
   fonts-dejavu-core locales coreutils procps

@@ -22,13 +22,22 @@ import {
   MouseMove,
   MouseScroll,
 } from './schemas/input.js';
-import { ListQuery, ListResult, ReadQuery, ReadResult, WriteBody, WriteQuery, WriteResult } from './schemas/files.js';
+import { ListQuery, ListResult, MAX_WRITE_BODY_BYTES, ReadQuery, ReadResult, WriteBody, WriteQuery, WriteResult } from './schemas/files.js';
 import { ExecRequest, ExecResult } from './schemas/exec.js';
 import { PtyOpen, PtyResize, Terminal, TerminalList } from './schemas/pty.js';
 import { SecretsDelivered, SecretsReplace } from './schemas/secrets.js';
 import { queryInt } from './schemas/common.js';
 
 export const AGENT_PROTOCOL_VERSION = 1;
+
+/**
+ * `maxSessionMemory` (MB) of both ends of the agent channel. Node's default (10 MB) is smaller than
+ * one maximal file write (MAX_WRITE_BODY_BYTES, ~44 MB of JSON): while such a body was in flight the
+ * agent refused every other new stream of the machine (RST_STREAM ENHANCE_YOUR_CALM), so a concurrent
+ * request failed as 503. Room for three maximal writes at once plus the 32 MB connection window; the
+ * real bound on buffered data stays HTTP/2 flow control and the body limits, per stream.
+ */
+export const AGENT_SESSION_MEMORY_MB = Math.ceil((3 * MAX_WRITE_BODY_BYTES) / (1024 * 1024)) + 32;
 
 export const ScreenshotQuery = z.strictObject({
   format: ScreenshotFormat.default('png'),

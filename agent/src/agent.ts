@@ -8,6 +8,7 @@ import type { AgentConfig } from './config.js';
 import { createDesktop } from './desktop/desktop.js';
 import { preloadEncoder } from './desktop/screen.js';
 import { createFileService } from './files/service.js';
+import { createUserFiles } from './files/user-files.js';
 import type { LogSink } from './http/log.js';
 import { createPtyManager } from './pty/manager.js';
 import { desktopRoutes } from './routes/desktop.js';
@@ -17,6 +18,7 @@ import { secretsRoutes } from './routes/secrets.js';
 import { tcpRoutes } from './routes/tcp.js';
 import { terminalsRoutes } from './routes/terminals.js';
 import { createSecretStore } from './secrets/store.js';
+import { guestUser } from './users.js';
 
 export interface RunningAgent {
   close(): Promise<void>;
@@ -27,10 +29,10 @@ export async function startAgent(config: AgentConfig, token: { token: string; pa
   const channelPaths = config.socket ? [config.socket, path.dirname(config.socket)] : [config.virtioPort!];
   // The token's source and the channel are never reachable through the files API (nor the secrets dir:
   // values are never read back out of the agent).
-  const files = createFileService({
-    deny: { tokenFile: token.path, channelPaths, extraPaths: [config.secretsDir] },
-    agentUserName: config.agentUser,
-  });
+  const deny = { tokenFile: token.path, channelPaths, extraPaths: [config.secretsDir] };
+  const files = createFileService({ deny, agentUserName: config.agentUser });
+  // Files requests that do not ask for root run in a worker with the agent user's credentials.
+  const userFiles = createUserFiles({ deny, user: guestUser('agent', config.agentUser), identities: () => files.denylist.identities() });
   const desktop = await createDesktop({
     display: config.display,
     fbdir: config.fbdir,
@@ -46,7 +48,7 @@ export async function startAgent(config: AgentConfig, token: { token: string; pa
     log,
     mounts: [
       desktopRoutes(desktop),
-      filesRoutes(files),
+      filesRoutes({ root: files, agent: userFiles }),
       execRoutes({ display: config.display, agentUserName: config.agentUser }),
       terminalsRoutes(ptys),
       secretsRoutes(secrets),
@@ -76,6 +78,7 @@ export async function startAgent(config: AgentConfig, token: { token: string; pa
       listener?.close();
       await bridge?.close();
       ptys.closeAll();
+      userFiles.close();
       await desktop.close();
       server.close();
     },

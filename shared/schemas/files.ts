@@ -15,7 +15,12 @@ export const DEFAULT_DOWNLOAD_MAX = 64 * 1024 * 1024;
 export const FileEncoding = z.enum(['utf8', 'base64']);
 export type FileEncoding = z.infer<typeof FileEncoding>;
 
-export const ListQuery = z.strictObject({ path: GuestPath });
+/**
+ * Files routes act as the unprivileged `agent` user unless `user` is `root`; as root they need the
+ * machines:control permission (the control plane checks it), as the agent user only machines:read.
+ * The guest kernel checks each access for that user.
+ */
+export const ListQuery = z.strictObject({ path: GuestPath, user: GuestUser.default('agent') });
 export type ListQuery = z.infer<typeof ListQuery>;
 
 export const FileType = z.enum(['file', 'directory', 'symlink', 'other']);
@@ -39,6 +44,7 @@ export const ReadQuery = z.strictObject({
   offset: queryInt(0, Number.MAX_SAFE_INTEGER).default(0),
   length: queryInt(1, MAX_READ_RANGE).default(MAX_READ_RANGE),
   encoding: FileEncoding.default('utf8'),
+  user: GuestUser.default('agent'),
 });
 export type ReadQuery = z.infer<typeof ReadQuery>;
 
@@ -68,7 +74,7 @@ export const WriteBody = z.strictObject({
   /** Create missing parent directories. */
   createDirs: z.boolean().default(true),
   mode: FileMode.optional(),
-  /** Owner of files and directories this write creates. */
+  /** Who writes: the `agent` user (the default) or `root`; what the write creates belongs to that user. */
   user: GuestUser.default('agent'),
 });
 export type WriteBody = z.infer<typeof WriteBody>;

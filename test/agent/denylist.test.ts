@@ -221,7 +221,8 @@ t.test('denylist over the real channel: 403 envelope, and nothing logged', async
   fs.mkdirSync(path.join(p.dir, 'pub'));
   fs.symlinkSync(p.tokenFile, path.join(p.dir, 'pub', 'innocent-name'));
   const svc = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock, p.dir + '/chan'] } });
-  const agent = await startAgent(p, [filesRoutes(svc)]);
+  // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
+  const agent = await startAgent(p, [filesRoutes({ root: svc, agent: svc })]);
   t.teardown(() => agent.close());
   for (const target of [p.tokenFile, path.join(p.dir, 'pub', 'innocent-name'), p.sock, '/proc/self/environ']) {
     const r = await agent.client.request('GET', `/files/content?path=${q(target)}`);

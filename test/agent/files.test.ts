@@ -19,7 +19,8 @@ t.before(async () => {
   root = path.join(p.dir, 'work');
   fs.mkdirSync(root);
   const svc = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock] } });
-  agent = await startAgent(p, [filesRoutes(svc)]);
+  // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
+  agent = await startAgent(p, [filesRoutes({ root: svc, agent: svc })]);
 });
 t.teardown(() => agent.close());
 

@@ -45,7 +45,8 @@ t.before(async () => {
   profileScript = `/etc/profile.d/zz-computer-test-${randomBytes(4).toString('hex')}.sh`;
   const store = createSecretStore({ dir: secretsDir, profileScript, userName: 'agent' });
   const files = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock], extraPaths: [secretsDir] } });
-  agent = await startAgent(p, [secretsRoutes(store), execRoutes(), filesRoutes(files)]);
+  // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
+  agent = await startAgent(p, [secretsRoutes(store), execRoutes(), filesRoutes({ root: files, agent: files })]);
 });
 t.teardown(async () => {
   fs.rmSync(profileScript, { force: true });

@@ -21,7 +21,8 @@ t.before(async () => {
   fs.chmodSync(p.dir, 0o755);
   fs.chmodSync(work, 0o777);
   const files = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock] } });
-  agent = await startAgent(p, [terminalsRoutes(mgr), execRoutes(), filesRoutes(files)]);
+  // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
+  agent = await startAgent(p, [terminalsRoutes(mgr), execRoutes(), filesRoutes({ root: files, agent: files })]);
 });
 t.teardown(async () => {
   mgr.closeAll();

@@ -38,7 +38,8 @@ t.test('the /v1 machine routes against the real agent', { timeout: 180_000 }, as
         const token = sub.machines.get(id)!.token;
         fs.writeFileSync(tokenFile, token, { mode: 0o600 });
         const files = createFileService({ deny: { tokenFile, channelPaths: [channel, dir] } });
-        const app = createAgentApp({ token, log: () => {}, mounts: [desktopRoutes(desktop), filesRoutes(files), execRoutes({ display: xvfb.display }), terminalsRoutes(ptys)] });
+        // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
+        const app = createAgentApp({ token, log: () => {}, mounts: [desktopRoutes(desktop), filesRoutes({ root: files, agent: files }), execRoutes({ display: xvfb.display }), terminalsRoutes(ptys)] });
         server = createAgentServer(app, () => {});
       }
       server.emit('connection', end);

@@ -1,6 +1,7 @@
 import http2 from 'node:http2';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
+import { AGENT_SESSION_MEMORY_MB } from '../../../shared/agent-protocol.js';
 import { ROUTE_TEMPLATE, type AgentEnv } from '../app.js';
 import type { LogSink } from '../http/log.js';
 
@@ -13,6 +14,8 @@ export function createAgentServer(app: Hono<AgentEnv>, log: LogSink): http2.Http
   const server = http2.createServer({
     // Screens and file ranges are large; a bigger window avoids stalls on the single connection.
     settings: { initialWindowSize: 8 * 1024 * 1024, maxConcurrentStreams: 1000 },
+    // A large file write must fail or succeed alone, never refuse the machine's other streams.
+    maxSessionMemory: AGENT_SESSION_MEMORY_MB,
   });
   server.on('session', (session) => {
     session.setLocalWindowSize?.(32 * 1024 * 1024);

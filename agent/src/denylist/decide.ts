@@ -39,6 +39,19 @@ export const BUILTIN_DENIED_PATHS: readonly string[] = [
   '/proc/thread-self',
 ];
 
+/**
+ * Per-process files under `/proc/<pid>/` (and `/proc/<pid>/task/<tid>/`), denied for every process and
+ * every caller, root included, because they expose another process's memory or what it keeps there:
+ * `mem` and `map_files` (the memory and the mapped files themselves), `environ` (secrets handed to
+ * processes in their environment), `pagemap`, `maps`, `smaps`, `smaps_rollup`, `numa_maps`, `auxv`,
+ * `stack`, `syscall` (address-space layout and kernel stacks: what defeats ASLR). Reading `mem` also
+ * failed with EIO at offset 0 (a 500); now it is a clear 403. Exec and terminals as root can still read
+ * them, as the spec allows; the files API, which read-only keys reach, cannot.
+ */
+export const PROC_PRIVATE_FILES: ReadonlySet<string> = new Set([
+  'mem', 'map_files', 'environ', 'pagemap', 'maps', 'smaps', 'smaps_rollup', 'numa_maps', 'auxv', 'stack', 'syscall',
+]);
+
 export interface DenyPolicyInput {
   /** Absolute paths (already normalized; the factory adds realpath forms too). */
   paths: Iterable<string>;
@@ -81,6 +94,8 @@ export function lexicalPrefixes(p: string): { prefixes: string[]; final: string 
   return { prefixes, final: '/' + stack.join('/') };
 }
 
+const PID_RE = /^[1-9][0-9]{0,9}$/;
+
 export function createDenyPolicy(input: DenyPolicyInput): DenyPolicy {
   const entries = new Set<string>();
   for (const p of input.paths) {
@@ -102,6 +117,11 @@ export function createDenyPolicy(input: DenyPolicyInput): DenyPolicy {
       const n = parts[2]!;
       if (n === pidName) return true;
       if (/^[1-9][0-9]{0,9}$/.test(n) && input.isAgentTask?.(Number(n))) return true;
+    }
+    // /proc/<pid>/<private> and /proc/<pid>/task/<tid>/<private>, for any process.
+    if (parts[1] === 'proc' && PID_RE.test(parts[2] ?? '')) {
+      if (parts.length === 4 && PROC_PRIVATE_FILES.has(parts[3]!)) return true;
+      if (parts.length === 6 && parts[3] === 'task' && PID_RE.test(parts[4]!) && PROC_PRIVATE_FILES.has(parts[5]!)) return true;
     }
     return false;
   };

@@ -21,9 +21,14 @@ export interface Denylist {
   walk(p: string, opts?: WalkOptions): Walked;
   /** Record identities of denied objects that appeared since start (e.g. the socket). Adds only. */
   refresh(): void;
+  /** The captured identities, to hand to a denylist in a process that cannot stat them (files worker). */
+  identities(): { inodes: string[]; rdevs: number[] };
 }
 
-export function createDenylist(spec: DenySpec, opts: { agentPid?: number } = {}): Denylist {
+export function createDenylist(
+  spec: DenySpec,
+  opts: { agentPid?: number; identities?: { inodes: string[]; rdevs: number[] } } = {},
+): Denylist {
   const agentPid = opts.agentPid ?? process.pid;
   const paths = new Set<string>();
   for (const p of specPaths(spec)) {
@@ -40,7 +45,7 @@ export function createDenylist(spec: DenySpec, opts: { agentPid?: number } = {})
     agentPid,
     isAgentTask: (tid) => fs.existsSync(`/proc/${agentPid}/task/${tid}`),
   });
-  const ids: DeniedIdentities = { inodes: new Set(), rdevs: new Set(MEM_DEVICES) };
+  const ids: DeniedIdentities = { inodes: new Set(opts.identities?.inodes), rdevs: new Set([...MEM_DEVICES, ...(opts.identities?.rdevs ?? [])]) };
 
   const capture = () => {
     const roots = [...policy.entries, `/proc/${agentPid}`];
@@ -68,6 +73,7 @@ export function createDenylist(spec: DenySpec, opts: { agentPid?: number } = {})
     policy,
     walk: (p, o) => walk(p, policy, ids, o),
     refresh: capture,
+    identities: () => ({ inodes: [...ids.inodes], rdevs: [...ids.rdevs] }),
   };
 }
 

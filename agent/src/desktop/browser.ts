@@ -2,9 +2,10 @@
  * Opening URLs in Chromium as the agent user. One fixed profile: a second launch on the same
  * profile hands its URL to the running browser through Chromium's process singleton and exits.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { spawnClean } from '../spawn/clean-spawn.js';
 import { baseEnv, lookupUser } from '../users.js';
 
 export interface BrowserConfig {
@@ -92,7 +93,8 @@ export class Browser {
     if (newWindow) args.push('--new-window');
     // `--` keeps a URL from ever being read as a flag.
     args.push('--', url);
-    const child = spawn(this.cfg.command, args, {
+    // Through computer-spawn: the browser runs as the agent user and must hold no pty master.
+    const { child, started } = spawnClean(this.cfg.command, args, {
       cwd: u.home,
       uid: u.uid,
       gid: u.gid,
@@ -101,10 +103,7 @@ export class Browser {
       // The browser's chatter stays out of the agent's logs.
       stdio: 'ignore',
     });
-    await new Promise<void>((resolve, reject) => {
-      child.once('spawn', () => resolve());
-      child.once('error', reject);
-    });
+    await started;
     child.unref();
     if (launched) this.child = child;
     return { launched };

@@ -2,7 +2,7 @@
  * Clipboard through xclip. Text passes through stdin/stdout only: never argv (visible in ps), never
  * a log line.
  */
-import { spawn } from 'node:child_process';
+import { spawnClean } from '../spawn/clean-spawn.js';
 
 export type Selection = 'clipboard' | 'primary';
 
@@ -16,7 +16,7 @@ function env(display: string): NodeJS.ProcessEnv {
 /** The selection's text, or null when nobody owns it or it holds no text. */
 export function readSelection(display: string, selection: Selection): Promise<string | null> {
   return new Promise((resolve, reject) => {
-    const p = spawn('xclip', ['-o', '-selection', selection, '-t', 'UTF8_STRING'], {
+    const { child: p, started } = spawnClean('xclip', ['-o', '-selection', selection, '-t', 'UTF8_STRING'], {
       env: env(display),
       stdio: ['ignore', 'pipe', 'ignore'],
     });
@@ -34,7 +34,7 @@ export function readSelection(display: string, selection: Selection): Promise<st
         p.kill('SIGKILL');
       } else chunks.push(d);
     });
-    p.on('error', (e) => {
+    started.catch((e) => {
       clearTimeout(timer);
       reject(e);
     });
@@ -54,13 +54,13 @@ export function readSelection(display: string, selection: Selection): Promise<st
  */
 export async function writeSelection(display: string, selection: Selection, text: string): Promise<void> {
   await new Promise<void>((resolve, reject) => {
-    const p = spawn('xclip', ['-i', '-selection', selection], { env: env(display), stdio: ['pipe', 'ignore', 'ignore'] });
+    const { child: p, started } = spawnClean('xclip', ['-i', '-selection', selection], { env: env(display), stdio: ['pipe', 'ignore', 'ignore'] });
     const timer = setTimeout(() => {
       p.kill('SIGKILL');
       reject(new Error('xclip did not take the selection'));
     }, TIMEOUT_MS);
     p.stdin!.on('error', () => {});
-    p.on('error', (e) => {
+    started.catch((e) => {
       clearTimeout(timer);
       reject(e);
     });

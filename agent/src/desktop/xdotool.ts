@@ -10,7 +10,8 @@
  * into stdout so an error line always arrives before the marker of its own batch, and stdout is
  * line-buffered so the marker is never held back.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { spawnClean } from '../spawn/clean-spawn.js';
 
 export interface XdoResult {
   /** The root window's size when the batch completed (the current mode). */
@@ -66,7 +67,7 @@ export class Xdotool {
 
   private start(): ChildProcess {
     // Only xdotool's output comes back here, and it is parsed, never logged: it can echo key names.
-    const p = spawn('sh', ['-c', 'exec stdbuf -oL xdotool - 2>&1'], {
+    const { child: p } = spawnClean('sh', ['-c', 'exec stdbuf -oL xdotool - 2>&1'], {
       env: { PATH: '/usr/local/bin:/usr/bin:/bin', DISPLAY: this.display, LC_ALL: 'C.UTF-8' },
       stdio: ['pipe', 'pipe', 'ignore'],
     });

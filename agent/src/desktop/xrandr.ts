@@ -1,5 +1,5 @@
 /** Display modes through xrandr (RandR on Xvfb: one output, modes up to the size Xvfb started with). */
-import { execFile } from 'node:child_process';
+import { runClean } from '../spawn/clean-spawn.js';
 
 export interface ScreenModes {
   width: number;
@@ -12,17 +12,10 @@ export interface ScreenModes {
 }
 
 function run(display: string, args: string[]): Promise<{ code: number; stdout: string }> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      'xrandr',
-      args,
-      { env: { PATH: '/usr/local/bin:/usr/bin:/bin', DISPLAY: display }, timeout: 10_000, maxBuffer: 1024 * 1024 },
-      (err, stdout) => {
-        if (err && typeof (err as { code?: unknown }).code !== 'number') return reject(err);
-        resolve({ code: err ? Number((err as { code: number }).code) : 0, stdout });
-      },
-    );
-  });
+  return runClean('xrandr', args, { env: { PATH: '/usr/local/bin:/usr/bin:/bin', DISPLAY: display }, timeoutMs: 10_000 }).then((r) => ({
+    code: r.code ?? 1,
+    stdout: r.stdout,
+  }));
 }
 
 export function parseXrandr(text: string): ScreenModes {

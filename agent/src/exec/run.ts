@@ -3,11 +3,11 @@
  * process group. Any command that ran is a result (non-zero exit included); only failing to start
  * is an error.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { AppError, invalid } from '../../../shared/errors.js';
 import { MAX_EXEC_OUTPUT, type ExecRequest, type ExecResult } from '../../../shared/schemas/exec.js';
+import { spawnClean } from '../spawn/clean-spawn.js';
 import { baseEnv, guestUser, type UserInfo } from '../users.js';
 
 export interface ExecOptions {
@@ -94,7 +94,7 @@ export function runCommand(req: ExecRequest, opts: ExecOptions = {}): Promise<Ex
   const started = process.hrtime.bigint();
 
   return new Promise<ExecResult>((resolve, reject) => {
-    const child = spawn(req.command[0]!, req.command.slice(1), {
+    const { child, started: programRuns } = spawnClean(req.command[0]!, req.command.slice(1), {
       // The home directory may be missing; '/' then, like login(1) does.
       cwd: req.cwd !== undefined || canEnter(cwd, u) ? cwd : '/',
       env,
@@ -112,6 +112,8 @@ export function runCommand(req: ExecRequest, opts: ExecOptions = {}): Promise<Ex
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
     let open = 2;
     let drainTimer: NodeJS.Timeout | undefined;
+    // The answer waits for the helper's word that the program itself runs (see spawn/clean-spawn.ts).
+    let running = false;
 
     const killGroup = () => {
       try {
@@ -126,7 +128,7 @@ export function runCommand(req: ExecRequest, opts: ExecOptions = {}): Promise<Ex
     }, req.timeout_ms);
 
     const finish = () => {
-      if (settled || !exit) return;
+      if (settled || !exit || !running) return;
       settled = true;
       clearTimeout(timer);
       if (drainTimer) clearTimeout(drainTimer);
@@ -146,7 +148,10 @@ export function runCommand(req: ExecRequest, opts: ExecOptions = {}): Promise<Ex
       });
     };
 
-    child.on('error', (e: NodeJS.ErrnoException) => {
+    programRuns.then(() => {
+      running = true;
+      if (open === 0) finish();
+    }, (e: NodeJS.ErrnoException) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
@@ -158,6 +163,8 @@ export function runCommand(req: ExecRequest, opts: ExecOptions = {}): Promise<Ex
         reject(new AppError('internal_error', 'Could not start the command.', { cause: e }));
       }
     });
+    // Failures arrive through `started`; the event must still have a listener.
+    child.on('error', () => {});
     child.stdout!.on('data', (b: Buffer) => out.push(b));
     child.stderr!.on('data', (b: Buffer) => err.push(b));
     const streamDone = () => {

@@ -1,6 +1,7 @@
 /**
  * The files API: list, read (whole or ranged), write (atomic replace or append). Runs as root in the
- * agent; every path goes through the denylist walker, and every object used is the fd it returned.
+ * agent for `user: root`, and as the agent user in the files worker (worker.ts) for everything else;
+ * every path goes through the denylist walker, and every object used is the fd it returned.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -25,6 +26,8 @@ export interface FileServiceOptions {
   agentPid?: number;
   /** Resolve a guest user (default: users.ts guestUser). */
   resolveUser?: (u: 'agent' | 'root') => UserInfo;
+  /** Identities of denied objects captured by a process that could stat them (the files worker gets the agent's). */
+  deniedIdentities?: { inodes: string[]; rdevs: number[] };
 }
 
 export interface FileService {
@@ -45,19 +48,27 @@ function typeOf(st: fs.Stats): DirEntry['type'] {
   return 'other';
 }
 
-const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2,3})?$/;
 
 export function decodeContent(content: string, encoding: 'utf8' | 'base64'): Buffer {
   if (encoding === 'utf8') return Buffer.from(content, 'utf8');
   const clean = content.replace(/[\r\n]/g, '');
-  if (!BASE64_RE.test(clean)) throw invalid('content is not valid base64.', [{ field: 'content', message: 'not valid base64' }]);
+  // Checked without one whole-string pattern: a pattern with repeated groups overflowed V8's regexp
+  // stack on tens of MB (a 500 for every large write). Groups of 4; the last may be 2 or 3 characters,
+  // padded with `=` to 4 or not.
+  const pad = clean.endsWith('==') ? 2 : clean.endsWith('=') ? 1 : 0;
+  const body = clean.slice(0, clean.length - pad);
+  const ok = !/[^A-Za-z0-9+/]/.test(body) && body.length % 4 !== 1 && (pad === 0 || clean.length % 4 === 0);
+  if (!ok) throw invalid('content is not valid base64.', [{ field: 'content', message: 'not valid base64' }]);
   return Buffer.from(clean, 'base64');
 }
 
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
 
 export function createFileService(opts: FileServiceOptions): FileService {
-  const denylist = createDenylist(opts.deny, { agentPid: opts.agentPid });
+  const denylist = createDenylist(opts.deny, { agentPid: opts.agentPid, identities: opts.deniedIdentities });
+  // Only root can give a file to someone else. The files worker runs as the agent user: what it creates
+  // and replaces belongs to that user, as with any program the user runs.
+  const privileged = process.getuid?.() === 0;
   const userOf = opts.resolveUser ?? ((u: 'agent' | 'root') => guestUser(u, opts.agentUserName ?? 'agent'));
 
   async function list(p: string): Promise<ListResult> {
@@ -65,7 +76,14 @@ export function createFileService(opts: FileServiceOptions): FileService {
     try {
       if (!w.stat!.isDirectory()) throw invalid(`${p} is not a directory.`, [{ field: 'path', message: 'not a directory' }]);
       // readdir through the held fd's magic link: the directory we checked, not whatever the path names now.
-      const names = fs.readdirSync(fdPath(w.fd!)).sort();
+      let names: string[];
+      try {
+        names = fs.readdirSync(fdPath(w.fd!)).sort();
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'EACCES' || code === 'EPERM') throw new AppError('permission_denied', `Listing ${p} is not permitted.`);
+        throw e;
+      }
       const entries: DirEntry[] = [];
       for (const name of names) {
         let st: fs.Stats;
@@ -97,7 +115,14 @@ export function createFileService(opts: FileServiceOptions): FileService {
       if (st.isDirectory()) throw invalid(`${q.path} is a directory; list it instead.`, [{ field: 'path', message: 'is a directory' }]);
       // Devices, FIFOs and sockets can block or have side effects on open; only regular files are read.
       if (!st.isFile()) throw invalid(`${q.path} is not a regular file.`, [{ field: 'path', message: 'not a regular file' }]);
-      fd = fs.openSync(fdPath(w.fd!), O_RDONLY);
+      try {
+        fd = fs.openSync(fdPath(w.fd!), O_RDONLY);
+      } catch (e) {
+        // The kernel's answer for the user the read runs as (the files worker: the agent user).
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'EACCES' || code === 'EPERM') throw new AppError('permission_denied', `Reading ${q.path} is not permitted.`);
+        throw e;
+      }
       // One byte past the range tells whether more follows, also for /proc files that report size 0.
       const want = q.length + 1;
       const buf = Buffer.allocUnsafe(want);
@@ -155,7 +180,7 @@ export function createFileService(opts: FileServiceOptions): FileService {
       fd = fs.openSync(fdPath(w.fd), O_WRONLY | O_APPEND);
     } else {
       fd = fs.openSync(fdPath(w.parentFd, w.name), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-      fs.fchownSync(fd, owner.uid, owner.gid);
+      if (privileged) fs.fchownSync(fd, owner.uid, owner.gid);
       fs.fchmodSync(fd, mode ?? 0o644);
     }
     try {
@@ -178,7 +203,7 @@ export function createFileService(opts: FileServiceOptions): FileService {
       // A replaced file keeps its owner and mode unless the caller gives a mode; a new one belongs to `user`.
       const uid = w.stat ? w.stat.uid : owner.uid;
       const gid = w.stat ? w.stat.gid : owner.gid;
-      fs.fchownSync(fd, uid, gid);
+      if (privileged) fs.fchownSync(fd, uid, gid);
       fs.fchmodSync(fd, mode ?? (w.stat ? w.stat.mode & 0o7777 : 0o644));
       await writeAll(fd, data);
       await pfsync(fd);

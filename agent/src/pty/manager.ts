@@ -11,6 +11,7 @@ import type * as NodePty from 'node-pty';
 import { AppError, invalid } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { PtyOpen, Terminal } from '../../../shared/schemas/pty.js';
+import { spawnHelper } from '../spawn/clean-spawn.js';
 import { baseEnv, guestUser, type UserInfo } from '../users.js';
 import { drainBeforeClose } from './drain.js';
 
@@ -134,13 +135,12 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
       throw invalid(`Could not start ${command[0]}: not found or not executable.`, [{ field: 'command.0', message: 'not found' }]);
     }
     const dropWithSetpriv = u.uid !== 0 && setpriv !== null;
-    const file = dropWithSetpriv ? setpriv! : command[0]!;
-    const args = dropWithSetpriv
-      ? ['--reuid', String(u.uid), '--regid', String(u.gid), '--clear-groups', '--', ...command]
-      : command.slice(1);
+    const argv = dropWithSetpriv ? [setpriv!, '--reuid', String(u.uid), '--regid', String(u.gid), '--clear-groups', '--', ...command] : command;
     let pty: NodePty.IPty;
     try {
-      pty = nodePty().spawn(file, args, {
+      // Security gate: forkpty's child inherits every other terminal's master (node-pty opens them
+      // without close-on-exec); computer-spawn closes all fds above 2 before the program runs.
+      pty = nodePty().spawn(spawnHelper(), ['-', ...argv], {
         name: 'xterm-256color',
         cols: req.cols,
         rows: req.rows,

@@ -5,14 +5,11 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { AppError } from '../../../shared/errors.js';
 import type { SecretsDelivered } from '../../../shared/schemas/secrets.js';
+import { runClean } from '../spawn/clean-spawn.js';
 import { lookupUser, type UserInfo } from '../users.js';
-
-const execFileP = promisify(execFile);
 
 export const SECRETS_FILE_NAME = 'secrets.env';
 export const DEFAULT_SECRETS_DIR = '/run/computer';
@@ -78,7 +75,10 @@ export function isMemoryBacked(dir: string): boolean {
 }
 
 async function defaultMountTmpfs(dir: string): Promise<void> {
-  await execFileP('mount', ['-t', 'tmpfs', '-o', 'mode=0755,nosuid,nodev,noexec,size=16m', 'tmpfs', dir]);
+  const r = await runClean('mount', ['-t', 'tmpfs', '-o', 'mode=0755,nosuid,nodev,noexec,size=16m', 'tmpfs', dir], {
+    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
+  });
+  if (r.code !== 0) throw new Error(`mount exited with ${r.code}`);
 }
 
 export function createSecretStore(opts: SecretStoreOptions): SecretStore {

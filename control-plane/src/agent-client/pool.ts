@@ -5,6 +5,7 @@
  */
 import http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
+import { AGENT_SESSION_MEMORY_MB } from '../../../shared/agent-protocol.js';
 import { AppError } from '../../../shared/errors.js';
 
 export interface AgentRequest {
@@ -109,6 +110,8 @@ export class AgentPool {
         createConnection: () => ch as never,
         // The agent is untrusted: it may not push streams at us, and its header blocks are bounded.
         settings: { initialWindowSize: 8 * 1024 * 1024, enablePush: false, maxHeaderListSize: MAX_AGENT_HEADER_BYTES },
+        // Queued request bodies count against it: one maximal file write must not exceed it.
+        maxSessionMemory: AGENT_SESSION_MEMORY_MB,
       });
       s.once('connect', () => s.setLocalWindowSize(32 * 1024 * 1024));
       session = s;

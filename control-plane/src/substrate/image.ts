@@ -9,6 +9,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { compileSpawnHelper, SPAWN_HELPER_NAME } from '../../../agent/src/spawn/clean-spawn.js';
 
 export type ImageArtifacts = 'container' | 'all';
 
@@ -127,6 +128,8 @@ export async function stageAgent(repoRoot: string, app: string, log: (l: string)
   if (errors.length) log(`agent compile reported ${errors.filter((e) => e.includes('error TS')).length} type errors (emitted anyway)`);
   if (!fs.existsSync(path.join(app, 'dist', 'agent', 'src', 'main.js'))) log('warning: dist/agent/src/main.js is missing: the guest has no agent entry point yet');
   fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'computer-agent', private: true, type: 'module' }) + '\n');
+  // The fd-closing exec step every agent spawn goes through (agent/src/spawn/clean-spawn.ts).
+  compileSpawnHelper(path.join(repoRoot, 'agent', 'native', `${SPAWN_HELPER_NAME}.c`), path.join(app, 'libexec', SPAWN_HELPER_NAME));
   const nm = path.join(repoRoot, 'node_modules');
   for (const pkg of dependencyClosure(nm, AGENT_RUNTIME_PACKAGES)) {
     const dst = path.join(app, 'node_modules', pkg);

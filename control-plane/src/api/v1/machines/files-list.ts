@@ -1,3 +1,3 @@
-import { proxyOp } from './proxy.js';
+import { proxyOp, rootNeedsControl } from './proxy.js';
 
-export default proxyOp({ name: 'machines.files_list', agent: 'files.list' });
+export default proxyOp({ name: 'machines.files_list', agent: 'files.list', needs: rootNeedsControl });

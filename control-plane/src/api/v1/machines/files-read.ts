@@ -1,3 +1,3 @@
-import { proxyOp } from './proxy.js';
+import { proxyOp, rootNeedsControl } from './proxy.js';
 
-export default proxyOp({ name: 'machines.files_read', agent: 'files.read' });
+export default proxyOp({ name: 'machines.files_read', agent: 'files.read', needs: rootNeedsControl });

@@ -41,6 +41,11 @@ export interface ProxySpec {
    * reduced to the route's schema).
    */
   toAgent?: (body: any, c: Context<CpEnv>, s: Services) => { body: string; sensitive: boolean };
+  /**
+   * A further permission the validated request needs (files as `user: root` need machines:control
+   * even where the route itself needs only membership).
+   */
+  needs?: (query: unknown, body: unknown) => Permission | undefined;
 }
 
 export function machineIdParam(c: Context<CpEnv>): string {
@@ -63,7 +68,7 @@ export function proxyOp(spec: ProxySpec): Op {
       const machineId = machineIdParam(c);
       // Existence and state first: another organization's machine is 404 whatever the body says.
       s.machines.agentTarget(p.org_id!, machineId);
-      queryOf(c, route.query ?? NoQuery);
+      const query = queryOf(c, route.query ?? NoQuery);
       let body: unknown;
       let raw: string | undefined;
       if (publicBody) {
@@ -71,6 +76,9 @@ export function proxyOp(spec: ProxySpec): Op {
         raw = await c.req.text();
         if (!raw.length) raw = '{}';
       }
+      // Security gate: acting as root in the guest is control, whatever the route's own permission.
+      const needed = spec.needs?.(query, body);
+      if (needed && !p.permissions.has(needed)) throw new AppError('permission_denied', `This needs the ${needed} permission.`);
       if (spec.lease) s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
       let sensitive = false;
       if (spec.toAgent) ({ body: raw, sensitive } = spec.toAgent(body, c, s));
@@ -99,6 +107,12 @@ export function proxyOp(spec: ProxySpec): Op {
     },
   });
 }
+
+/** Files routes as `user: root` need machines:control (reads as the agent user need membership only). */
+export const rootNeedsControl = (query: unknown, body: unknown): Permission | undefined => {
+  const user = (query as { user?: unknown } | undefined)?.user ?? (body as { user?: unknown } | undefined)?.user;
+  return user === 'root' ? 'machines:control' : undefined;
+};
 
 export const execTimeout = (body: unknown): number | undefined => {
   const t = (body as { timeout_ms?: unknown } | undefined)?.timeout_ms;

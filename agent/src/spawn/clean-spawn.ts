@@ -1,0 +1,139 @@
+/**
+ * Every process the agent starts goes through `computer-spawn` (agent/native/computer-spawn.c), which
+ * closes every fd above 2 before it execs the program.
+ *
+ * Security invariant: no agent fd reaches a spawned process. node-pty opens pty masters without
+ * close-on-exec (and Node has no fcntl to fix that), so without this step every later exec, terminal
+ * and browser process inherited the masters of the open terminals, and an `agent`-user process could
+ * type into a root terminal. libuv marks its own fds close-on-exec; the masters are the ones it does
+ * not own, but the helper closes everything, whatever opened it.
+ *
+ * The helper reports a failed exec through a status pipe (fd 3), so callers still see "could not
+ * start" (ENOENT, EACCES, ...) as an error with that code, as with a plain spawn.
+ */
+import { execFileSync, spawn, type ChildProcess, type SpawnOptions, type StdioOptions } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const SPAWN_HELPER_NAME = 'computer-spawn';
+
+/**
+ * The app root holds `libexec/computer-spawn` (the guest image: /opt/computer). This file is
+ * `<root>/agent/src/spawn/clean-spawn.ts` when run from source and `<root>/dist/agent/src/spawn/...js`
+ * when compiled, so the root is three or four levels up.
+ */
+function rootCandidates(): string[] {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  return [path.resolve(here, '../../..'), path.resolve(here, '../../../..')];
+}
+
+/** `cc -static`: the binary is built on the host and must run on the guest's libc too. */
+export function compileSpawnHelper(source: string, out: string): void {
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  const tmp = `${out}.${process.pid}.tmp`;
+  execFileSync('cc', ['-static', '-O2', '-s', '-o', tmp, source], { stdio: ['ignore', 'ignore', 'pipe'] });
+  fs.chmodSync(tmp, 0o755);
+  // rename: concurrent builders (parallel test files) each install a complete binary.
+  fs.renameSync(tmp, out);
+}
+
+let helperPath: string | null = null;
+
+/**
+ * The helper's path. A development checkout builds it on first use (like the guest image, which is
+ * built by tests on first use); the guest image ships it prebuilt. Missing and unbuildable: throw,
+ * so nothing is ever started without it.
+ */
+export function spawnHelper(): string {
+  if (helperPath) return helperPath;
+  for (const root of rootCandidates()) {
+    const bin = path.join(root, 'libexec', SPAWN_HELPER_NAME);
+    const src = path.join(root, 'agent', 'native', `${SPAWN_HELPER_NAME}.c`);
+    const binSt = fs.statSync(bin, { throwIfNoEntry: false });
+    const srcSt = fs.statSync(src, { throwIfNoEntry: false });
+    if (binSt && (!srcSt || binSt.mtimeMs >= srcSt.mtimeMs)) return (helperPath = bin);
+    if (srcSt) {
+      compileSpawnHelper(src, bin);
+      return (helperPath = bin);
+    }
+  }
+  throw new Error(`${SPAWN_HELPER_NAME} is missing`);
+}
+
+const errnoNames = new Map<number, string>(Object.entries(os.constants.errno).map(([k, v]) => [v, k]));
+
+export interface CleanChild {
+  child: ChildProcess;
+  /**
+   * Resolves once the program itself runs (exec succeeded); rejects with an Error whose `code` is
+   * the errno name (ENOENT, EACCES, ...) when it could not be started.
+   */
+  started: Promise<void>;
+}
+
+function stdioTriple(s: StdioOptions | undefined): StdioOptions {
+  if (s === undefined) return ['pipe', 'pipe', 'pipe'];
+  if (typeof s === 'string') return [s, s, s];
+  return s.slice(0, 3);
+}
+
+/** `spawn(file, args, opts)` with no fd above 2 in the program. `opts.stdio` may name fds 0-2 only. */
+export function spawnClean(file: string, args: readonly string[], opts: SpawnOptions = {}): CleanChild {
+  const stdio = [...(stdioTriple(opts.stdio) as unknown[]), 'pipe'] as StdioOptions;
+  const child = spawn(spawnHelper(), ['3', file, ...args], { ...opts, stdio });
+  const status = child.stdio[3] as NodeJS.ReadableStream | null | undefined;
+  const started = new Promise<void>((resolve, reject) => {
+    child.once('error', reject);
+    if (!status) return reject(new Error('no status pipe'));
+    let text = '';
+    status.setEncoding('utf8');
+    status.on('data', (d: string) => {
+      if (text.length < 16) text += d;
+    });
+    status.on('error', () => {});
+    status.on('close', () => {
+      if (!text) return resolve();
+      const errno = Number(text);
+      const code = errnoNames.get(errno) ?? 'EUNKNOWN';
+      const err = new Error(`could not start ${file}: ${code}`) as NodeJS.ErrnoException;
+      err.code = code;
+      err.errno = errno;
+      reject(err);
+    });
+  });
+  // A caller that only cares about exit must not crash on an unobserved rejection.
+  started.catch(() => {});
+  return { child, started };
+}
+
+/**
+ * execFile's job through the helper: run to completion, collect bounded stdout, kill at the timeout.
+ * Rejects when the program could not be started; a non-zero exit is a result.
+ */
+export function runClean(
+  file: string,
+  args: readonly string[],
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; maxStdout?: number } = {},
+): Promise<{ code: number | null; stdout: string }> {
+  const { child, started } = spawnClean(file, args, { env: opts.env, stdio: ['ignore', 'pipe', 'ignore'] });
+  const max = opts.maxStdout ?? 1024 * 1024;
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 10_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      if (size < max) chunks.push(d.subarray(0, max - size));
+      size += d.length;
+    });
+    started.catch((e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      started.then(() => resolve({ code, stdout: Buffer.concat(chunks).toString('utf8') }), () => {});
+    });
+  });
+}
