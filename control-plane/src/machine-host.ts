@@ -67,6 +67,7 @@ export class DeferredSubstrate implements Substrate {
   start: Substrate['start'] = async (id) => (await this.get()).start(id);
   stop: Substrate['stop'] = async (id, opts) => (await this.get()).stop(id, opts);
   status: Substrate['status'] = async (id) => (await this.get()).status(id);
+  liveness: Substrate['liveness'] = async (id) => (await this.get()).liveness(id);
   capture: Substrate['capture'] = async (id, holder) => (await this.get()).capture(id, holder);
   pinLayer: Substrate['pinLayer'] = async (layerId, holder) => (await this.get()).pinLayer(layerId, holder);
   releaseLayer: Substrate['releaseLayer'] = async (layerId, holder) => (await this.get()).releaseLayer(layerId, holder);

@@ -62,6 +62,12 @@ export async function serve(
     (moved) => moved.length && say(`reconciled ${moved.length} machine(s) left mid-operation`),
     (e) => log({ event: 'reconcile_failed', cause: (e as Error)?.name ?? 'Error' }),
   );
+  // Then the substrate watch: a machine killed or shut down from outside leaves `running` within seconds.
+  let stopWatch: (() => void) | null = null;
+  let closing = false;
+  void reconciled.catch(() => {}).then(() => {
+    if (substrate && !closing) stopWatch = services.machines.startWatch();
+  });
   const timer = setInterval(() => {
     try {
       services.billing.provider.syncAll();
@@ -86,6 +92,8 @@ export async function serve(
     url: `http://${host}:${port}`,
     port,
     close: async () => {
+      closing = true;
+      stopWatch?.();
       await gateway.close();
       gw.close();
       previews?.close();

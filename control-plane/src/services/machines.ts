@@ -73,6 +73,9 @@ export interface MachineServiceDeps {
 /** Room frees when someone stops or deletes a machine: no better guess than half a minute. */
 const CAPACITY_RETRY_AFTER_S = 30;
 
+/** How often the substrate watch checks the running machines (a machine killed from outside is seen within this). */
+const WATCH_INTERVAL_MS = 2_000;
+
 const DEFAULT_READY_PROBE = { intervalMs: 1_000, timeoutMs: 180_000 };
 
 export function createMachineService(d: MachineServiceDeps) {
@@ -257,6 +260,66 @@ export function createMachineService(d: MachineServiceDeps) {
     }
     d.pool.drop(m.id);
     if (!settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by })) throw raced(m.id);
+  }
+
+  /**
+   * One pass of the substrate watch over the running machines. A machine whose guest is gone (killed from
+   * outside, crashed, its runtime died) moves to `error` with `machine.failed`; one whose guest shut itself
+   * down cleanly moves to `stopped`. Either way the host side is cleaned (mount, port guard) so a start works.
+   * The move is a compare-and-set on the row as it was read (state and state_changed_at), inside the disk
+   * lock: a user's stop, restart or delete decided meanwhile wins and this pass reports nothing.
+   */
+  async function watchPass(): Promise<Array<{ id: string; to: 'error' | 'stopped' }>> {
+    const out: Array<{ id: string; to: 'error' | 'stopped' }> = [];
+    // Machines are handled side by side: one dead machine's cleanup (seconds when podman lost its monitor)
+    // does not delay noticing the next.
+    await Promise.all(store.machines.inStates(['running']).map(async (m) => {
+      let seen;
+      try {
+        seen = await substrate.liveness(m.id);
+      } catch (e) {
+        d.onFailure?.(m.id, 'watch', e);
+        return;
+      }
+      if (seen === 'running') return;
+      const unchanged = () => {
+        const now = store.machines.byId(m.id);
+        return !!now && now.state === 'running' && now.state_changed_at === m.state_changed_at;
+      };
+      const to = await locks.run(m.id, async (): Promise<'error' | 'stopped' | null> => {
+        if (!unchanged()) return null;
+        // Asked again inside the lock: an act queued before this one may have changed the answer.
+        const how = await substrate.liveness(m.id).catch(() => seen);
+        if (how === 'running') return null;
+        d.pool.drop(m.id);
+        const moved = store.db.tx((): 'error' | 'stopped' | null => {
+          if (!unchanged()) return null;
+          if (how === 'shutdown') {
+            if (!store.machines.casState(m.id, 'running', 'stopped', at())) return null;
+            d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', SYSTEM);
+            events.append(m.org_id, m.id, 'machine.stopped', { from: 'running', to: 'stopped', by: SYSTEM, reason: 'guest_shutdown' });
+            return 'stopped';
+          }
+          if (!store.machines.casState(m.id, 'running', 'error', at())) return null;
+          d.leases.releaseInTx(m.org_id, m.id, 'machine_failed', SYSTEM);
+          events.append(m.org_id, m.id, 'machine.failed', {
+            from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: how === 'crashed' ? 'exited' : 'lost',
+          });
+          return 'error';
+        });
+        // Still inside the disk lock, so a start decided after the move runs after this: unmount and unguard
+        // what the dead guest left (replacing a container podman lost track of), so that start begins clean.
+        if (moved && how !== 'lost' && how !== 'absent') {
+          await substrate.stop(m.id, { timeoutMs: 1_000 }).catch((e) => d.onFailure?.(m.id, 'watch_cleanup', e));
+        }
+        return moved;
+      });
+      if (to) {
+        d.onFailure?.(m.id, 'run', new AppError('compute_unavailable', `the machine's guest ${to === 'stopped' ? 'shut down' : 'was killed or crashed'} (${seen})`));
+        out.push({ id: m.id, to });
+      }
+    }));
+    return out;
   }
 
   function raced(id: string): AppError {
@@ -610,6 +673,30 @@ export function createMachineService(d: MachineServiceDeps) {
       return out;
     },
 
+    watchPass,
+
+    /**
+     * Watch the substrate: every `intervalMs` (default 2 s, so a machine killed from outside is `error`
+     * within about 2 s plus one probe) the running machines are checked. Returns the stop function.
+     */
+    startWatch(intervalMs = WATCH_INTERVAL_MS): () => void {
+      let stopped = false;
+      let timer: NodeJS.Timeout | null = null;
+      const loop = () => {
+        if (stopped) return;
+        void watchPass()
+          .catch((e) => d.onFailure?.('*', 'watch', e))
+          .finally(() => {
+            if (!stopped) timer = setTimeout(loop, intervalMs).unref();
+          });
+      };
+      timer = setTimeout(loop, intervalMs).unref();
+      return () => {
+        stopped = true;
+        if (timer) clearTimeout(timer);
+      };
+    },
+
     /** The running machine's agent, or why it cannot be reached. */
     agentTarget(orgId: string, id: string): { id: string; token: string } {
       const m = load(orgId, id);
@@ -663,6 +750,7 @@ export const NO_SUBSTRATE: Substrate = {
   start: () => Promise.reject(unconfigured()),
   stop: () => Promise.reject(unconfigured()),
   status: async () => 'absent',
+  liveness: async () => 'absent',
   capture: () => Promise.reject(unconfigured()),
   replaceDisk: () => Promise.reject(unconfigured()),
   pinLayer: () => Promise.reject(unconfigured()),

@@ -14,10 +14,11 @@ import {
   type LayerPin,
   type MachineResources,
   type Substrate,
+  type Liveness,
   type SubstrateStatus,
 } from './substrate.js';
 
-export type FakeOp = 'create' | 'start' | 'stop' | 'status' | 'capture' | 'replaceDisk' | 'destroy' | 'openChannel' | 'releaseLayer';
+export type FakeOp = 'create' | 'start' | 'stop' | 'status' | 'capture' | 'replaceDisk' | 'destroy' | 'openChannel' | 'releaseLayer' | 'liveness';
 
 export interface FakeMachine {
   id: string;
@@ -29,6 +30,8 @@ export interface FakeMachine {
   /** Pretend disk content: a capture copies it into a layer, a fork or restore starts from a layer's copy. */
   files: Map<string, string>;
   starts: number;
+  /** How it last ended on its own (exitFromOutside); cleared by a start. */
+  exit?: 'crashed' | 'shutdown';
 }
 
 export interface FakeSubstrateOptions {
@@ -111,6 +114,7 @@ export class FakeSubstrate implements Substrate {
     if (m.state === 'lost') throw new AppError('compute_unavailable', 'machine lost');
     m.state = 'running';
     m.starts++;
+    delete m.exit;
   }
 
   async stop(id: string): Promise<void> {
@@ -123,6 +127,20 @@ export class FakeSubstrate implements Substrate {
     await this.enter('status', id);
     const m = this.machines.get(id);
     return m ? m.state : 'absent';
+  }
+
+  async liveness(id: string): Promise<Liveness> {
+    await this.enter('liveness', id);
+    const m = this.machines.get(id);
+    if (!m) return 'absent';
+    return m.state === 'running' ? 'running' : m.state === 'stopped' ? (m.exit ?? 'shutdown') : 'crashed';
+  }
+
+  /** The guest ends on its own (killed from outside: `crashed`; a clean power-off: `shutdown`). */
+  exitFromOutside(id: string, how: 'crashed' | 'shutdown'): void {
+    const m = this.get(id);
+    m.state = 'stopped';
+    m.exit = how;
   }
 
   async capture(id: string, holder: string): Promise<CaptureResult> {

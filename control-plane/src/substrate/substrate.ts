@@ -37,6 +37,13 @@ export interface CreateSpec {
  */
 export type SubstrateStatus = 'running' | 'stopped' | 'lost' | 'absent';
 
+/**
+ * A machine that should be running, as the substrate watch sees it: `running`; `shutdown` (the guest ended
+ * itself cleanly: its init exited 0, or QEMU exited on a guest power-off); `crashed` (killed from outside,
+ * out of memory, the runtime died); `lost` / `absent` as in SubstrateStatus.
+ */
+export type Liveness = 'running' | 'shutdown' | 'crashed' | 'lost' | 'absent';
+
 export interface CaptureResult {
   /** The new immutable layer; pinned by `holder` until unpinned in the layer store. */
   layerId: string;
@@ -68,6 +75,11 @@ export interface Substrate {
   /** Graceful stop within timeoutMs, then forced. The disk is kept. */
   stop(id: string, opts?: { timeoutMs?: number }): Promise<void>;
   status(id: string): Promise<SubstrateStatus>;
+  /**
+   * Is the machine still running, and if not, how did it end. Cheap (no runtime call while the machine runs):
+   * the control plane's substrate watch asks every running machine every two seconds.
+   */
+  liveness(id: string): Promise<Liveness>;
   /** Freeze the machine's writable disk into a new immutable layer, live when it is running. */
   capture(id: string, holder: string): Promise<CaptureResult>;
   /** Add a pin on a layer (a template sharing a snapshot's layer). */

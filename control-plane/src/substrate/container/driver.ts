@@ -23,6 +23,7 @@ import {
   type DiskSource,
   type DiskUsage,
   type LayerPin,
+  type Liveness,
   type MachineResources,
   type Substrate,
   type SubstrateStatus,
@@ -237,21 +238,7 @@ export class ContainerSubstrate implements Substrate {
     try {
       this.writeRecord(rec);
       await this.mount(rec);
-      const created = await this.podman(
-        createArgs(this.env, {
-          id: spec.id,
-          resources: spec.resources,
-          rootfs: this.mergedDir(spec.id),
-          channelDir: this.channelDir(spec.id),
-          network: rec.network,
-          ...(rec.address ? { nic: { address: rec.address, mac: macFor(rec.address) } } : {}),
-        }).slice(globalArgs(this.env).length),
-      );
-      const ctrId = created.stdout.trim().split('\n').pop() ?? '';
-      if (/^[0-9a-f]{64}$/.test(ctrId)) {
-        rec.ctrId = ctrId;
-        this.writeRecord(rec);
-      }
+      await this.podmanCreate(rec);
     } catch (e) {
       await this.destroy(spec.id).catch(() => {});
       throw e;
@@ -259,6 +246,73 @@ export class ContainerSubstrate implements Substrate {
       if (rec.address) this.reserved.delete(rec.address);
     }
     if (opts.start !== false) await this.start(spec.id);
+  }
+
+  /** `podman create` for a machine record: at create, and again when a broken container is replaced. */
+  private async podmanCreate(rec: MachineRecord): Promise<void> {
+    const created = await this.podman(
+      createArgs(this.env, {
+        id: rec.id,
+        resources: rec.resources,
+        rootfs: this.mergedDir(rec.id),
+        channelDir: this.channelDir(rec.id),
+        network: rec.network,
+        ...(rec.address ? { nic: { address: rec.address, mac: macFor(rec.address) } } : {}),
+      }).slice(globalArgs(this.env).length),
+    );
+    const ctrId = created.stdout.trim().split('\n').pop() ?? '';
+    if (/^[0-9a-f]{64}$/.test(ctrId)) rec.ctrId = ctrId;
+    else delete rec.ctrId;
+    this.writeRecord(rec);
+  }
+
+  /**
+   * Replace a container podman can no longer drive. When its monitor (conmon) is killed, podman waits for an
+   * exit file nobody writes: `stop` fails after its timeout and leaves the container `stopping` (or `stopped`
+   * with exit code -1), and `start` can fail the same way. Everything the machine is lives outside podman
+   * (disk chain, channel directory with the token, address), so whatever is left of the container's processes
+   * is killed, the container is force-removed and created again on the same disk.
+   */
+  private async recreate(rec: MachineRecord): Promise<void> {
+    this.killCgroup(rec);
+    await this.podman(['rm', '--force', '--time', '0', containerName(rec.id)], { allowFail: true });
+    if ((await this.inspect(rec.id)) !== null) throw new AppError('compute_unavailable', 'podman could not remove a broken container');
+    await this.podmanCreate(rec);
+  }
+
+  /** SIGKILL every process left in the container's cgroup (thawed first: a frozen task cannot die). */
+  private killCgroup(rec: MachineRecord): void {
+    if (!rec.ctrId) return;
+    const cg = `/libpod_parent/libpod-${rec.ctrId}`;
+    try {
+      fs.writeFileSync(path.join('/sys/fs/cgroup/freezer', cg, 'freezer.state'), 'THAWED');
+    } catch {
+      /* no freezer cgroup: nothing frozen */
+    }
+    for (const h of ['freezer', 'pids']) {
+      let procs: string[] = [];
+      try {
+        procs = fs.readFileSync(path.join('/sys/fs/cgroup', h, cg, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
+      } catch {
+        continue;
+      }
+      for (const p of procs) {
+        try {
+          process.kill(Number(p), 'SIGKILL');
+        } catch {
+          /* already gone */
+        }
+      }
+    }
+  }
+
+  /** `podman start`; a container podman cannot start (conmon was killed under it) is replaced once. */
+  private async podmanStart(rec: MachineRecord): Promise<void> {
+    const r = await this.podman(['start', containerName(rec.id)], { allowFail: true });
+    if (r.code === 0) return;
+    this.cfg.warn?.(`container substrate: ${rec.id} could not be started (${r.stderr.trim().split('\n').pop() ?? ''}); replacing its container`);
+    await this.recreate(rec);
+    await this.podman(['start', containerName(rec.id)]);
   }
 
   /** Addresses held by this root's machines (their records). */
@@ -285,7 +339,7 @@ export class ContainerSubstrate implements Substrate {
       await this.ensureOutboundRules();
       if (!rec.address || !inSubnet(this.net, rec.address)) throw new AppError('compute_unavailable', 'machine has no address on this network');
       await this.startGuarded(rec);
-    } else await this.podman(['start', containerName(id)]);
+    } else await this.podmanStart(rec);
     rec.boot = bootId();
     this.writeRecord(rec);
   }
@@ -300,7 +354,7 @@ export class ContainerSubstrate implements Substrate {
     const next = this.portLock.then(async () => {
       const before = new Set(bridgePorts(this.net.bridge));
       if (rec.port) await removePortGuard(rec.port);
-      await this.podman(['start', containerName(rec.id)]);
+      await this.podmanStart(rec);
       const added = bridgePorts(this.net.bridge).filter((p) => !before.has(p));
       if (added.length !== 1) {
         await this.podman(['stop', '-t', '0', containerName(rec.id)], { allowFail: true });
@@ -354,7 +408,15 @@ export class ContainerSubstrate implements Substrate {
     const rec = this.record(id);
     const secs = Math.max(1, Math.ceil((opts.timeoutMs ?? this.cfg.stopTimeoutMs ?? 10_000) / 1000));
     // podman stop sends SIGTERM (the init stops the agent and the desktop, syncs) and SIGKILLs after the timeout.
-    await this.podman(['stop', '-t', String(secs), containerName(id)], { allowFail: true });
+    const r = await this.podman(['stop', '-t', String(secs), containerName(id)], { allowFail: true });
+    if (r.code !== 0 || this.liveCgroup(rec) !== null) {
+      // podman could not stop it (conmon killed, container record gone): kill what is left and replace the
+      // container, so the machine can start again. Never a stop reported that did not happen.
+      this.cfg.warn?.(`container substrate: ${id} did not stop through podman (${r.stderr.trim().split('\n').pop() ?? ''}); replacing its container`);
+      const old = { ...rec };
+      await this.recreate(rec);
+      if (this.liveCgroup(old) !== null) throw new AppError('compute_unavailable', 'the machine could not be stopped');
+    }
     await this.unguard(rec);
     await unmount(this.mergedDir(id));
     fs.rmSync(this.channelPath(id), { force: true });
@@ -380,6 +442,32 @@ export class ContainerSubstrate implements Substrate {
     if (st === null) return 'lost';
     if (st === 'running' || st === 'paused') return rec.boot === undefined || rec.boot === bootId() ? 'running' : 'lost';
     return 'stopped';
+  }
+
+  /**
+   * For the substrate watch (every two seconds per running machine): a container whose cgroup has processes
+   * is running without asking podman; only one that has none costs a `podman inspect`, which tells a clean
+   * guest shutdown (the init exits 0 on SIGTERM) from a kill or a crash.
+   */
+  async liveness(id: string): Promise<Liveness> {
+    assertMachineId(id);
+    if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) return 'absent';
+    const rec = this.record(id);
+    if (this.liveCgroup(rec)) return rec.boot === undefined || rec.boot === bootId() ? 'running' : 'lost';
+    const r = await this.podman(['inspect', '--format', '{{.State.Status}} {{.State.ExitCode}}', containerName(id)], { allowFail: true });
+    if (r.code !== 0) return 'lost';
+    const [status = '', code = ''] = r.stdout.trim().split(' ');
+    if (status === 'running' || status === 'paused') {
+      // podman still says running, but the cgroup is empty: its monitor (conmon) died with the container.
+      return this.cgroupsReadable(rec) ? 'crashed' : 'running';
+    }
+    if (status === 'exited' || status === 'stopped') return code === '0' ? 'shutdown' : 'crashed';
+    return 'crashed';
+  }
+
+  /** Whether liveCgroup's answer can be trusted (cgroup v1 freezer with podman's cgroupfs layout). */
+  private cgroupsReadable(rec: MachineRecord): boolean {
+    return !!rec.ctrId && fs.existsSync('/sys/fs/cgroup/freezer/libpod_parent');
   }
 
   /**

@@ -21,6 +21,7 @@ import {
   type DiskSource,
   type DiskUsage,
   type LayerPin,
+  type Liveness,
   type MachineResources,
   type Substrate,
   type SubstrateStatus,
@@ -306,6 +307,19 @@ export class VmSubstrate implements Substrate {
     if (this.pid(id) !== null) return 'running';
     await this.reapTap(id);
     return rec.desired === 'running' ? 'lost' : 'stopped';
+  }
+
+  /**
+   * For the substrate watch: QEMU removes its pid file when it exits normally (a guest power-off, with
+   * -no-reboot also a guest reboot), and cannot when it is killed; so a pid file naming a dead process is a
+   * crash, a missing one a clean exit.
+   */
+  async liveness(id: string): Promise<Liveness> {
+    assertMachineId(id);
+    if (!fs.existsSync(path.join(this.runDir(id), 'machine.json'))) return 'absent';
+    if (this.pid(id) !== null) return 'running';
+    if (this.starting.has(id)) return 'running';
+    return fs.existsSync(vmFiles(this.runDir(id)).pidFile) ? 'crashed' : 'shutdown';
   }
 
   async capture(id: string, holder: string): Promise<CaptureResult> {
