@@ -6,7 +6,7 @@
  * Every request carries `Authorization: Bearer <machine token>`.
  */
 import { z } from 'zod';
-import { Display, ResizeRequest, ScreenshotFormat, ScreenshotResult } from './schemas/display.js';
+import { Display, ResizeRequest, ScreenRegion, ScreenshotFormat, ScreenshotResult } from './schemas/display.js';
 import {
   BrowserOpen,
   BrowserOpenResult,
@@ -42,6 +42,22 @@ export const AGENT_SESSION_MEMORY_MB = Math.ceil((3 * MAX_WRITE_BODY_BYTES) / (1
 export const ScreenshotQuery = z.strictObject({
   format: ScreenshotFormat.default('png'),
   quality: queryInt(1, 100).optional(),
+  // Extension (not in the spec): server-side scaling and cropping; the answer then carries `view`.
+  /** Output width; with only one of width/height the other keeps the region's aspect ratio. */
+  width: queryInt(1, 16384).optional(),
+  height: queryInt(1, 16384).optional(),
+  /** Scale down (never up) so the longer side is at most this; not combinable with width/height. */
+  max_side: queryInt(16, 16384).optional(),
+  /** `x,y,width,height` in display pixels: only this part of the screen (zoom). */
+  region: z
+    .string()
+    .regex(/^\d{1,5},\d{1,5},\d{1,5},\d{1,5}$/, 'must be x,y,width,height in display pixels')
+    .transform((v) => {
+      const [x, y, width, height] = v.split(',').map(Number) as [number, number, number, number];
+      return { x, y, width, height };
+    })
+    .pipe(ScreenRegion)
+    .optional(),
 });
 export type ScreenshotQuery = z.infer<typeof ScreenshotQuery>;
 

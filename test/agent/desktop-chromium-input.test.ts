@@ -3,15 +3,19 @@
  * Chromium counts as such, and Unicode typed into a text field arriving exactly.
  */
 import t from 'tap';
+import { decodeToRgb, type RawFrame } from '../../agent/src/desktop/screen.js';
 import { openChromiumPage, type ChromiumPage } from '../helpers/chromium-page.js';
 import { startDesktopAgent, waitFor, type DesktopAgent } from '../helpers/desktop-agent.js';
 
 // A text field at the top, a pad for clicks below it. Every mouse event is recorded with its detail
-// (the click count), button and modifiers; loadId tells a reload apart.
+// (the click count), button and modifiers; loadId tells a reload apart. The pad is not selectable:
+// a shift-click would otherwise select across it, and a later press on the selection starts a
+// drag-and-drop, which ends without a mouseup.
 const HTML = `<!doctype html><html><head><meta charset="utf-8"></head>
 <body style="margin:0;height:100vh;overflow:hidden">
 <textarea id="ta" style="position:absolute;left:0;top:0;width:900px;height:300px" spellcheck="false"></textarea>
-<div id="pad" style="position:absolute;left:0;top:320px;right:0;bottom:0;background:#ddd"></div>
+<div id="pad" style="position:absolute;left:0;top:320px;right:0;bottom:0;background:#ddd;user-select:none"></div>
+<div id="box" style="position:absolute;left:1000px;top:40px;width:120px;height:80px;background:rgb(255,0,0)"></div>
 <script>
 window.loadId = String(Math.random());
 window.ev = [];
@@ -46,7 +50,9 @@ t.before(async () => {
 
 /** Wait until `n` events of `type` were recorded, then take (and clear) all recorded events. */
 async function take(type: string, n: number): Promise<Ev[]> {
-  await waitFor(() => page.eval<boolean>(`ev.filter((e) => e.type === ${JSON.stringify(type)}).length >= ${n}`), 10_000, 5);
+  await waitFor(() => page.eval<boolean>(`ev.filter((e) => e.type === ${JSON.stringify(type)}).length >= ${n}`), 10_000, 5).catch(async (e: Error) => {
+    throw new Error(`${e.message}: ${n} ${type} events; recorded: ${JSON.stringify(await page.eval('ev')).slice(0, 600)}`);
+  });
   return page.eval<Ev[]>('ev.splice(0)');
 }
 
@@ -147,4 +153,68 @@ t.test('extension: modifiers held for exactly a click, drag or scroll', async (t
     t.equal(bad.json().error.details[0].field, field);
   }
   t.equal(await page.eval('window.loadId'), loadId, 'no reload');
+});
+
+/** Bounding box of the pure red pixels of a decoded frame (a lossless PNG). */
+function redBox(f: RawFrame): { x0: number; y0: number; x1: number; y1: number } | null {
+  let box: { x0: number; y0: number; x1: number; y1: number } | null = null;
+  for (let y = 0; y < f.height; y++) {
+    for (let x = 0; x < f.width; x++) {
+      const i = (y * f.width + x) * 3;
+      if (f.rgb[i] === 255 && f.rgb[i + 1] === 0 && f.rgb[i + 2] === 0) {
+        if (!box) box = { x0: x, y0: y, x1: x, y1: y };
+        box.x0 = Math.min(box.x0, x);
+        box.y0 = Math.min(box.y0, y);
+        box.x1 = Math.max(box.x1, x);
+        box.y1 = Math.max(box.y1, y);
+      }
+    }
+  }
+  return box;
+}
+
+t.test('extension: screenshots scaled and zoomed server-side map back to the display', async (t) => {
+  const shot = async (q: string) => {
+    const r = await a.client.request('GET', `/screenshot?format=png${q}`);
+    t.equal(r.status, 200, q);
+    const j = r.json();
+    return { json: j, frame: await decodeToRgb(Buffer.from(j.image, 'base64')) };
+  };
+  const full = await shot('');
+  t.notOk('view' in full.json, 'the plain screenshot has no view (the spec answer)');
+  const box = redBox(full.frame)!;
+  // The page's 120x80 box, wherever the window put it.
+  t.same({ w: box.x1 - box.x0 + 1, h: box.y1 - box.y0 + 1 }, { w: 120, h: 80 });
+
+  const half = await shot('&width=1280');
+  t.same(half.json.view, { region: { x: 0, y: 0, width: 2560, height: 1600 }, width: 1280, height: 800, scale: { x: 0.5, y: 0.5 } });
+  t.same({ w: half.frame.width, h: half.frame.height }, { w: 1280, h: 800 });
+  const hb = redBox(half.frame)!;
+  t.ok(Math.abs(hb.x0 - box.x0 / 2) <= 1 && Math.abs(hb.y0 - box.y0 / 2) <= 1, 'the box is where the scale says');
+
+  const long = await shot('&max_side=1000');
+  t.same({ w: long.frame.width, h: long.frame.height }, { w: 1000, h: 625 });
+
+  // Zoom: a 60x40 region around the box's top-left corner, shown 4x.
+  const rx = box.x0 - 30;
+  const ry = box.y0 - 20;
+  const zoom = await shot(`&region=${rx},${ry},60,40&width=240`);
+  t.same(zoom.json.view, { region: { x: rx, y: ry, width: 60, height: 40 }, width: 240, height: 160, scale: { x: 4, y: 4 } });
+  const zb = redBox(zoom.frame)!;
+  // The corner lands at image (30*4, 20*4); mapping back gives the display point of the corner.
+  t.ok(Math.abs(zb.x0 - 120) <= 2 && Math.abs(zb.y0 - 80) <= 2, `corner at ${zb.x0},${zb.y0} in the zoomed image`);
+  // (Resampling softens the edge by a pixel or two of the zoomed image: within one display pixel.)
+  t.ok(Math.abs(zoom.json.view.region.x + zb.x0 / zoom.json.view.scale.x - box.x0) <= 1, 'maps back to the box corner (x)');
+  t.ok(Math.abs(zoom.json.view.region.y + zb.y0 / zoom.json.view.scale.y - box.y0) <= 1, 'maps back to the box corner (y)');
+
+  for (const [q, field] of [
+    ['&region=2500,0,100,10', 'region'],
+    ['&region=1,2,3', 'region'],
+    ['&max_side=500&width=100', 'max_side'],
+    ['&width=0', 'width'],
+  ] as const) {
+    const r = await a.client.request('GET', `/screenshot?format=png${q}`);
+    t.equal(r.status, 400, q);
+    t.equal(r.json().error.details[0].field, field, q);
+  }
 });

@@ -70,6 +70,11 @@ t.test('the /v1 machine routes against the real agent', { timeout: 180_000 }, as
   const shot = await rig.call('GET', `${base}/screenshot?format=jpeg`, { key: a.key });
   t.equal(shot.status, 200);
   t.same([...Buffer.from(shot.json.image, 'base64').subarray(0, 3)], [0xff, 0xd8, 0xff], 'JPEG through /v1');
+  t.notOk('view' in shot.json, 'no view unless asked for');
+  const scaled = await rig.call('GET', `${base}/screenshot?format=png&region=0,0,${display.width},${display.height}&width=${display.width / 2}`, { key: a.key });
+  t.equal(scaled.status, 200);
+  t.same(scaled.json.view.scale, { x: 0.5, y: 0.5 }, 'extension: a scaled screenshot through /v1 says its scale');
+  assertEnvelope(t, await rig.call('GET', `${base}/screenshot?region=0,0,${display.width + 1},10`, { key: a.key }), 'invalid_request', 400);
 
   const s = (await rig.call('POST', '/v1/sessions', { key: a.key, body: { machine_id: m.id, type: 'agent' } })).json.id;
   const lease = (await rig.call('POST', `${base}/input-lease`, { key: a.key, body: { session_id: s } })).json;

@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs';
 import { AppError, type FieldError } from '../../../shared/errors.js';
-import type { Display } from '../../../shared/schemas/display.js';
+import type { Display, ScreenshotView } from '../../../shared/schemas/display.js';
 import type {
   ClipboardSelection,
   InputResult,
@@ -24,6 +24,7 @@ import { readSelection, writeSelection } from './clipboard.js';
 import { KeycodeResolver, type KeyStroke } from './keycodes.js';
 import { keysymForCodePoint, keysymFromName } from './keysyms.js';
 import { FramebufferReader, encodeRgb, type ImageFormat, type RawFrame } from './screen.js';
+import { planView, type ViewRequest } from './view.js';
 import { X11KeymapClient } from './x11-keymap.js';
 import { readModes, setMode, type ScreenModes } from './xrandr.js';
 import { Xdotool } from './xdotool.js';
@@ -327,16 +328,20 @@ export class Desktop {
     this.fb.release(frame);
   }
 
-  async screenshot(format: ImageFormat, quality: number): Promise<{ image: Buffer; display: Display }> {
+  async screenshot(format: ImageFormat, quality: number, want: ViewRequest = {}): Promise<{ image: Buffer; display: Display; view?: ScreenshotView }> {
     const display = this.state;
+    // Checked against the mode before capturing; the frame is of that same mode.
+    planView(display, want);
     const frame = await this.capture();
     let image: Buffer;
+    let view: ScreenshotView | null;
     try {
-      image = await encodeRgb(frame.rgb, frame.width, frame.height, format, quality);
+      view = planView(frame, want);
+      image = await encodeRgb(frame.rgb, frame.width, frame.height, format, quality, view);
     } finally {
       this.releaseFrame(frame);
     }
-    return { image, display: { ...display, width: frame.width, height: frame.height } };
+    return { image, display: { ...display, width: frame.width, height: frame.height }, ...(view ? { view } : {}) };
   }
 
   // ------------------------------------------------------------------------------ input

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type SharpFn from 'sharp';
+import type { ScreenshotView } from '../../../shared/schemas/display.js';
 
 export type ImageFormat = 'png' | 'jpeg' | 'webp';
 
@@ -323,8 +324,20 @@ export function bgrxToRgb(src: Buffer, stride: number, width: number, height: nu
  * for ~10% more bytes; WebP effort 0 is 3-4x faster than the default 4; JPEG uses sharp's defaults
  * (libjpeg-turbo, 4:2:0).
  */
-export function encodeRgb(rgb: Buffer, width: number, height: number, format: ImageFormat, quality: number): Promise<Buffer> {
-  const img = sharp()(rgb, { raw: { width, height, channels: 3 } });
+export function encodeRgb(
+  rgb: Buffer,
+  width: number,
+  height: number,
+  format: ImageFormat,
+  quality: number,
+  view?: ScreenshotView | null,
+): Promise<Buffer> {
+  let img = sharp()(rgb, { raw: { width, height, channels: 3 } });
+  if (view) {
+    const r = view.region;
+    if (r.x !== 0 || r.y !== 0 || r.width !== width || r.height !== height) img = img.extract({ left: r.x, top: r.y, width: r.width, height: r.height });
+    if (view.width !== r.width || view.height !== r.height) img = img.resize(view.width, view.height, { fit: 'fill' });
+  }
   switch (format) {
     case 'png':
       return img.png({ compressionLevel: 1, adaptiveFiltering: false }).toBuffer();

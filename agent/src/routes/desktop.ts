@@ -35,8 +35,8 @@ export function desktopRoutes(desktop: Desktop): Hono<AgentEnv> {
 
   app.get(R.screenshot.path, started, async (c) => {
     const q = queryOf(c, ScreenshotQuery);
-    const { image, display } = await desktop.screenshot(q.format, q.quality ?? DEFAULT_SCREENSHOT_QUALITY);
-    return c.json({ image: image.toString('base64'), format: q.format, display });
+    const { image, display, view } = await desktop.screenshot(q.format, q.quality ?? DEFAULT_SCREENSHOT_QUALITY, q);
+    return c.json({ image: image.toString('base64'), format: q.format, display, ...(view ? { view } : {}) });
   });
 
   app.get(R['screen.stream'].path, started, (c) => {
