@@ -73,7 +73,7 @@ t.test('writes run as the agent user: the kernel decides, the file belongs to th
 });
 
 t.test('process memory and environment views are denied to every user, as a clear 403', async (t) => {
-  for (const f of ['mem', 'environ', 'pagemap', 'maps', 'smaps', 'auxv', 'stack', 'syscall', 'task/1/mem']) {
+  for (const f of ['mem', 'environ', 'pagemap', 'maps', 'smaps', 'auxv', 'stack', 'syscall', 'mountinfo', 'task/1/mem']) {
     for (const user of ['agent', 'root']) {
       const r = await read(`/proc/1/${f}`, user);
       t.equal(r.status, 403, `/proc/1/${f} as ${user}`);

@@ -52,6 +52,14 @@ t.test('files act as the agent user; root needs machines:control; process memory
     }
   }
 
+  // Item 10: what the files API (a read-only key's way into the guest) shows of the host.
+  for (const f of ['/proc/1/mountinfo', '/proc/1/mounts', '/proc/1/mountstats']) {
+    const r = await get(f, readOnly);
+    t.equal(r.status, 403, `${f} (host paths of bind-mount sources) is denied`);
+  }
+  const envFile = await get('/run/.containerenv', readOnly);
+  t.notMatch(envFile.text, new RegExp(`${id}|${m.root}`), "podman's /run/.containerenv names neither the machine nor the substrate root");
+
   // Writes: the agent user by default, so the kernel refuses root's places and the file is the user's.
   const intoRoot = await m.rig.call('PUT', `${base}/files/content?path=${q('/root/planted')}`, { key: control, body: { content: 'x' } });
   t.equal(intoRoot.status, 403, 'the default user cannot write into /root');

@@ -44,12 +44,15 @@ export const BUILTIN_DENIED_PATHS: readonly string[] = [
  * every caller, root included, because they expose another process's memory or what it keeps there:
  * `mem` and `map_files` (the memory and the mapped files themselves), `environ` (secrets handed to
  * processes in their environment), `pagemap`, `maps`, `smaps`, `smaps_rollup`, `numa_maps`, `auxv`,
- * `stack`, `syscall` (address-space layout and kernel stacks: what defeats ASLR). Reading `mem` also
+ * `stack`, `syscall` (address-space layout and kernel stacks: what defeats ASLR), and `mountinfo`,
+ * `mounts`, `mountstats` (in a container they name the host paths of bind-mount sources: the substrate
+ * root, the machine id, layer ids; the files API is what a read-only key reaches). Reading `mem` also
  * failed with EIO at offset 0 (a 500); now it is a clear 403. Exec and terminals as root can still read
  * them, as the spec allows; the files API, which read-only keys reach, cannot.
  */
 export const PROC_PRIVATE_FILES: ReadonlySet<string> = new Set([
   'mem', 'map_files', 'environ', 'pagemap', 'maps', 'smaps', 'smaps_rollup', 'numa_maps', 'auxv', 'stack', 'syscall',
+  'mountinfo', 'mounts', 'mountstats',
 ]);
 
 export interface DenyPolicyInput {

@@ -1,0 +1,56 @@
+/**
+ * Issue 10 items 2, 4 and 9 on the vm substrate: the same attacks as guest-fd-leak.test.ts and
+ * files-as-user.test.ts, from inside a real QEMU machine (its own kernel; guest root has every
+ * capability there, CAP_SYS_PTRACE included, so it can read every process's fd table itself), plus
+ * where the agent token is exposed in a VM (fw_cfg).
+ */
+import t from 'tap';
+import { until } from '../helpers/machines-rig.js';
+import { vmMachinesRig } from '../helpers/substrate-rigs.js';
+
+const q = encodeURIComponent;
+
+t.test('vm guest: no inherited pty masters, files as the agent user, the fw_cfg token', { timeout: 1_500_000 }, async (t) => {
+  const { rig, created } = await vmMachinesRig(t);
+  const a = await rig.tenant('developer');
+  const { key: readOnly } = await rig.key(a.cookie, ['machines:read']);
+  const c = await rig.call('POST', '/v1/machines', { key: a.key, body: { name: 'vm-sec' } });
+  t.equal(c.status, 201);
+  created.push(c.json.id);
+  const base = `/v1/machines/${c.json.id}`;
+  const exec = async (command: string[], user: 'agent' | 'root' = 'agent') => {
+    const r = await rig.call('POST', `${base}/exec`, { key: a.key, body: { command, user, timeout_ms: 60_000 } });
+    return r.status === 200 ? (r.json as { stdout: string; exit_code: number }) : null;
+  };
+  await until('the agent', 600, () => exec(['true']));
+
+  // Item 2: root terminals open, then exec and every process of the machine but the agent.
+  for (let i = 0; i < 2; i++) t.equal((await rig.call('POST', `${base}/terminals`, { key: a.key, body: { user: 'root' } })).status, 200);
+  t.equal((await exec(['sh', '-c', 'ls /proc/$$/fd; true']))!.stdout, '0\n1\n2\n', 'exec as agent: only fds 0-2');
+  const session = await rig.call('POST', '/v1/sessions', { key: a.key, body: { machine_id: c.json.id, type: 'agent' } });
+  const lease = await rig.call('POST', `${base}/input-lease`, { key: a.key, body: { session_id: session.json.id } });
+  const open = await rig.call('POST', `${base}/browser/open`, {
+    key: a.key, body: { url: 'about:blank' }, headers: { 'x-session-id': session.json.id, 'x-lease-fence': String(lease.json.fence) },
+  });
+  t.equal(open.status, 200, 'browser opened');
+  await until('chromium', 240, async () => ((await exec(['pgrep', '-f', '/usr/lib/chromium/']))?.exit_code === 0 ? true : null));
+  const agentPid = (await exec(['pgrep', '-f', '/opt/computer/dist/agent/src/main.js'], 'root'))!.stdout.trim().split('\n')[0];
+  const holders = await exec(['sh', '-c', `for p in /proc/[0-9]*; do [ "\${p#/proc/}" = "${agentPid}" ] && continue; ls -l $p/fd 2>/dev/null | grep -q ptmx && cat $p/comm; done; true`], 'root');
+  t.equal(holders!.stdout, '', 'no process but the agent holds a pty master (Chromium included)');
+
+  // Item 4: reads act as the agent user; root needs control; process views are denied.
+  const shadow = await rig.call('GET', `${base}/files/content?path=${q('/etc/shadow')}`, { key: readOnly });
+  t.equal(shadow.status, 403, 'a read-only key cannot read /etc/shadow');
+  t.equal((await rig.call('GET', `${base}/files/content?path=${q('/etc/shadow')}&user=root`, { key: readOnly })).status, 403, 'nor as root');
+  t.equal((await rig.call('GET', `${base}/files/content?path=${q('/etc/shadow')}&user=root`, { key: a.key })).status, 200, 'a control key can, as root');
+  const mem = await rig.call('GET', `${base}/files/content?path=${q('/proc/1/mem')}&user=root`, { key: a.key });
+  t.equal(mem.status, 403, '/proc/1/mem is 403 even as root');
+
+  // Item 9: the token is in fw_cfg for the VM's life; guest root reads it, nobody else and no route.
+  const fwcfg = '/sys/firmware/qemu_fw_cfg/by_name/opt/computer/token/raw';
+  const token = rig.store.db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [c.json.id])!.agent_token;
+  t.equal((await exec(['cat', fwcfg], 'root'))!.stdout.trim(), token, 'guest root can read the token (documented in docs/security.md)');
+  const asAgent = await exec(['cat', fwcfg]);
+  t.not(asAgent!.exit_code, 0, 'the agent user cannot');
+  t.equal((await rig.call('GET', `${base}/files/content?path=${q(fwcfg)}&user=root`, { key: a.key })).status, 403, 'no files route returns it, even as root');
+});
