@@ -103,11 +103,15 @@ export function errorBody(err: AppError, requestId: string): ErrorEnvelope {
 }
 
 /** zod issues → FieldError[] with dotted paths (array indexes as numbers: `command.0`). */
-export function zodDetails(error: ZodError, prefix = ''): FieldError[] {
-  return error.issues.map((issue) => {
+export function zodDetails(error: ZodError, prefix = '', what = 'request body'): FieldError[] {
+  return error.issues.flatMap((issue) => {
     const path = issue.path.map(String).join('.');
+    // The docs promise a query parameter's name: an unknown one is named, not reported as the whole body.
+    if (what === 'query' && issue.code === 'unrecognized_keys' && !path) {
+      return issue.keys.map((k) => ({ field: prefix ? `${prefix}.${k}` : k, message: 'unknown query parameter' }));
+    }
     const field = prefix ? (path ? `${prefix}.${path}` : prefix) : path || '(body)';
-    return { field, message: issue.message };
+    return [{ field, message: issue.message }];
   });
 }
 
@@ -124,7 +128,7 @@ export function parseOrThrow<T>(
 ): T {
   const r = schema.safeParse(input);
   if (r.success) return r.data;
-  const details = zodDetails(r.error, prefix);
+  const details = zodDetails(r.error, prefix, what);
   throw invalid(`Invalid ${what}: ${details.map((d) => `${d.field}: ${d.message}`).join('; ')}`, details);
 }
 

@@ -9,6 +9,7 @@ import { AppError } from '../../shared/errors.js';
 import type { Op } from './api/op.js';
 import { renderError } from './api/middleware/errors.js';
 import { requestContext } from './api/middleware/request-context.js';
+import { mountReference } from './api/reference.js';
 import { IDENTITY_OPS, v1App } from './api/v1/index.js';
 import type { CpEnv } from './context.js';
 import type { LogSink } from './log.js';
@@ -22,6 +23,8 @@ export interface AppDeps {
   log: LogSink;
   /** Operations served under /v1 (default: this issue's identity, tenancy and billing routes). */
   ops?: readonly Op[];
+  /** Parse every JSON success answer against its operation's declared schema (tests). */
+  checkResponses?: boolean;
 }
 
 export function createApp(deps: AppDeps): Hono<CpEnv> {
@@ -54,7 +57,9 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
       },
     })(c, next);
   });
-  app.route('/v1', v1App(deps.services, deps.ops ?? IDENTITY_OPS));
+  const ops = deps.ops ?? IDENTITY_OPS;
+  mountReference(app, ops, `${deps.services.config.publicBaseUrl}`);
+  app.route('/v1', v1App(deps.services, ops, { checkResponses: deps.checkResponses }));
   app.notFound(() => {
     throw new AppError('not_found', 'No such route.');
   });

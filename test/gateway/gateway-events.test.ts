@@ -59,6 +59,8 @@ t.test('events channel', { timeout: 120_000 }, async (t) => {
   await resumed.close();
 
   t.match(await connect(eventsUrl('bogus!'), g.auth), { status: 400, body: { error: { code: 'invalid_request', details: [{ field: 'cursor' }] } } });
+  // An unknown query parameter on a handshake is named in details (it used to be reported as `(body)`).
+  t.match(await connect(`${eventsUrl()}?colour=red`, g.auth), { status: 400, body: { error: { code: 'invalid_request', details: [{ field: 'colour' }] } } });
   t.match(await connect(eventsUrl()), { status: 401 });
   const other = await g.rig.tenant('developer');
   t.match(await connect(eventsUrl(), { authorization: `Bearer ${other.key}` }), { status: 404 });

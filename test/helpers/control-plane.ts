@@ -45,7 +45,7 @@ export function makeRig(opts: { env?: Record<string, string>; services?: Partial
   const now = () => new Date(clock.t);
   const services = createServices({ passwordCost: FAST_SCRYPT, now, ...opts.services, config, store });
   const logs: LogLine[] = [];
-  const app = createApp({ services, log: (l) => logs.push(l) });
+  const app = createApp({ services, log: (l) => logs.push(l), checkResponses: true });
 
   async function call(method: string, p: string, o: CallOpts = {}): Promise<Reply> {
     const headers: Record<string, string> = { ...o.headers };

@@ -41,7 +41,7 @@ export function makeMachinesRig(o: MachinesRigOptions) {
     ...o.services, config, store,
   });
   const logs: LogLine[] = [];
-  const app = createApp({ services, log: (l) => logs.push(l), ops: ALL_OPS });
+  const app = createApp({ services, log: (l) => logs.push(l), checkResponses: true, ops: ALL_OPS });
   /** Every response body, for scanning for leaks. */
   const bodies: string[] = [];
 

@@ -1,32 +1,77 @@
 /**
  * One route operation. Its name (`api_keys.create`) is the RBAC key, the log field and the file name.
  * `mountOp` wires the gates in a fixed order: operation name → credential → organization → permission.
+ *
+ * Every operation declares its contract here — query and body schemas, and a schema (or a non-JSON
+ * kind) per success status — because the OpenAPI document (api/openapi.ts) is built from the mounted
+ * operations and nothing else. The handler reads its input through `io`, which parses with exactly the
+ * declared schemas, so the document cannot drift from what the handler accepts.
  */
 import type { Context, Hono } from 'hono';
+import { every } from 'hono/combine';
+import type { z } from 'zod';
+import { AppError } from '../../../shared/errors.js';
 import type { Permission } from '../../../shared/schemas/org.js';
 import type { CpEnv } from '../context.js';
 import type { Services } from '../services/index.js';
+import { jsonBody, queryOf } from './body.js';
 import { authenticate, refuseForeignOrigin, requireOrg, requirePermission, type AuthMode } from './middleware/auth.js';
 
-export interface Op {
+/** A success answer: a JSON schema, no body (204), an HTML page, or a redirect (303). */
+export type OpResponse = z.ZodType | 'empty' | 'html' | 'redirect';
+export type SuccessStatus = 200 | 201 | 202 | 204 | 303;
+
+type Parsed<S> = S extends z.ZodType ? z.output<S> : never;
+
+/** The handler's typed view of its declared input. Parsing happens when called, so handlers keep their check order. */
+export interface OpIo<Q, B> {
+  query(): Parsed<Q>;
+  body(): Promise<Parsed<B>>;
+}
+
+export interface Op<P extends string = string, Q extends z.ZodType | undefined = z.ZodType | undefined, B extends z.ZodType | undefined = z.ZodType | undefined> {
   name: string;
   method: 'get' | 'post' | 'put' | 'patch' | 'delete';
-  /** Path under /v1. */
-  path: string;
+  /** Path under /v1; `:name` segments are the path parameters (typed in the handler's context). */
+  path: P;
+  /** One line for the API reference. */
+  summary?: string;
   /** 'none': no credential (signup, login, provider links). */
   auth: AuthMode | 'none';
   /** Needs an active organization (default: true when authenticated). */
   org?: boolean;
   permission?: Permission;
-  handler: (c: Context<CpEnv>, s: Services) => Response | Promise<Response>;
+  /** Query parameters (a strict object of strings); omitted: the operation takes none. */
+  query?: Q;
+  /** JSON request body; omitted: no body. */
+  body?: B;
+  /** Every success status the operation answers, with its body. Errors are the common envelope. */
+  responses: Partial<Record<SuccessStatus, OpResponse>>;
+  // Method syntax on purpose: an Op<'/machines/:machine_id'> is an Op (parameters are compared bivariantly).
+  handler(c: Context<CpEnv, P>, s: Services, io: OpIo<Q, B>): Response | Promise<Response>;
 }
 
-export function defineOp(op: Op): Op {
+export function defineOp<P extends string, Q extends z.ZodType | undefined = undefined, B extends z.ZodType | undefined = undefined>(
+  op: Op<P, Q, B>,
+): Op<P, Q, B> {
   return op;
 }
 
-export function mountOp(app: Hono<CpEnv>, s: Services, op: Op): void {
-  const chain = [
+/** Names of the path parameters, in order (`/machines/:machine_id/ports/:preview_id` → machine_id, preview_id). */
+export function pathParams(path: string): string[] {
+  return [...path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
+}
+
+export interface MountOptions {
+  /**
+   * Parse every JSON success answer against the operation's declared schema and fail loudly on a
+   * mismatch. Tests turn it on, so the whole suite checks the published response schemas.
+   */
+  checkResponses?: boolean;
+}
+
+export function mountOp(app: Hono<CpEnv>, s: Services, op: Op, opts: MountOptions = {}): void {
+  const gates = every(
     async (c: Context<CpEnv>, next: () => Promise<void>) => {
       c.set('operation', op.name);
       await next();
@@ -34,7 +79,26 @@ export function mountOp(app: Hono<CpEnv>, s: Services, op: Op): void {
     ...(op.auth === 'none' ? [refuseForeignOrigin(s)] : [authenticate(s, op.auth)]),
     ...(op.auth !== 'none' && op.org !== false ? [requireOrg()] : []),
     ...(op.permission ? [requirePermission(op.permission)] : []),
-  ];
-  const on = app.on.bind(app) as unknown as (method: string, path: string, ...handlers: unknown[]) => void;
-  on(op.method.toUpperCase(), op.path, ...chain, (c: Context<CpEnv>) => op.handler(c, s));
+  );
+  const noQuery = (): never => {
+    throw new Error(`${op.name} declares no query`);
+  };
+  app.on(op.method.toUpperCase(), op.path, gates, async (c) => {
+    const io: OpIo<z.ZodType | undefined, z.ZodType | undefined> = {
+      query: () => (op.query ? queryOf(c, op.query) : noQuery()),
+      body: async () => (op.body ? jsonBody(c, op.body) : noQuery()),
+    };
+    const res = await op.handler(c, s, io);
+    if (opts.checkResponses) await checkResponse(op, res);
+    return res;
+  });
+}
+
+async function checkResponse(op: Op, res: Response): Promise<void> {
+  if (res.status >= 400) return;
+  const declared = op.responses[res.status as SuccessStatus];
+  if (declared === undefined) throw new AppError('internal_error', `${op.name} answered undeclared status ${res.status}`);
+  if (typeof declared === 'string') return;
+  const r = declared.safeParse(await res.clone().json());
+  if (!r.success) throw new AppError('internal_error', `${op.name} ${res.status} does not match its schema: ${JSON.stringify(r.error.issues).slice(0, 400)}`);
 }

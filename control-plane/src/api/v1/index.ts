@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import type { CpEnv } from '../../context.js';
 import type { Services } from '../../services/index.js';
-import { mountOp, type Op } from '../op.js';
+import { mountOp, type MountOptions, type Op } from '../op.js';
 import apiKeysCreate from './api-keys/create.js';
 import apiKeysList from './api-keys/list.js';
 import apiKeysRevoke from './api-keys/revoke.js';
@@ -151,8 +151,8 @@ export const PORT_OPS: readonly Op[] = [portsPublish, portsList, portsGet, ports
 /** Everything main.ts serves. */
 export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS, ...SNAPSHOT_OPS, ...SECRET_OPS, ...PORT_OPS];
 
-export function v1App(s: Services, ops: readonly Op[] = IDENTITY_OPS): Hono<CpEnv> {
+export function v1App(s: Services, ops: readonly Op[] = IDENTITY_OPS, opts: MountOptions = {}): Hono<CpEnv> {
   const app = new Hono<CpEnv>();
-  for (const op of ops) mountOp(app, s, op);
+  for (const op of ops) mountOp(app, s, op, opts);
   return app;
 }

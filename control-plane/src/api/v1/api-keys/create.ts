@@ -1,5 +1,5 @@
 import { CreateApiKeyRequest } from '../../../../../shared/schemas/org.js';
-import { jsonBody } from '../../body.js';
+import { CreatedApiKey } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 /** The only response that ever carries the key's secret. */
@@ -9,8 +9,10 @@ export default defineOp({
   path: '/api-keys',
   auth: 'any',
   permission: 'api_keys:manage',
-  async handler(c, s) {
-    const body = await jsonBody(c, CreateApiKeyRequest);
+  body: CreateApiKeyRequest,
+  responses: { 201: CreatedApiKey },
+  async handler(c, s, io) {
+    const body = await io.body();
     c.header('cache-control', 'no-store');
     return c.json(s.orgs.createApiKey(c.get('principal'), body), 201);
   },

@@ -1,5 +1,5 @@
 import { PageQuery } from '../../../../../shared/schemas/pagination.js';
-import { queryOf } from '../../body.js';
+import { ApiKeyPage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -7,5 +7,7 @@ export default defineOp({
   method: 'get',
   path: '/api-keys',
   auth: 'any',
-  handler: (c, s) => c.json(s.orgs.listApiKeys(c.get('principal'), queryOf(c, PageQuery))),
+  query: PageQuery,
+  responses: { 200: ApiKeyPage },
+  handler: (c, s, io) => c.json(s.orgs.listApiKeys(c.get('principal'), io.query())),
 });

@@ -6,8 +6,9 @@ export default defineOp({
   path: '/api-keys/:api_key_id',
   auth: 'any',
   permission: 'api_keys:manage',
+  responses: { 204: 'empty' },
   handler(c, s) {
-    s.orgs.revokeApiKey(c.get('principal'), c.req.param('api_key_id')!);
+    s.orgs.revokeApiKey(c.get('principal'), c.req.param('api_key_id'));
     return c.body(null, 204);
   },
 });

@@ -1,5 +1,5 @@
 import { PageQuery } from '../../../../../shared/schemas/pagination.js';
-import { queryOf } from '../../body.js';
+import { AuthSessionPage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -8,8 +8,10 @@ export default defineOp({
   path: '/auth/sessions',
   auth: 'session',
   org: false,
-  handler(c, s) {
+  query: PageQuery,
+  responses: { 200: AuthSessionPage },
+  handler(c, s, io) {
     const p = c.get('principal');
-    return c.json(s.identity.listSessions(p.user_id, p.auth_session_id, queryOf(c, PageQuery)));
+    return c.json(s.identity.listSessions(p.user_id, p.auth_session_id, io.query()));
   },
 });

@@ -1,7 +1,7 @@
 import { LoginRequest } from '../../../../../shared/schemas/auth.js';
 import { sessionCookie } from '../../../auth/cookies.js';
-import { jsonBody } from '../../body.js';
 import { clientIp } from '../../middleware/client-ip.js';
+import { AuthResult } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -9,8 +9,10 @@ export default defineOp({
   method: 'post',
   path: '/auth/login',
   auth: 'none',
-  async handler(c, s) {
-    const body = await jsonBody(c, LoginRequest);
+  body: LoginRequest,
+  responses: { 200: AuthResult },
+  async handler(c, s, io) {
+    const body = await io.body();
     const r = await s.identity.login(body, clientIp(c, s.config.trustProxy));
     c.header('set-cookie', sessionCookie(r.token, s.config.publicBaseUrl.startsWith('https:')));
     c.header('cache-control', 'no-store');

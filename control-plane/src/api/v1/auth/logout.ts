@@ -7,6 +7,7 @@ export default defineOp({
   path: '/auth/logout',
   auth: 'session',
   org: false,
+  responses: { 204: 'empty' },
   handler(c, s) {
     s.identity.logout(c.get('principal').auth_session_id!);
     c.header('set-cookie', clearedSessionCookie(s.config.publicBaseUrl.startsWith('https:')));

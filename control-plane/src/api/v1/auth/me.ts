@@ -1,3 +1,4 @@
+import { Me } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -6,5 +7,6 @@ export default defineOp({
   path: '/auth/me',
   auth: 'any',
   org: false,
+  responses: { 200: Me },
   handler: (c, s) => c.json(s.identity.me(c.get('principal'))),
 });

@@ -6,8 +6,9 @@ export default defineOp({
   path: '/auth/sessions/:auth_session_id',
   auth: 'session',
   org: false,
+  responses: { 204: 'empty' },
   handler(c, s) {
-    s.identity.revokeSession(c.get('principal').user_id, c.req.param('auth_session_id')!);
+    s.identity.revokeSession(c.get('principal').user_id, c.req.param('auth_session_id'));
     return c.body(null, 204);
   },
 });

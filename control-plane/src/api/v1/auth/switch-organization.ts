@@ -1,6 +1,6 @@
 import { SwitchOrganizationRequest } from '../../../../../shared/schemas/auth.js';
 import { rolePermissions } from '../../../domain/rbac.js';
-import { jsonBody } from '../../body.js';
+import { Me } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -9,8 +9,10 @@ export default defineOp({
   path: '/auth/switch-organization',
   auth: 'session',
   org: false,
-  async handler(c, s) {
-    const body = await jsonBody(c, SwitchOrganizationRequest);
+  body: SwitchOrganizationRequest,
+  responses: { 200: Me },
+  async handler(c, s, io) {
+    const body = await io.body();
     const p = c.get('principal');
     const m = s.identity.switchOrganization(p, body.organization_id);
     return c.json(s.identity.me({ ...p, org_id: m.org_id, role: m.role, permissions: rolePermissions(m.role) }));

@@ -10,9 +10,10 @@ export default defineOp({
   method: 'get',
   path: '/billing/checkout/:token/complete',
   auth: 'none',
+  responses: { 303: 'redirect' },
   handler(c, s) {
     if (!s.builtin) throw new AppError('unsupported_operation', 'The built-in billing provider is not in use.');
-    const r = s.builtin.completeCheckout(c.req.param('token')!);
+    const r = s.builtin.completeCheckout(c.req.param('token'));
     if (!r) throw new AppError('not_found', 'This checkout link is unknown, expired or already used.');
     c.header('cache-control', 'no-store');
     c.header('referrer-policy', 'no-referrer');

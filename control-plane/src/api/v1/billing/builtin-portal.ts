@@ -13,9 +13,10 @@ export default defineOp({
   method: 'get',
   path: '/billing/portal/:token',
   auth: 'none',
+  responses: { 200: 'html' },
   handler(c, s) {
     if (!s.builtin) throw new AppError('unsupported_operation', 'The built-in billing provider is not in use.');
-    const token = c.req.param('token')!;
+    const token = c.req.param('token');
     const link = s.builtin.portalLink(token);
     if (!link) throw new AppError('not_found', 'This portal link is unknown or expired.');
     const a = s.billing.account(link.org_id);

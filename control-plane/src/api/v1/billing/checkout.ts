@@ -1,5 +1,5 @@
 import { CheckoutRequest } from '../../../../../shared/schemas/billing.js';
-import { jsonBody } from '../../body.js';
+import { ProviderLink } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -8,8 +8,10 @@ export default defineOp({
   path: '/billing/checkout',
   auth: 'any',
   permission: 'billing:manage',
-  async handler(c, s) {
-    const body = await jsonBody(c, CheckoutRequest);
+  body: CheckoutRequest,
+  responses: { 200: ProviderLink },
+  async handler(c, s, io) {
+    const body = await io.body();
     c.header('cache-control', 'no-store');
     return c.json(await s.billing.checkout(c.get('principal').org_id!, body));
   },

@@ -1,4 +1,5 @@
 import { findPlan, trialTerms } from '../../../domain/catalog.js';
+import { BillingAccount } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -6,6 +7,7 @@ export default defineOp({
   method: 'get',
   path: '/billing',
   auth: 'any',
+  responses: { 200: BillingAccount },
   handler(c, s) {
     const orgId = c.get('principal').org_id!;
     const a = s.billing.account(orgId);

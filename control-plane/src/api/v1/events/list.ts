@@ -1,5 +1,5 @@
 import { EventListQuery } from '../../../../../shared/schemas/machine.js';
-import { queryOf } from '../../body.js';
+import { MachineEventPage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from '../machines/proxy.js';
 
@@ -9,10 +9,12 @@ export default defineOp({
   method: 'get',
   path: '/machines/:machine_id/events',
   auth: 'any',
-  handler(c, s) {
+  query: EventListQuery,
+  responses: { 200: MachineEventPage },
+  handler(c, s, io) {
     const p = c.get('principal');
     const id = machineIdParam(c);
     s.machines.get(p.org_id!, id);
-    return c.json(s.events.list(id, queryOf(c, EventListQuery)));
+    return c.json(s.events.list(id, io.query()));
   },
 });

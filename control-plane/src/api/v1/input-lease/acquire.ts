@@ -1,5 +1,5 @@
 import { LeaseRequest } from '../../../../../shared/schemas/machine.js';
-import { jsonBody } from '../../body.js';
+import { LeaseGrant } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from '../machines/proxy.js';
 
@@ -10,9 +10,11 @@ export default defineOp({
   path: '/machines/:machine_id/input-lease',
   auth: 'any',
   permission: 'machines:control',
-  async handler(c, s) {
+  body: LeaseRequest,
+  responses: { 200: LeaseGrant },
+  async handler(c, s, io) {
     const id = machineIdParam(c);
-    const body = await jsonBody(c, LeaseRequest);
+    const body = await io.body();
     return c.json(s.leases.acquire(c.get('principal'), id, body));
   },
 });

@@ -1,3 +1,4 @@
+import { LeaseState } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from '../machines/proxy.js';
 
@@ -6,5 +7,6 @@ export default defineOp({
   method: 'get',
   path: '/machines/:machine_id/input-lease',
   auth: 'any',
+  responses: { 200: LeaseState },
   handler: (c, s) => c.json(s.leases.get(c.get('principal').org_id!, machineIdParam(c))),
 });

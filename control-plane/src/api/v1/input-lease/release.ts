@@ -1,5 +1,4 @@
 import { LeaseReleaseQuery } from '../../../../../shared/schemas/session.js';
-import { queryOf } from '../../body.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from '../machines/proxy.js';
 
@@ -10,9 +9,11 @@ export default defineOp({
   path: '/machines/:machine_id/input-lease',
   auth: 'any',
   permission: 'machines:control',
-  handler(c, s) {
+  query: LeaseReleaseQuery,
+  responses: { 204: 'empty' },
+  handler(c, s, io) {
     const id = machineIdParam(c);
-    const q = queryOf(c, LeaseReleaseQuery);
+    const q = io.query();
     s.leases.release(c.get('principal'), id, q.session_id ?? null);
     return c.body(null, 204);
   },

@@ -1,5 +1,5 @@
 import { AcceptInvitationRequest } from '../../../../../shared/schemas/org.js';
-import { jsonBody } from '../../body.js';
+import { AcceptedInvitation } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 /** Not organization-scoped: the invitee is not a member of the inviting organization yet. */
@@ -9,8 +9,10 @@ export default defineOp({
   path: '/invitations/accept',
   auth: 'session',
   org: false,
-  async handler(c, s) {
-    const body = await jsonBody(c, AcceptInvitationRequest);
+  body: AcceptInvitationRequest,
+  responses: { 200: AcceptedInvitation },
+  async handler(c, s, io) {
+    const body = await io.body();
     return c.json(s.orgs.acceptInvitation(c.get('principal'), body.token));
   },
 });

@@ -1,5 +1,5 @@
 import { CreateInvitationRequest } from '../../../../../shared/schemas/org.js';
-import { jsonBody } from '../../body.js';
+import { CreatedInvitation } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 /** The response's `token` is shown once; delivering it to the invitee is the inviter's (or a mailer's) job. */
@@ -9,8 +9,10 @@ export default defineOp({
   path: '/invitations',
   auth: 'any',
   permission: 'members:manage',
-  async handler(c, s) {
-    const body = await jsonBody(c, CreateInvitationRequest);
+  body: CreateInvitationRequest,
+  responses: { 201: CreatedInvitation },
+  async handler(c, s, io) {
+    const body = await io.body();
     c.header('cache-control', 'no-store');
     return c.json(s.orgs.createInvitation(c.get('principal'), body), 201);
   },

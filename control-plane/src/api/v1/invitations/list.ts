@@ -1,5 +1,5 @@
 import { PageQuery } from '../../../../../shared/schemas/pagination.js';
-import { queryOf } from '../../body.js';
+import { InvitationPage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -7,5 +7,7 @@ export default defineOp({
   method: 'get',
   path: '/invitations',
   auth: 'any',
-  handler: (c, s) => c.json(s.orgs.listInvitations(c.get('principal'), queryOf(c, PageQuery))),
+  query: PageQuery,
+  responses: { 200: InvitationPage },
+  handler: (c, s, io) => c.json(s.orgs.listInvitations(c.get('principal'), io.query())),
 });

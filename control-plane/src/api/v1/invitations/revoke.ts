@@ -1,3 +1,4 @@
+import { Invitation } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -6,5 +7,6 @@ export default defineOp({
   path: '/invitations/:invitation_id',
   auth: 'any',
   permission: 'members:manage',
-  handler: (c, s) => c.json(s.orgs.revokeInvitation(c.get('principal'), c.req.param('invitation_id')!)),
+  responses: { 200: Invitation },
+  handler: (c, s) => c.json(s.orgs.revokeInvitation(c.get('principal'), c.req.param('invitation_id'))),
 });

@@ -1,5 +1,4 @@
-import { CreateMachineRequest } from '../../../../../shared/schemas/machine.js';
-import { jsonBody } from '../../body.js';
+import { CreateMachineRequest, Machine } from '../../../../../shared/schemas/machine.js';
 import { defineOp } from '../../op.js';
 
 /** Answers once the machine is running (the desktop may not answer yet), or stopped with start:false. */
@@ -9,8 +8,10 @@ export default defineOp({
   path: '/machines',
   auth: 'any',
   permission: 'machines:create',
-  async handler(c, s) {
-    const body = await jsonBody(c, CreateMachineRequest);
+  body: CreateMachineRequest,
+  responses: { 201: Machine },
+  async handler(c, s, io) {
+    const body = await io.body();
     return c.json(await s.machines.create(c.get('principal'), body), 201);
   },
 });

@@ -7,6 +7,7 @@ export default defineOp({
   path: '/machines/:machine_id',
   auth: 'any',
   permission: 'machines:delete',
+  responses: { 204: 'empty' },
   async handler(c, s) {
     await s.machines.remove(c.get('principal'), machineIdParam(c));
     return c.body(null, 204);

@@ -1,5 +1,5 @@
 import { ForkMachineRequest } from '../../../../../shared/schemas/snapshot.js';
-import { jsonBody } from '../../body.js';
+import { Machine } from '../../../../../shared/schemas/machine.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from './proxy.js';
 
@@ -10,9 +10,11 @@ export default defineOp({
   path: '/machines/:machine_id/fork',
   auth: 'any',
   permission: 'machines:create',
-  async handler(c, s) {
+  body: ForkMachineRequest,
+  responses: { 201: Machine },
+  async handler(c, s, io) {
     const id = machineIdParam(c);
-    const body = await jsonBody(c, ForkMachineRequest);
+    const body = await io.body();
     return c.json(await s.machines.fork(c.get('principal'), id, body), 201);
   },
 });

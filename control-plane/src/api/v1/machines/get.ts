@@ -1,3 +1,4 @@
+import { Machine } from '../../../../../shared/schemas/machine.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from './proxy.js';
 
@@ -6,5 +7,6 @@ export default defineOp({
   method: 'get',
   path: '/machines/:machine_id',
   auth: 'any',
+  responses: { 200: Machine },
   handler: (c, s) => c.json(s.machines.get(c.get('principal').org_id!, machineIdParam(c))),
 });

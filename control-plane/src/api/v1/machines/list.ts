@@ -1,5 +1,5 @@
 import { MachineListQuery } from '../../../../../shared/schemas/machine.js';
-import { queryOf } from '../../body.js';
+import { MachinePage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -7,5 +7,7 @@ export default defineOp({
   method: 'get',
   path: '/machines',
   auth: 'any',
-  handler: (c, s) => c.json(s.machines.list(c.get('principal').org_id!, queryOf(c, MachineListQuery))),
+  query: MachineListQuery,
+  responses: { 200: MachinePage },
+  handler: (c, s, io) => c.json(s.machines.list(c.get('principal').org_id!, io.query())),
 });

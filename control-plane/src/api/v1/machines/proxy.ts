@@ -13,7 +13,6 @@ import type { Permission } from '../../../../../shared/schemas/org.js';
 import { readAgentAnswer } from '../../../agent-client/answer.js';
 import type { CpEnv } from '../../../context.js';
 import type { Services } from '../../../services/index.js';
-import { jsonBody, queryOf } from '../../body.js';
 import { defineOp, type Op } from '../../op.js';
 
 const NoQuery = z.strictObject({});
@@ -55,24 +54,30 @@ export function machineIdParam(c: Context<CpEnv>): string {
 }
 
 export function proxyOp(spec: ProxySpec): Op {
-  const route = AGENT_ROUTES[spec.agent] as { method: 'GET' | 'POST' | 'PUT' | 'DELETE'; path: string; query?: z.ZodType; body?: z.ZodType };
+  const route: { method: 'GET' | 'POST' | 'PUT' | 'DELETE'; path: string; query?: z.ZodType; body?: z.ZodType; response?: z.ZodType } =
+    AGENT_ROUTES[spec.agent];
   const publicBody = spec.body ?? route.body;
+  const methods = { GET: 'get', POST: 'post', PUT: 'put', DELETE: 'delete' } as const;
   return defineOp({
     name: spec.name,
-    method: route.method.toLowerCase() as Op['method'],
+    method: methods[route.method],
     path: `/machines/:machine_id${route.path}`,
     auth: 'any',
     permission: spec.permission,
-    async handler(c, s: Services) {
+    query: route.query ?? NoQuery,
+    body: publicBody,
+    // An agent route without a response schema answers 204 (terminals.kill).
+    responses: route.response ? { 200: route.response } : { 204: 'empty' },
+    async handler(c, s: Services, io) {
       const p = c.get('principal');
       const machineId = machineIdParam(c);
       // Existence and state first: another organization's machine is 404 whatever the body says.
       s.machines.agentTarget(p.org_id!, machineId);
-      const query = queryOf(c, route.query ?? NoQuery);
+      const query = io.query();
       let body: unknown;
       let raw: string | undefined;
       if (publicBody) {
-        body = await jsonBody(c, publicBody);
+        body = await io.body();
         raw = await c.req.text();
         if (!raw.length) raw = '{}';
       }

@@ -1,5 +1,5 @@
 import { RestoreMachineRequest } from '../../../../../shared/schemas/snapshot.js';
-import { jsonBody } from '../../body.js';
+import { Machine } from '../../../../../shared/schemas/machine.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from './proxy.js';
 
@@ -10,9 +10,11 @@ export default defineOp({
   path: '/machines/:machine_id/restore',
   auth: 'any',
   permission: 'machines:control',
-  async handler(c, s) {
+  body: RestoreMachineRequest,
+  responses: { 200: Machine },
+  async handler(c, s, io) {
     const id = machineIdParam(c);
-    const body = await jsonBody(c, RestoreMachineRequest);
+    const body = await io.body();
     return c.json(await s.machines.restore(c.get('principal'), id, body));
   },
 });

@@ -1,3 +1,4 @@
+import { Machine } from '../../../../../shared/schemas/machine.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from './proxy.js';
 
@@ -8,5 +9,6 @@ export default defineOp({
   path: '/machines/:machine_id/stop',
   auth: 'any',
   permission: 'machines:control',
+  responses: { 200: Machine },
   handler: async (c, s) => c.json(await s.machines.stop(c.get('principal'), machineIdParam(c))),
 });

@@ -1,5 +1,4 @@
-import { UpdateMachineRequest } from '../../../../../shared/schemas/machine.js';
-import { jsonBody } from '../../body.js';
+import { Machine, UpdateMachineRequest } from '../../../../../shared/schemas/machine.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from './proxy.js';
 
@@ -10,9 +9,11 @@ export default defineOp({
   path: '/machines/:machine_id',
   auth: 'any',
   permission: 'machines:control',
-  async handler(c, s) {
+  body: UpdateMachineRequest,
+  responses: { 200: Machine },
+  async handler(c, s, io) {
     const id = machineIdParam(c);
-    const body = await jsonBody(c, UpdateMachineRequest);
+    const body = await io.body();
     return c.json(s.machines.update(c.get('principal'), id, body));
   },
 });

@@ -1,5 +1,5 @@
 import { PageQuery } from '../../../../../shared/schemas/pagination.js';
-import { queryOf } from '../../body.js';
+import { MemberPage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -7,5 +7,7 @@ export default defineOp({
   method: 'get',
   path: '/members',
   auth: 'any',
-  handler: (c, s) => c.json(s.orgs.listMembers(c.get('principal'), queryOf(c, PageQuery))),
+  query: PageQuery,
+  responses: { 200: MemberPage },
+  handler: (c, s, io) => c.json(s.orgs.listMembers(c.get('principal'), io.query())),
 });

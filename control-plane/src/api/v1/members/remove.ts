@@ -6,8 +6,9 @@ export default defineOp({
   method: 'delete',
   path: '/members/:membership_id',
   auth: 'any',
+  responses: { 204: 'empty' },
   handler(c, s) {
-    s.orgs.removeMember(c.get('principal'), c.req.param('membership_id')!);
+    s.orgs.removeMember(c.get('principal'), c.req.param('membership_id'));
     return c.body(null, 204);
   },
 });

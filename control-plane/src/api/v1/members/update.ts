@@ -1,5 +1,5 @@
 import { UpdateMemberRequest } from '../../../../../shared/schemas/org.js';
-import { jsonBody } from '../../body.js';
+import { Member } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -8,8 +8,10 @@ export default defineOp({
   path: '/members/:membership_id',
   auth: 'any',
   permission: 'members:manage',
-  async handler(c, s) {
-    const body = await jsonBody(c, UpdateMemberRequest);
-    return c.json(s.orgs.changeRole(c.get('principal'), c.req.param('membership_id')!, body.role));
+  body: UpdateMemberRequest,
+  responses: { 200: Member },
+  async handler(c, s, io) {
+    const body = await io.body();
+    return c.json(s.orgs.changeRole(c.get('principal'), c.req.param('membership_id'), body.role));
   },
 });

@@ -1,5 +1,6 @@
 import { AppError } from '../../../../../shared/errors.js';
 import { catalogAt, findPlan } from '../../../domain/catalog.js';
+import { PlanDetail } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 import { planView } from './view.js';
 
@@ -8,9 +9,10 @@ export default defineOp({
   method: 'get',
   path: '/plans/:plan_id',
   auth: 'none',
+  responses: { 200: PlanDetail },
   handler(c, s) {
     const cat = catalogAt(s.now(), s.billing.catalog);
-    const p = findPlan(cat, c.req.param('plan_id')!);
+    const p = findPlan(cat, c.req.param('plan_id'));
     if (!p) throw new AppError('not_found', 'No such plan.');
     return c.json({ ...planView(cat, p), sizes: cat.sizes, prices: cat.prices, currency: cat.currency });
   },

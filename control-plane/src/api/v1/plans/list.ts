@@ -1,4 +1,5 @@
 import { catalogAt } from '../../../domain/catalog.js';
+import { PlanList } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 import { planView } from './view.js';
 
@@ -8,6 +9,7 @@ export default defineOp({
   method: 'get',
   path: '/plans',
   auth: 'none',
+  responses: { 200: PlanList },
   handler(c, s) {
     const cat = catalogAt(s.now(), s.billing.catalog);
     return c.json({

@@ -1,3 +1,4 @@
+import { Preview } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from '../machines/proxy.js';
 import { previewIdParam } from './params.js';
@@ -7,5 +8,6 @@ export default defineOp({
   method: 'get',
   path: '/machines/:machine_id/ports/:preview_id',
   auth: 'any',
+  responses: { 200: Preview },
   handler: (c, s) => c.json(s.ports.get(c.get('principal').org_id!, machineIdParam(c), previewIdParam(c))),
 });

@@ -1,5 +1,5 @@
 import { PortListQuery } from '../../../../../shared/schemas/ports.js';
-import { queryOf } from '../../body.js';
+import { PreviewPage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 /** Every published port of the organization, across its machines. */
@@ -8,5 +8,7 @@ export default defineOp({
   method: 'get',
   path: '/ports',
   auth: 'any',
-  handler: (c, s) => c.json(s.ports.listOrg(c.get('principal').org_id!, queryOf(c, PortListQuery))),
+  query: PortListQuery,
+  responses: { 200: PreviewPage },
+  handler: (c, s, io) => c.json(s.ports.listOrg(c.get('principal').org_id!, io.query())),
 });

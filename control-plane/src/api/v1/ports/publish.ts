@@ -1,5 +1,5 @@
 import { PublishPortRequest } from '../../../../../shared/schemas/ports.js';
-import { jsonBody } from '../../body.js';
+import { Preview } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from '../machines/proxy.js';
 
@@ -10,9 +10,11 @@ export default defineOp({
   path: '/machines/:machine_id/ports',
   auth: 'any',
   permission: 'ports:write',
-  async handler(c, s) {
+  body: PublishPortRequest,
+  responses: { 200: Preview, 201: Preview },
+  async handler(c, s, io) {
     const machineId = machineIdParam(c);
-    const body = await jsonBody(c, PublishPortRequest);
+    const body = await io.body();
     const r = s.ports.publish(c.get('principal'), machineId, body);
     // The credentials in a creating answer must not be kept by any cache on the way.
     c.header('cache-control', 'no-store');

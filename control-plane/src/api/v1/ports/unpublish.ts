@@ -9,6 +9,7 @@ export default defineOp({
   path: '/machines/:machine_id/ports/:preview_id',
   auth: 'any',
   permission: 'ports:write',
+  responses: { 204: 'empty' },
   handler(c, s) {
     s.ports.unpublish(c.get('principal'), machineIdParam(c), previewIdParam(c));
     return c.body(null, 204);

@@ -10,9 +10,10 @@ export default defineOp({
   path: '/machines/:machine_id/secrets/:name',
   auth: 'any',
   permission: 'secrets:write',
+  responses: { 204: 'empty' },
   async handler(c, s) {
     const machineId = machineIdParam(c);
-    const name = c.req.param('name') ?? '';
+    const name = c.req.param('name');
     // A name that cannot be stored cannot exist.
     if (!SecretName.safeParse(name).success) throw new AppError('not_found', 'No such secret.');
     await s.secrets.remove(c.get('principal'), machineId, name);

@@ -1,5 +1,5 @@
 import { PageQuery } from '../../../../../shared/schemas/pagination.js';
-import { queryOf } from '../../body.js';
+import { OrgSecretPage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 /** Every secret name in the organization, with the machine it belongs to; paged like every list. */
@@ -8,5 +8,7 @@ export default defineOp({
   method: 'get',
   path: '/secrets',
   auth: 'any',
-  handler: (c, s) => c.json(s.secrets.listOrg(c.get('principal').org_id!, queryOf(c, PageQuery))),
+  query: PageQuery,
+  responses: { 200: OrgSecretPage },
+  handler: (c, s, io) => c.json(s.secrets.listOrg(c.get('principal').org_id!, io.query())),
 });

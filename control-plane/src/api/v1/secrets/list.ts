@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { queryOf } from '../../body.js';
+import { MachineSecretList } from '../../../../../shared/schemas/secrets.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from '../machines/proxy.js';
 
@@ -9,9 +9,11 @@ export default defineOp({
   method: 'get',
   path: '/machines/:machine_id/secrets',
   auth: 'any',
-  handler(c, s) {
+  query: z.strictObject({}),
+  responses: { 200: MachineSecretList },
+  handler(c, s, io) {
     const machineId = machineIdParam(c);
-    queryOf(c, z.strictObject({}));
+    io.query();
     return c.json(s.secrets.list(c.get('principal').org_id!, machineId));
   },
 });

@@ -1,5 +1,4 @@
-import { SecretPut } from '../../../../../shared/schemas/secrets.js';
-import { jsonBody } from '../../body.js';
+import { Secret, SecretPut } from '../../../../../shared/schemas/secrets.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from '../machines/proxy.js';
 
@@ -13,11 +12,13 @@ export default defineOp({
   path: '/machines/:machine_id/secrets',
   auth: 'any',
   permission: 'secrets:write',
-  async handler(c, s) {
+  body: SecretPut,
+  responses: { 200: Secret },
+  async handler(c, s, io) {
     const p = c.get('principal');
     const machineId = machineIdParam(c);
     s.secrets.checkStorable(p.org_id!, machineId);
-    const body = await jsonBody(c, SecretPut);
+    const body = await io.body();
     return c.json(await s.secrets.put(p, machineId, body));
   },
 });

@@ -1,5 +1,5 @@
 import { CreateSessionRequest } from '../../../../../shared/schemas/session.js';
-import { jsonBody } from '../../body.js';
+import { Session } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 /** Needs only membership (people) or the sessions:write scope (keys): opening a session is not control. */
@@ -8,8 +8,10 @@ export default defineOp({
   method: 'post',
   path: '/sessions',
   auth: 'any',
-  async handler(c, s) {
-    const body = await jsonBody(c, CreateSessionRequest);
+  body: CreateSessionRequest,
+  responses: { 201: Session },
+  async handler(c, s, io) {
+    const body = await io.body();
     return c.json(s.sessions.open(c.get('principal'), body), 201);
   },
 });

@@ -6,8 +6,9 @@ export default defineOp({
   method: 'delete',
   path: '/sessions/:session_id',
   auth: 'any',
+  responses: { 204: 'empty' },
   handler(c, s) {
-    s.sessions.close(c.get('principal'), c.req.param('session_id') ?? '');
+    s.sessions.close(c.get('principal'), c.req.param('session_id'));
     return c.body(null, 204);
   },
 });

@@ -1,3 +1,4 @@
+import { Session } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -5,5 +6,6 @@ export default defineOp({
   method: 'get',
   path: '/sessions/:session_id',
   auth: 'any',
-  handler: (c, s) => c.json(s.sessions.get(c.get('principal').org_id!, c.req.param('session_id') ?? '')),
+  responses: { 200: Session },
+  handler: (c, s) => c.json(s.sessions.get(c.get('principal').org_id!, c.req.param('session_id'))),
 });

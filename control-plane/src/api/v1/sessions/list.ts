@@ -1,5 +1,5 @@
 import { SessionListQuery } from '../../../../../shared/schemas/session.js';
-import { queryOf } from '../../body.js';
+import { SessionPage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -7,5 +7,7 @@ export default defineOp({
   method: 'get',
   path: '/sessions',
   auth: 'any',
-  handler: (c, s) => c.json(s.sessions.list(c.get('principal').org_id!, queryOf(c, SessionListQuery))),
+  query: SessionListQuery,
+  responses: { 200: SessionPage },
+  handler: (c, s, io) => c.json(s.sessions.list(c.get('principal').org_id!, io.query())),
 });

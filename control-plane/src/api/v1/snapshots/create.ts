@@ -1,5 +1,4 @@
-import { CreateSnapshotRequest, WaitQuery } from '../../../../../shared/schemas/snapshot.js';
-import { jsonBody, queryOf } from '../../body.js';
+import { CreateSnapshotRequest, Snapshot, WaitQuery } from '../../../../../shared/schemas/snapshot.js';
 import { defineOp } from '../../op.js';
 
 /** 202 with the pending record; with `?wait=true`, 201 once the capture is ready (503 if it failed). */
@@ -9,9 +8,12 @@ export default defineOp({
   path: '/snapshots',
   auth: 'any',
   permission: 'snapshots:write',
-  async handler(c, s) {
-    const q = queryOf(c, WaitQuery);
-    const body = await jsonBody(c, CreateSnapshotRequest);
+  query: WaitQuery,
+  body: CreateSnapshotRequest,
+  responses: { 201: Snapshot, 202: Snapshot },
+  async handler(c, s, io) {
+    const q = io.query();
+    const body = await io.body();
     const r = await s.snapshots.create(c.get('principal'), body, q.wait ?? false);
     return c.json(r.snapshot, r.settled ? 201 : 202);
   },

@@ -7,8 +7,9 @@ export default defineOp({
   path: '/snapshots/:snapshot_id',
   auth: 'any',
   permission: 'snapshots:delete',
+  responses: { 204: 'empty' },
   async handler(c, s) {
-    await s.snapshots.remove(c.get('principal'), c.req.param('snapshot_id') ?? '');
+    await s.snapshots.remove(c.get('principal'), c.req.param('snapshot_id'));
     return c.body(null, 204);
   },
 });

@@ -1,3 +1,4 @@
+import { Snapshot } from '../../../../../shared/schemas/snapshot.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -5,5 +6,6 @@ export default defineOp({
   method: 'get',
   path: '/snapshots/:snapshot_id',
   auth: 'any',
-  handler: (c, s) => c.json(s.snapshots.get(c.get('principal').org_id!, c.req.param('snapshot_id') ?? '')),
+  responses: { 200: Snapshot },
+  handler: (c, s) => c.json(s.snapshots.get(c.get('principal').org_id!, c.req.param('snapshot_id'))),
 });

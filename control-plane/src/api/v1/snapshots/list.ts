@@ -1,5 +1,5 @@
 import { SnapshotListQuery } from '../../../../../shared/schemas/snapshot.js';
-import { queryOf } from '../../body.js';
+import { SnapshotPage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -7,5 +7,7 @@ export default defineOp({
   method: 'get',
   path: '/snapshots',
   auth: 'any',
-  handler: (c, s) => c.json(s.snapshots.list(c.get('principal').org_id!, queryOf(c, SnapshotListQuery))),
+  query: SnapshotListQuery,
+  responses: { 200: SnapshotPage },
+  handler: (c, s, io) => c.json(s.snapshots.list(c.get('principal').org_id!, io.query())),
 });

@@ -1,6 +1,5 @@
 import { WaitQuery } from '../../../../../shared/schemas/snapshot.js';
-import { CreateTemplateRequest } from '../../../../../shared/schemas/template.js';
-import { jsonBody, queryOf } from '../../body.js';
+import { CreateTemplateRequest, Template } from '../../../../../shared/schemas/template.js';
 import { defineOp } from '../../op.js';
 
 /** 202 while building; 201 when ready (at once for a size-only template, or with `?wait=true`). */
@@ -10,9 +9,12 @@ export default defineOp({
   path: '/templates',
   auth: 'any',
   permission: 'templates:write',
-  async handler(c, s) {
-    const q = queryOf(c, WaitQuery);
-    const body = await jsonBody(c, CreateTemplateRequest);
+  query: WaitQuery,
+  body: CreateTemplateRequest,
+  responses: { 201: Template, 202: Template },
+  async handler(c, s, io) {
+    const q = io.query();
+    const body = await io.body();
     const r = await s.templates.create(c.get('principal'), body, q.wait ?? false);
     return c.json(r.template, r.settled ? 201 : 202);
   },

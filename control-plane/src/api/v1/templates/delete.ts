@@ -7,8 +7,9 @@ export default defineOp({
   path: '/templates/:template_id',
   auth: 'any',
   permission: 'templates:write',
+  responses: { 204: 'empty' },
   async handler(c, s) {
-    await s.templates.remove(c.get('principal'), c.req.param('template_id') ?? '');
+    await s.templates.remove(c.get('principal'), c.req.param('template_id'));
     return c.body(null, 204);
   },
 });

@@ -1,3 +1,4 @@
+import { Template } from '../../../../../shared/schemas/template.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -5,5 +6,6 @@ export default defineOp({
   method: 'get',
   path: '/templates/:template_id',
   auth: 'any',
-  handler: (c, s) => c.json(s.templates.get(c.get('principal').org_id!, c.req.param('template_id') ?? '')),
+  responses: { 200: Template },
+  handler: (c, s) => c.json(s.templates.get(c.get('principal').org_id!, c.req.param('template_id'))),
 });

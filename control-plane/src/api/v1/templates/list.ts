@@ -1,5 +1,5 @@
 import { TemplateListQuery } from '../../../../../shared/schemas/template.js';
-import { queryOf } from '../../body.js';
+import { TemplatePage } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 
 export default defineOp({
@@ -7,5 +7,7 @@ export default defineOp({
   method: 'get',
   path: '/templates',
   auth: 'any',
-  handler: (c, s) => c.json(s.templates.list(c.get('principal').org_id!, queryOf(c, TemplateListQuery))),
+  query: TemplateListQuery,
+  responses: { 200: TemplatePage },
+  handler: (c, s, io) => c.json(s.templates.list(c.get('principal').org_id!, io.query())),
 });
