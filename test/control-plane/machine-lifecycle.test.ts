@@ -4,7 +4,7 @@ import { TRANSITIONS, conflictMessage, decide, isTransient, sourcesOf, type Life
 
 const ALL_TRIGGERS: LifecycleTrigger[] = [
   'create', 'create_stopped', 'substrate_running', 'stop', 'shutdown_complete', 'start', 'boot_complete',
-  'restart', 'restore', 'delete', 'fail',
+  'restart', 'restore', 'delete', 'exited', 'fail',
 ];
 
 t.test('the spec table, row by row', async (t) => {
@@ -16,6 +16,9 @@ t.test('the spec table, row by row', async (t) => {
   t.same(decide('stopped', 'start'), { ok: true, to: 'starting' });
   t.same(decide('starting', 'boot_complete'), { ok: true, to: 'running' });
   t.same(decide('running', 'restart'), { ok: true, to: 'stopping' });
+  t.same(decide('running', 'exited'), { ok: true, to: 'stopped' }, 'a clean guest shutdown seen by the substrate watch');
+  t.same(decide('stopped', 'fail'), { ok: true, to: 'error' }, 'a stopped machine whose create never made its disk');
+  t.notOk(decide('stopping', 'exited').ok);
   for (const s of ['running', 'stopped', 'error', 'creating', 'starting', 'stopping'] as const) t.same(decide(s, 'delete'), { ok: true, to: 'deleting' });
 });
 

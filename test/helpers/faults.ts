@@ -2,11 +2,17 @@
  * Fault drills on the container substrate: podman as the control plane's substrate runs it (same private
  * configuration), the container's conmon, and waiting for a machine to reach a state through /v1.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
+import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
 import { containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
-import { until, type MachinesRig } from './machines-rig.js';
+import { makeMachinesRig, until, type MachinesRig } from './machines-rig.js';
+import { testImage } from './substrate-image.js';
 
 const execFileP = promisify(execFile);
 
@@ -61,4 +67,58 @@ export async function agentAnswers(rig: MachinesRig, key: string, id: string, tr
     if (r.status !== 503) throw new Error(`exec: ${r.status} ${r.text}`);
     return null;
   });
+}
+
+/**
+ * A control plane that can be "restarted": the machines rig and a container substrate reopened on the same data
+ * directory and substrate root (new objects, so nothing survives in memory), and a crash drill that runs one
+ * /v1 call in a child control plane killed at a named fault point.
+ */
+export async function restartableContainerRig(t: { teardown(fn: () => Promise<void> | void): void }) {
+  const image = await testImage('container');
+  const root = fs.mkdtempSync('/tmp/cpk-');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-crash-'));
+  const open = () => {
+    const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
+    const rig = makeMachinesRig({ substrate, dir, services: { readyProbe: false, agentTimeouts: { connectMs: 5000, requestMs: 60_000 } } });
+    return { substrate, rig };
+  };
+  const cur = open();
+  const self = {
+    root, dir, ...cur,
+    /** Close this control plane (nothing runs the reconciler) and open a new one on the same state. */
+    async restart(): Promise<void> {
+      await self.rig.close({ keepDir: true });
+      Object.assign(self, open());
+    },
+    /** Runs `method path` in a child control plane killed at `point`; then this one is reopened. */
+    async crashAt(point: string, key: string, method: string, p: string, body?: unknown): Promise<{ signal: string | null; out: string }> {
+      await self.rig.close({ keepDir: true });
+      const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, key, method, path: p, body })], {
+        env: { ...process.env, COMPUTER_FAULT_POINT: point }, stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let out = '';
+      child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+      const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
+      Object.assign(self, open());
+      return { signal, out };
+    },
+  };
+  t.teardown(async () => {
+    for (const m of self.rig.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error', 'deleting'])) {
+      await self.substrate.destroy(m.id).catch(() => {});
+    }
+    await self.rig.close();
+    await self.substrate.removeNetwork().catch(() => {});
+    await self.substrate.releaseMounts();
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+  return self;
+}
+
+const CRASH_CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), 'crash-child.ts');
+
+/** The blobs (layers and writable disks) in a container substrate root's layer store. */
+export function blobsIn(root: string): string[] {
+  return fs.readdirSync(path.join(root, 'disks', 'blobs')).sort();
 }

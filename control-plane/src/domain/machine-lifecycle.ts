@@ -18,6 +18,7 @@ export type LifecycleTrigger =
   | 'restart' // a stop whose completion is followed by a start
   | 'restore' // running or stopped machine gets a new disk; a running one is restarted onto it
   | 'delete'
+  | 'exited' // the guest shut itself down cleanly (seen by the substrate watch)
   | 'fail';
 
 export interface Transition {
@@ -52,6 +53,9 @@ export const TRANSITIONS: readonly Transition[] = [
   { from: 'stopping', trigger: 'fail', to: 'error' },
   { from: 'running', trigger: 'fail', to: 'error' },
   { from: 'deleting', trigger: 'fail', to: 'error' },
+  { from: 'running', trigger: 'exited', to: 'stopped' },
+  // A machine recorded stopped whose disk the host never finished (a crash interrupted a create with start:false).
+  { from: 'stopped', trigger: 'fail', to: 'error' },
 ];
 
 /** States a control-plane restart can find a machine in mid-operation; the reconciler settles them. */

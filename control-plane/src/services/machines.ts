@@ -22,6 +22,7 @@ import { pageOf } from '../store/pagination.js';
 import type { MachineRow } from '../store/repos/machines.js';
 import type { Store } from '../store/store.js';
 import { resourcesForSize, type Substrate } from '../substrate/substrate.js';
+import { faultPoint } from '../fault-points.js';
 import { actorOf, SYSTEM } from './actor.js';
 import type { BillingService } from './billing.js';
 import type { Actor, EventService } from './events.js';
@@ -73,6 +74,9 @@ export interface MachineServiceDeps {
 /** Room frees when someone stops or deletes a machine: no better guess than half a minute. */
 const CAPACITY_RETRY_AFTER_S = 30;
 
+/** A machine whose disk the host never finished making (a crash interrupted its create). */
+const NO_DISK = 'The machine has no disk on this host: its create did not complete. Delete it and create it again.';
+
 /** How often the substrate watch checks the running machines (a machine killed from outside is seen within this). */
 const WATCH_INTERVAL_MS = 2_000;
 
@@ -113,6 +117,13 @@ export function createMachineService(d: MachineServiceDeps) {
       if (event) events.append(m.org_id, m.id, event, { from, to: dec.to, ...data });
       return true;
     });
+  }
+
+  /** The table's target for a move the caller knows is legal (a table edit that breaks it fails loudly). */
+  function decideTo(from: MachineState, trigger: LifecycleTrigger): MachineState {
+    const dec = decide(from, trigger);
+    if (!dec.ok) throw new AppError('internal_error', `The transition table does not allow ${trigger} from ${from}.`);
+    return dec.to;
   }
 
   function fail(m: MachineRow, from: MachineState, op: string, cause: unknown): void {
@@ -201,9 +212,10 @@ export function createMachineService(d: MachineServiceDeps) {
   async function launch(row: MachineRow, source: DiskSource, start: boolean, by: Actor): Promise<void> {
     const resources = resourcesForSize(row.size, catalogAt(d.now(), catalog).sizes);
     try {
-      await locks.run(row.id, () =>
-        substrate.create({ id: row.id, resources, source, token: row.agent_token, network: d.network ?? 'none' }, { start }),
-      );
+      await locks.run(row.id, () => {
+        faultPoint('machines.create.before_substrate');
+        return substrate.create({ id: row.id, resources, source, token: row.agent_token, network: d.network ?? 'none' }, { start });
+      });
     } catch (e) {
       if (!start) {
         // Nothing exists on the host: the create did not happen.
@@ -243,6 +255,12 @@ export function createMachineService(d: MachineServiceDeps) {
     try {
       await locks.run(m.id, () => substrate.start(m.id));
     } catch (e) {
+      if (e instanceof AppError && e.code === 'not_found') {
+        // The host has no disk for it (its create never completed): permanent, so no Retry-After.
+        const gone = new AppError('conflict', NO_DISK);
+        fail(m, 'starting', 'start', gone);
+        throw gone;
+      }
       fail(m, 'starting', 'start', e);
       throw new AppError('compute_unavailable', 'The machine failed to start.', { headers: { 'retry-after': '5' } });
     }
@@ -295,12 +313,12 @@ export function createMachineService(d: MachineServiceDeps) {
         const moved = store.db.tx((): 'error' | 'stopped' | null => {
           if (!unchanged()) return null;
           if (how === 'shutdown') {
-            if (!store.machines.casState(m.id, 'running', 'stopped', at())) return null;
+            if (!store.machines.casState(m.id, 'running', decideTo('running', 'exited'), at())) return null;
             d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', SYSTEM);
             events.append(m.org_id, m.id, 'machine.stopped', { from: 'running', to: 'stopped', by: SYSTEM, reason: 'guest_shutdown' });
             return 'stopped';
           }
-          if (!store.machines.casState(m.id, 'running', 'error', at())) return null;
+          if (!store.machines.casState(m.id, 'running', decideTo('running', 'fail'), at())) return null;
           d.leases.releaseInTx(m.org_id, m.id, 'machine_failed', SYSTEM);
           events.append(m.org_id, m.id, 'machine.failed', {
             from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: how === 'crashed' ? 'exited' : 'lost',
@@ -610,7 +628,10 @@ export function createMachineService(d: MachineServiceDeps) {
       d.pool.drop(m.id);
       try {
         // After whatever act is in flight on the disk (a create, start, stop or capture decided before this).
-        await locks.run(m.id, () => substrate.destroy(m.id));
+        await locks.run(m.id, () => {
+          faultPoint('machines.delete.before_destroy');
+          return substrate.destroy(m.id);
+        });
       } catch (e) {
         fail(m, 'deleting', 'delete', e);
         throw new AppError('compute_unavailable', 'The machine could not be deleted; it is now in error and can be deleted again.');
@@ -635,14 +656,27 @@ export function createMachineService(d: MachineServiceDeps) {
         d.onFailure?.('*', 'reattach', e);
         seen = new Map();
       }
-      const rows = store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running']).filter((m) => m.state_changed_at < before);
+      // Every row, resting ones too: a stopped machine whose create a crash interrupted has no disk at all.
+      const rows = store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error']).filter((m) => m.state_changed_at < before);
       for (const m of rows) {
         let status = seen.get(m.id);
         if (status === undefined) status = await substrate.status(m.id).catch(() => 'lost');
         const from = m.state;
         const lostIt = (op: string) => fail(m, from, op, new AppError('compute_unavailable', 'lost by the host'));
         try {
-          if (from === 'deleting') {
+          if ((from === 'stopped' || from === 'creating') && status === 'absent') {
+            // The create never reached the substrate (or never finished its disk): clean whatever part of it
+            // exists and say so; a start then answers 409 (delete and create again), never a 503 to retry.
+            await substrate.destroy(m.id).catch((e) => d.onFailure?.(m.id, 'reconcile_cleanup', e));
+            store.db.tx(() => {
+              if (!store.machines.casState(m.id, from, decideTo(from, 'fail'), at())) return;
+              events.append(m.org_id, m.id, 'machine.failed', {
+                from, to: 'error', operation: 'create', code: 'conflict', reason: 'create_interrupted', reconciled: true,
+              });
+            });
+          } else if (from === 'stopped' || from === 'error') {
+            // Resting: nothing to settle.
+          } else if (from === 'deleting') {
             await substrate.destroy(m.id);
             store.db.tx(() => {
               if (store.machines.markDeleted(m.id, at())) events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });

@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
+import { faultPoint } from '../../fault-points.js';
 import { LayerStore } from '../disks/layer-store.js';
 import { defaultVolumeBytes, ensureBtrfsVolume } from '../disks/btrfs.js';
 import { isMounted, mountOverlay, unmount, OverlayBackend } from '../disks/overlay-backend.js';
@@ -238,6 +239,7 @@ export class ContainerSubstrate implements Substrate {
     try {
       this.writeRecord(rec);
       await this.mount(rec);
+      faultPoint('container.create.before_podman');
       await this.podmanCreate(rec);
     } catch (e) {
       await this.destroy(spec.id).catch(() => {});
@@ -579,7 +581,8 @@ export class ContainerSubstrate implements Substrate {
     await this.podman(['rm', '--force', '--time', '0', containerName(id)], { allowFail: true });
     if (rec?.port) await removePortGuard(rec.port);
     await unmount(this.mergedDir(id));
-    if (rec) await this.disks.deleteDisk(rec.disk);
+    // A create killed between making the disk and writing the record leaves a disk no record names.
+    await this.disks.deleteDisk(rec?.disk ?? `disk-${id}`);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 

@@ -383,7 +383,8 @@ export class VmSubstrate implements Substrate {
       await this.waitExit(id, 5000);
     }
     await this.reapTap(id);
-    if (rec) await this.disks.deleteDisk(rec.disk);
+    // A create killed between making the disk and writing the record leaves a disk no record names.
+    await this.disks.deleteDisk(rec?.disk ?? `disk-${id}`);
     // The machine's address is free again once its record is gone.
     fs.rmSync(this.runDir(id), { recursive: true, force: true });
   }
