@@ -22,6 +22,7 @@ export const ID_PREFIX = {
   request: 'req',
   layer: 'lyr',
   disk: 'dsk',
+  usage: 'use',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIX;

@@ -42,7 +42,7 @@ export async function runCli(argv: string[], config: Config, out: (s: string) =>
   const db = openDb(path.join(config.dataDir, DB_FILENAME));
   try {
     // The keyring is opened here only for the command that needs it (others must work without one).
-    const s = createServices({ config, store: createStore(db), keyring: null });
+    const s = createServices({ config, store: createStore(db), keyring: null, role: 'cli' });
     const [cmd, ...args] = argv;
     if (cmd === 'rotate-secrets-key') {
       let file;

@@ -50,6 +50,9 @@ export async function serve(
     ...opts.services, keyring, substrate, config, store: createStore(db),
   });
   const app = createApp({ services, log, ops: ALL_OPS });
+  // Time this server was not running is not metered; from now on usage is recorded every FLUSH_MS.
+  services.metering.resume();
+  services.metering.start(undefined, (e) => log({ event: 'metering_flush_failed', cause: (e as Error)?.name ?? 'Error' }));
   // Machines a previous run left mid-operation are settled as soon as the substrate is there.
   const reconciled = (deferred ? deferred.ready : Promise.resolve()).then(
     () => (substrate ? services.machines.reconcile({ before: startedAt }) : []),
@@ -71,6 +74,8 @@ export async function serve(
   const timer = setInterval(() => {
     try {
       services.billing.provider.syncAll();
+      // Changes the operator CLI recorded (a cancellation) are acted on here, by the server.
+      services.enforceAll();
     } catch (e) {
       log({ event: 'billing_sync_failed', cause: (e as Error)?.name ?? 'Error' });
     }
@@ -99,6 +104,12 @@ export async function serve(
       previews?.close();
       await new Promise<void>((resolve) => {
         clearInterval(timer);
+        services.metering.stop();
+        try {
+          services.metering.flush({ notify: false });
+        } catch (e) {
+          log({ event: 'metering_flush_failed', cause: (e as Error)?.name ?? 'Error' });
+        }
         void services.pool.close();
         server.close(() => {
           db.close();

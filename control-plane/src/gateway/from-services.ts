@@ -14,11 +14,10 @@ import { decodeEventCursor } from '../services/events.js';
 import type { Services } from '../services/index.js';
 import { AgentStreamDialer } from './agent-streams.js';
 import type { EgressMeter, GatewayDeps } from './deps.js';
-import { EgressCounter } from './send.js';
 
 export interface FromServicesOptions {
   log?: LogSink;
-  /** Where served bytes are counted (default: an in-memory EgressCounter, returned as `egress`). */
+  /** Where served bytes are counted (default: the metering service's tally, recorded as egress_bytes at each flush). */
   egress?: EgressMeter;
   /** Deadline for reaching an agent and for its stream's response headers. */
   agentTimeoutMs?: number;
@@ -36,7 +35,7 @@ export function principalFromUpgrade(s: Services, req: IncomingMessage): Princip
 }
 
 export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}): { deps: GatewayDeps; egress: EgressMeter; close(): void } {
-  const egress = o.egress ?? new EgressCounter();
+  const egress = o.egress ?? s.metering.egress;
   // Streams share the pool's one session per machine (a VM's channel takes a single connection).
   const dialer = new AgentStreamDialer({ session: (id) => s.pool.session(id), drop: (id) => s.pool.drop(id), timeoutMs: o.agentTimeoutMs });
   // Streams must not outlive the machine's run even where the substrate leaves a channel open: a stop,

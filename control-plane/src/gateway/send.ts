@@ -17,20 +17,5 @@ function sendRaw(ws: WebSocket, egress: EgressMeter, machineId: string, data: Bu
   return true;
 }
 
-/** An in-memory egress meter: bytes per machine since the last `take()` (the lead persists them). */
-export class EgressCounter implements EgressMeter {
-  private readonly bytes = new Map<string, number>();
-  add(machineId: string, n: number): void {
-    this.bytes.set(machineId, (this.bytes.get(machineId) ?? 0) + n);
-  }
-  /** Bytes counted for the machine since the last take (without resetting). */
-  peek(machineId: string): number {
-    return this.bytes.get(machineId) ?? 0;
-  }
-  /** Returns and resets every machine's count: call it from the metering flush. */
-  take(): Map<string, number> {
-    const out = new Map(this.bytes);
-    this.bytes.clear();
-    return out;
-  }
-}
+/** The in-memory egress meter is the metering service's tally (flushed into egress_bytes records). */
+export { EgressTally as EgressCounter } from '../services/metering.js';

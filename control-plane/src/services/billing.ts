@@ -14,6 +14,9 @@ import type { Store } from '../store/store.js';
 export const PERIOD_MS = 30 * 24 * 60 * 60 * 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+/** A period that ended (the account as it was, and when): usage.ts closes it into a final summary. */
+export type PeriodCloseListener = (old: BillingAccountRow, at: string) => void;
+
 export type StateChangeListener = (e: { org_id: string; from: BillingState; to: BillingState; event: ProviderEvent }) => void;
 
 export interface BillingDeps {
@@ -29,6 +32,7 @@ export function createBillingService(d: BillingDeps) {
   const { store, now } = d;
   const catalog = d.catalog ?? CATALOG;
   const listeners: StateChangeListener[] = [];
+  const periodListeners: PeriodCloseListener[] = [];
   let provider: BillingProvider | null = null;
 
   function account(orgId: string): BillingAccountRow {
@@ -69,9 +73,15 @@ export function createBillingService(d: BillingDeps) {
           throw new AppError('conflict', 'The billing account changed concurrently; retry.');
         }
         store.billing.insertEvent({ id: newId('event'), org_id: orgId, type: event, from_state: a.state, to_state: to, created_at: at.toISOString() });
-        return { org_id: orgId, from: a.state, to, event };
+        const closed = a.period_start && next.period_start !== a.period_start ? a : null;
+        return { change: { org_id: orgId, from: a.state, to, event }, closed, at: at.toISOString() };
       });
-      for (const l of listeners) l(change);
+      // Listeners act (stop machines, close a period) only once the move is committed: a provider call
+      // wrapping this in a larger transaction (a checkout link's redemption) may still roll back.
+      store.db.afterCommit(() => {
+        if (change.closed) for (const l of periodListeners) l(change.closed, change.at);
+        for (const l of listeners) l(change.change);
+      });
     },
   };
 
@@ -111,6 +121,9 @@ export function createBillingService(d: BillingDeps) {
     },
     onStateChange(l: StateChangeListener) {
       listeners.push(l);
+    },
+    onPeriodClose(l: PeriodCloseListener) {
+      periodListeners.push(l);
     },
     open(orgId: string): void {
       store.billing.insertAccount({

@@ -27,6 +27,9 @@ import { createIdentityService } from './identity.js';
 import { createOrganizationService } from './organizations.js';
 import { createQuotaService, type Counter } from './quotas.js';
 import { createRateLimiter } from './rate-limiter.js';
+import { createMeteringService } from './metering.js';
+import { createUsageService } from './usage.js';
+import { grantsEntitlements } from '../domain/billing-account.js';
 
 export interface ServiceDeps {
   config: Config;
@@ -54,6 +57,11 @@ export interface ServiceDeps {
   keyring?: KeyringSource | null;
   /** Operator log for background work (secrets delivery); never a value. */
   log?: LogSink;
+  /**
+   * `server` (default) acts on billing changes (stops machines); the operator CLI passes `cli`: it only
+   * records, and the server's periodic enforcement acts on what the CLI changed.
+   */
+  role?: 'server' | 'cli';
   /** Secrets redelivery backoff (tests shorten it). */
   secretsRetry?: { delaysMs: readonly number[]; giveUpMs: number };
 }
@@ -86,6 +94,8 @@ export function createServices(d: ServiceDeps) {
     requestTimeoutMs: d.agentTimeouts?.requestMs,
     maxResponseBytes: d.agentMaxAnswerBytes,
   });
+  const metering = createMeteringService({ store, now, catalog: d.catalog });
+  const usage = createUsageService({ store, now, billing, metering });
   const events = createEventService({ store, now });
   const leases = createLeaseService({ store, events, now });
   const sessions = createSessionService({ store, events, leases, quotas, now });
@@ -110,11 +120,36 @@ export function createServices(d: ServiceDeps) {
   if (!d.counters?.snapshots_per_machine) quotas.registerCounter('snapshots_per_machine', (orgId) => store.snapshots.maxPerMachine(orgId));
   if (!d.counters?.templates) quotas.registerCounter('templates', (orgId) => store.templates.count(orgId));
   if (!d.counters?.concurrent_sessions) quotas.registerCounter('concurrent_sessions', (orgId) => store.sessions.countOpen(orgId));
-  // An account that stops granting entitlements (canceled, unsubscribed) gets its running machines stopped.
-  billing.onStateChange((e) => {
-    if (e.to === 'canceled' || e.to === 'unsubscribed') void machines.stopAllFor(e.org_id);
+  /**
+   * Running machines of an organization whose account grants nothing (canceled, unsubscribed) or whose
+   * trial without overage is used up are stopped, disks captured. Only the server acts: a CLI process
+   * would exit mid-stop and leave machines in `stopping`.
+   */
+  function enforce(orgIds: Iterable<string>): void {
+    for (const orgId of orgIds) {
+      const a = store.billing.account(orgId);
+      if (!a || store.machines.countRunning(orgId) === 0) continue;
+      if (!grantsEntitlements(a.state) || usage.exhaustion(orgId)) void machines.stopAllFor(orgId);
+    }
+  }
+  if ((d.role ?? 'server') === 'server') {
+    billing.onStateChange((e) => enforce([e.org_id]));
+    metering.onFlush((orgs) => enforce(orgs));
+  }
+  // New compute in a used-up trial is refused like an account that grants nothing (spec: 402).
+  quotas.registerGate('running_machines', (orgId) => {
+    const ex = usage.exhaustion(orgId);
+    if (!ex) return null;
+    return ex.what === 'compute'
+      ? { current: ex.used_hours, maximum: ex.included_hours, message: `The trial's ${ex.included_hours} included standard-hours of compute are used up; subscribe to a plan with overage to continue.` }
+      : { current: ex.used_gb, maximum: ex.included_gb, message: `The trial's ${ex.included_gb} GB of included egress are used up; subscribe to a plan with overage to continue.` };
   });
   const ports = createPortService({ store, config, now });
-  return { config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates, secrets, ports };
+  return {
+    config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates, secrets, ports,
+    metering, usage,
+    /** Server only: stop what billing no longer allows, for every organization running machines. */
+    enforceAll: () => enforce(new Set(store.machines.inStates(['running']).map((m) => m.org_id))),
+  };
 }
 export type Services = ReturnType<typeof createServices>;

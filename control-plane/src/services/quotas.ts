@@ -7,9 +7,12 @@ import { COUNTED_LIMIT_KEYS, decideQuota, shownLimit, type CountedLimitKey } fro
 import type { BillingService } from './billing.js';
 
 export type Counter = (orgId: string) => number;
+/** A further refusal of `key` beyond its count (a used-up trial): rendered as `subscription` 402. */
+export type Gate = (orgId: string) => { current: number; maximum: number; message: string } | null;
 
 export function createQuotaService(d: { billing: BillingService; upgradeUrl: string | null; counters: Partial<Record<CountedLimitKey, Counter>> }) {
   const counters = { ...d.counters };
+  const gates: Partial<Record<CountedLimitKey, Gate>> = {};
   const count = (orgId: string, key: CountedLimitKey) => {
     const c = counters[key];
     // A resource whose module has not registered a counter does not exist yet: there are none.
@@ -19,6 +22,9 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
     /** Lets the module owning a resource (machines, templates, sessions…) supply its count. */
     registerCounter(key: CountedLimitKey, c: Counter) {
       counters[key] = c;
+    },
+    registerGate(key: CountedLimitKey, g: Gate) {
+      gates[key] = g;
     },
     /**
      * Throws 402 quota_exceeded (with the `quota` object) unless `adding` more of `key` fit.
@@ -35,7 +41,15 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
         adding: opts.adding ?? 1,
         upgrade_url: d.upgradeUrl,
       });
-      if (decision.ok) return;
+      if (decision.ok) {
+        const refused = gates[key]?.(orgId);
+        if (refused) {
+          throw new AppError('quota_exceeded', refused.message, {
+            quota: { limit: 'subscription', current: refused.current, maximum: refused.maximum, plan_id: a.plan_id ?? 'none', upgrade_url: d.upgradeUrl },
+          });
+        }
+        return;
+      }
       const message =
         decision.reason === 'subscription'
           ? `The organization's billing account is ${a.state}; subscribe to create or start anything.`

@@ -17,6 +17,11 @@ export interface Db {
   all<T>(sql: string, params?: Params): T[];
   /** Runs `fn` in one IMMEDIATE transaction; nested calls join the outer one. */
   tx<T>(fn: () => T): T;
+  /**
+   * Runs `fn` once the outermost transaction in progress commits (at once outside one; never if it
+   * rolls back): side effects of a decision must not act on a write that may still be undone.
+   */
+  afterCommit(fn: () => void): void;
   close(): void;
   readonly path: string;
 }
@@ -40,6 +45,7 @@ export function openDb(path: string): Db {
     }
     return s;
   };
+  const pending: Array<() => void> = [];
   const bind = (params?: Params) => (params === undefined ? [] : Array.isArray(params) ? params : [params]);
 
   return {
@@ -47,7 +53,22 @@ export function openDb(path: string): Db {
     run: (sql, params) => ({ changes: stmt(sql).run(...bind(params)).changes }),
     get: <T>(sql: string, params?: Params) => stmt(sql).get(...bind(params)) as T | undefined,
     all: <T>(sql: string, params?: Params) => stmt(sql).all(...bind(params)) as T[],
-    tx: <T>(fn: () => T): T => (db.inTransaction ? fn() : db.transaction(fn).immediate()),
+    tx: <T>(fn: () => T): T => {
+      if (db.inTransaction) return fn();
+      let out: T;
+      try {
+        out = db.transaction(fn).immediate();
+      } catch (e) {
+        pending.length = 0;
+        throw e;
+      }
+      for (const f of pending.splice(0)) f();
+      return out;
+    },
+    afterCommit(fn) {
+      if (db.inTransaction) pending.push(fn);
+      else fn();
+    },
     close: () => db.close(),
   };
 }

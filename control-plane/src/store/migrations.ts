@@ -263,4 +263,40 @@ CREATE INDEX previews_org ON previews(org_id, created_at, id);
 CREATE INDEX previews_machine ON previews(machine_id, created_at, id);
 `,
   },
+  {
+    version: 6,
+    name: 'usage records and meter cursors',
+    // One row per (subject, meter, size, UTC hour), grown in place by each flush: a record never straddles
+    // an hour. meter_cursors holds, per metered subject, the instant its usage is recorded up to; a flush
+    // adds the interval since and moves the cursor in one transaction, so a crash can lose at most the
+    // interval in flight and never counts one twice. Quantities are exact integers (byte-seconds too).
+    sql: `
+CREATE TABLE usage_records (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL,
+  source_id TEXT NOT NULL,
+  machine_id TEXT,
+  template_id TEXT,
+  meter TEXT NOT NULL,
+  size TEXT NOT NULL DEFAULT '',
+  hour TEXT NOT NULL,
+  quantity INTEGER NOT NULL CHECK (quantity >= 0),
+  updated_at TEXT NOT NULL,
+  UNIQUE (org_id, source_id, meter, size, hour)
+);
+CREATE INDEX usage_records_org_hour ON usage_records(org_id, hour, id);
+CREATE TABLE meter_cursors (
+  source_id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('machine','snapshot','template')),
+  metered_until TEXT NOT NULL
+);
+CREATE TABLE usage_summaries (
+  org_id TEXT NOT NULL,
+  period_start TEXT NOT NULL,
+  body TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (org_id, period_start)
+);
+`,
+  },
 ];

@@ -6,6 +6,7 @@ import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo } from './repos/mach
 import { previewsRepo } from './repos/previews.js';
 import { snapshotsRepo, templatesRepo } from './repos/snapshots.js';
 import { secretsRepo } from './repos/secrets.js';
+import { usageRepo } from './repos/usage.js';
 
 export function createStore(db: Db) {
   return {
@@ -22,6 +23,7 @@ export function createStore(db: Db) {
     templates: templatesRepo(db),
     secrets: secretsRepo(db),
     previews: previewsRepo(db),
+    usage: usageRepo(db),
   };
 }
 export type Store = ReturnType<typeof createStore>;

@@ -18,6 +18,9 @@ import billingPortalPage from './billing/builtin-portal.js';
 import billingCheckout from './billing/checkout.js';
 import billingGet from './billing/get.js';
 import billingPortal from './billing/portal.js';
+import billingUsageSummary from './billing/usage-summary.js';
+import usageList from './usage/list.js';
+import usageSeries from './usage/series.js';
 import invitationsAccept from './invitations/accept.js';
 import invitationsCreate from './invitations/create.js';
 import invitationsList from './invitations/list.js';
@@ -148,8 +151,11 @@ export const SECRET_OPS: readonly Op[] = [secretsPut, secretsList, secretsDelete
 /** Published ports (docs/api-ports.md); the preview hostnames themselves are served by previews/proxy.ts. */
 export const PORT_OPS: readonly Op[] = [portsPublish, portsList, portsGet, portsUnpublish, portsListOrg];
 
+/** Usage records, series and the usage summary (docs/usage-and-billing.md). */
+export const USAGE_OPS: readonly Op[] = [usageList, usageSeries, billingUsageSummary];
+
 /** Everything main.ts serves. */
-export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS, ...SNAPSHOT_OPS, ...SECRET_OPS, ...PORT_OPS];
+export const ALL_OPS: readonly Op[] = [...IDENTITY_OPS, ...MACHINE_OPS, ...SNAPSHOT_OPS, ...SECRET_OPS, ...PORT_OPS, ...USAGE_OPS];
 
 export function v1App(s: Services, ops: readonly Op[] = IDENTITY_OPS, opts: MountOptions = {}): Hono<CpEnv> {
   const app = new Hono<CpEnv>();

@@ -55,9 +55,24 @@ export interface EventRow {
 /** States that hold compute (count against running_machines). */
 export const COMPUTE_STATES: readonly MachineState[] = ['creating', 'starting', 'running', 'stopping'];
 
+/**
+ * Called inside the transaction that moved a machine (`to` null: the row was marked deleted), with the
+ * state it left and the instant: metering closes the interval spent in `from` atomically with the move.
+ */
+export type MoveHook = (m: { id: string; org_id: string; size: MachineSize }, from: MachineState, to: MachineState | null, at: string) => void;
+
 export function machinesRepo(db: Db) {
   const inList = COMPUTE_STATES.map((s) => `'${s}'`).join(',');
+  const hooks: MoveHook[] = [];
+  const moved = (id: string, from: MachineState, to: MachineState | null, at: string) => {
+    if (!hooks.length) return;
+    const m = db.get<{ id: string; org_id: string; size: MachineSize }>('SELECT id, org_id, size FROM machines WHERE id = ?', [id]);
+    if (m) for (const h of hooks) h(m, from, to, at);
+  };
   return {
+    onMove(h: MoveHook): void {
+      hooks.push(h);
+    },
     insert(m: MachineRow): void {
       db.run(
         `INSERT INTO machines (id,org_id,name,size,template,region,metadata,state,agent_token,created_by_kind,created_by_id,created_at,updated_at,state_changed_at,deleted_at)
@@ -85,19 +100,27 @@ export function machinesRepo(db: Db) {
     /** Machines holding compute on this host (every organization), per size: what admission control counts. */
     computeBySize: () =>
       db.all<{ size: MachineSize; n: number }>(`SELECT size, COUNT(*) AS n FROM machines WHERE deleted_at IS NULL AND state IN (${inList}) GROUP BY size`),
+    countRunning: (orgId: string) =>
+      db.get<{ n: number }>("SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL AND state = 'running'", [orgId])!.n,
     countCompute: (orgId: string) =>
       db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL AND state IN (${inList})`, [orgId])!.n,
     /** Compare-and-set: moves the row only if its state is still `from`. */
     casState(id: string, from: MachineState, to: MachineState, at: string): boolean {
-      return (
-        db.run('UPDATE machines SET state = ?, state_changed_at = ?, updated_at = ? WHERE id = ? AND state = ? AND deleted_at IS NULL', [
+      return db.tx(() => {
+        const ok = db.run('UPDATE machines SET state = ?, state_changed_at = ?, updated_at = ? WHERE id = ? AND state = ? AND deleted_at IS NULL', [
           to, at, at, id, from,
-        ]).changes === 1
-      );
+        ]).changes === 1;
+        if (ok) moved(id, from, to, at);
+        return ok;
+      });
     },
     markDeleted(id: string, at: string): boolean {
-      return db.run("UPDATE machines SET deleted_at = ?, updated_at = ? WHERE id = ? AND state = 'deleting' AND deleted_at IS NULL", [at, at, id])
-        .changes === 1;
+      return db.tx(() => {
+        const ok = db.run("UPDATE machines SET deleted_at = ?, updated_at = ? WHERE id = ? AND state = 'deleting' AND deleted_at IS NULL", [at, at, id])
+          .changes === 1;
+        if (ok) moved(id, 'deleting', null, at);
+        return ok;
+      });
     },
     /** Used only to undo an insert whose substrate create failed before anything existed. */
     removeRow(id: string): void {

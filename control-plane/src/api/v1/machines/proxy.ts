@@ -45,6 +45,8 @@ export interface ProxySpec {
    * even where the route itself needs only membership).
    */
   needs?: (query: unknown, body: unknown) => Permission | undefined;
+  /** File downloads: the answer's bytes count as the machine's egress. */
+  egress?: boolean;
 }
 
 export function machineIdParam(c: Context<CpEnv>): string {
@@ -108,6 +110,11 @@ export function proxyOp(spec: ProxySpec): Op {
       }
       if (answer === null) return c.body(null, 204);
       spec.check?.(answer);
+      if (spec.egress) {
+        const text = JSON.stringify(answer);
+        s.metering.egress.add(machineId, Buffer.byteLength(text));
+        return c.body(text, 200, { 'content-type': 'application/json' });
+      }
       return c.json(answer as object, 200);
     },
   });

@@ -1,0 +1,14 @@
+import { UsageSummary, UsageSummaryQuery } from '../../../../../shared/schemas/usage.js';
+import { defineOp } from '../../op.js';
+
+/** The current period's summary (`estimate`), or a closed one's (`final`) by its start. */
+export default defineOp({
+  name: 'billing.usage_summary',
+  method: 'get',
+  path: '/billing/usage-summary',
+  summary: 'Priced usage of the current (or a closed) billing period',
+  auth: 'any',
+  query: UsageSummaryQuery,
+  responses: { 200: UsageSummary },
+  handler: (c, s, io) => c.json(s.usage.summary(c.get('principal').org_id!, io.query())),
+});

@@ -1,0 +1,14 @@
+import { UsageSeries, UsageSeriesQuery } from '../../../../../shared/schemas/usage.js';
+import { defineOp } from '../../op.js';
+
+/** Usage bucketed by the server: hourly up to a week, daily beyond; empty buckets absent. */
+export default defineOp({
+  name: 'usage.series',
+  method: 'get',
+  path: '/usage/series',
+  summary: 'Usage bucketed by hour (up to a week) or day',
+  auth: 'any',
+  query: UsageSeriesQuery,
+  responses: { 200: UsageSeries },
+  handler: (c, s, io) => c.json(s.usage.series(c.get('principal').org_id!, io.query())),
+});

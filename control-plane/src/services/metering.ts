@@ -1,0 +1,144 @@
+/**
+ * Metering: turns machine state intervals, held snapshots/templates and served bytes into usage records.
+ *
+ * Every metered subject has a cursor (`meter_cursors`): its usage is recorded up to that instant. Two
+ * moments add the interval since the cursor and move it, always in ONE transaction (so a crash loses at
+ * most the interval in flight and never counts one twice):
+ *   - every machine state move (the store's move hook runs inside the compare-and-set's transaction, so
+ *     the interval is priced in the state it was actually spent in);
+ *   - `flush()`, every FLUSH_MS while the server runs (and once at a clean shutdown).
+ * Egress is counted in memory by the gateway, previews and file downloads and recorded at each flush.
+ * At start-up `resume()` moves every cursor to now: time the control plane was down is not metered.
+ */
+import { MachineState } from '../../../shared/schemas/machine.js';
+import type { MachineSize } from '../../../shared/schemas/machine.js';
+import { CATALOG, catalogAt, type CatalogVersion } from '../domain/catalog.js';
+import { accrue, GIB, hourOf, machineRates, type Accrual } from '../domain/metering.js';
+import type { Store } from '../store/store.js';
+
+/** How often usage is recorded while machines run: the most a crash can lose. */
+export const FLUSH_MS = 30_000;
+
+/** Bytes served per machine since the last flush (the gateway's, previews' and file downloads' meter). */
+export class EgressTally {
+  private bytes = new Map<string, number>();
+  add(machineId: string, n: number): void {
+    if (n > 0) this.bytes.set(machineId, (this.bytes.get(machineId) ?? 0) + n);
+  }
+  /** Bytes counted for the machine since the last take (without resetting). */
+  peek(machineId: string): number {
+    return this.bytes.get(machineId) ?? 0;
+  }
+  take(): Map<string, number> {
+    const out = this.bytes;
+    this.bytes = new Map();
+    return out;
+  }
+}
+
+export function createMeteringService(d: { store: Store; now: () => Date; catalog?: readonly CatalogVersion[] }) {
+  const { store } = d;
+  const catalog = d.catalog ?? CATALOG;
+  const egress = new EgressTally();
+  const flushListeners: Array<(orgIds: Set<string>) => void> = [];
+  let timer: NodeJS.Timeout | null = null;
+
+  const diskBytes = (size: MachineSize, atMs: number) =>
+    BigInt(catalogAt(new Date(atMs), catalog).sizes.find((s) => s.id === size)?.disk_gb ?? 0) * GIB;
+
+  function record(orgId: string, source: { source_id: string; machine_id: string | null; template_id: string | null }, acc: Accrual[], at: string) {
+    for (const a of acc) {
+      store.usage.add({ org_id: orgId, ...source, meter: a.meter, size: a.size, hour: new Date(a.hour).toISOString(), quantity: a.quantity }, at);
+    }
+  }
+
+  /** Inside a transaction: the machine's usage from its cursor to `at`, spent in `state`. */
+  function meterMachine(m: { id: string; org_id: string; size: MachineSize }, state: MachineState, at: string): void {
+    const since = store.usage.cursor(m.id) ?? store.machines.anyById(m.id)?.created_at ?? at;
+    const from = Date.parse(since);
+    const to = Date.parse(at);
+    if (to <= from) return;
+    record(m.org_id, { source_id: m.id, machine_id: m.id, template_id: null }, accrue(machineRates(state, m.size, diskBytes(m.size, from)), from, to), at);
+    store.usage.setCursor(m.id, 'machine', at);
+  }
+
+  store.machines.onMove((m, from, to, at) => {
+    meterMachine(m, from, at);
+    // A deleted machine accrues nothing more: its cursor goes.
+    if (to === null) store.usage.dropCursor(m.id);
+  });
+
+  function flush(opts: { notify?: boolean } = {}): Set<string> {
+    const at = d.now().toISOString();
+    const served = egress.take();
+    const touched = new Set<string>();
+    try {
+      store.db.tx(() => {
+        for (const m of store.machines.inStates(MachineState.options)) {
+          meterMachine(m, m.state, at);
+          touched.add(m.org_id);
+        }
+        for (const c of store.usage.coldSubjects()) {
+          const from = Date.parse(store.usage.cursor(c.id) ?? c.since);
+          const to = Date.parse(at);
+          if (to > from) {
+            const acc = accrue([{ meter: 'cold_storage_byte_seconds', size: null, rate: BigInt(c.size_bytes) }], from, to);
+            const source = c.kind === 'snapshot'
+              ? { source_id: c.machine_id!, machine_id: c.machine_id, template_id: null }
+              : { source_id: c.id, machine_id: null, template_id: c.id };
+            record(c.org_id, source, acc, at);
+            store.usage.setCursor(c.id, c.kind, at);
+          }
+          touched.add(c.org_id);
+        }
+        for (const o of store.usage.orphanCursors()) store.usage.dropCursor(o.source_id);
+        const hour = new Date(hourOf(Date.parse(at))).toISOString();
+        for (const [machineId, bytes] of served) {
+          const m = store.machines.anyById(machineId);
+          if (!m) continue;
+          store.usage.add({ org_id: m.org_id, source_id: m.id, machine_id: m.id, template_id: null, meter: 'egress_bytes', size: null, hour, quantity: BigInt(bytes) }, at);
+          touched.add(m.org_id);
+        }
+      });
+    } catch (e) {
+      // Not recorded: keep the bytes for the next flush rather than dropping them.
+      for (const [id, n] of served) egress.add(id, n);
+      throw e;
+    }
+    if (opts.notify !== false) for (const l of flushListeners) l(touched);
+    return touched;
+  }
+
+  return {
+    egress,
+    flush,
+    /** After a flush, with the organizations that accrued usage (trial limits are checked there). */
+    onFlush(l: (orgIds: Set<string>) => void): void {
+      flushListeners.push(l);
+    },
+    /** Start-up: the downtime before `at` is not metered. */
+    resume(at: Date = d.now()): void {
+      const iso = at.toISOString();
+      store.db.tx(() => {
+        store.usage.resumeAll(iso);
+        for (const m of store.machines.inStates(MachineState.options)) if (!store.usage.cursor(m.id)) store.usage.setCursor(m.id, 'machine', iso);
+      });
+    },
+    start(intervalMs = FLUSH_MS, onError: (e: unknown) => void = () => {}): void {
+      if (timer) return;
+      timer = setInterval(() => {
+        try {
+          flush();
+        } catch (e) {
+          onError(e);
+        }
+      }, intervalMs);
+      timer.unref();
+    },
+    stop(): void {
+      if (timer) clearInterval(timer);
+      timer = null;
+    },
+  };
+}
+export type MeteringService = ReturnType<typeof createMeteringService>;
