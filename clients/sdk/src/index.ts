@@ -1,0 +1,203 @@
+/**
+ * TypeScript SDK for the computer API: a typed fetch wrapper over the shared zod schemas (the same
+ * ones the OpenAPI document is generated from), with what the spec puts on SDKs: retries of
+ * `compute_unavailable` honoring Retry-After, quota errors as data, downloads looped to `eof` under a
+ * cap, snapshot creation that waits, and input-lease auto-renewal at half the ttl.
+ */
+import type { z } from 'zod';
+import type { ScreenshotResult } from '../../../shared/schemas/display.js';
+import type { ExecRequest, ExecResult } from '../../../shared/schemas/exec.js';
+import type { ReadResult } from '../../../shared/schemas/files.js';
+import type { CreateMachineRequest, Machine } from '../../../shared/schemas/machine.js';
+import type { ErrorEnvelope, LeaseGrant, MachinePage } from '../../../shared/schemas/responses.js';
+import type { Snapshot } from '../../../shared/schemas/snapshot.js';
+
+type ErrorBody = z.infer<typeof ErrorEnvelope>['error'];
+export type Quota = NonNullable<ErrorBody['quota']>;
+
+/** Every non-2xx answer: the envelope's fields, with `quota` as data on quota_exceeded. */
+export class ComputerError extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly requestId: string;
+  readonly details: ErrorBody['details'];
+  readonly quota: Quota | null;
+  constructor(status: number, e: ErrorBody) {
+    super(e.message);
+    this.name = 'ComputerError';
+    this.status = status;
+    this.code = e.code;
+    this.requestId = e.request_id;
+    this.details = e.details;
+    this.quota = e.quota;
+  }
+}
+
+export const DEFAULT_DOWNLOAD_CAP = 64 * 1024 * 1024;
+
+export interface ComputerOptions {
+  apiKey: string;
+  baseUrl: string;
+  /** Attempts for compute_unavailable (503) before giving up (default 5). */
+  retries?: number;
+  /** Cap on a Retry-After-less backoff step, ms (default 8000). */
+  maxBackoffMs?: number;
+  /** Injected fetch (tests, proxies). */
+  fetch?: typeof fetch;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class Computer {
+  readonly baseUrl: string;
+  private readonly key: string;
+  private readonly retries: number;
+  private readonly maxBackoffMs: number;
+  private readonly doFetch: typeof fetch;
+
+  constructor(o: ComputerOptions) {
+    this.baseUrl = o.baseUrl.replace(/\/+$/, '');
+    this.key = o.apiKey;
+    this.retries = o.retries ?? 5;
+    this.maxBackoffMs = o.maxBackoffMs ?? 8000;
+    this.doFetch = o.fetch ?? fetch;
+  }
+
+  /** One API call; 503 compute_unavailable is retried with backoff, honoring Retry-After (seconds). */
+  async request<T>(method: string, path: string, o: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; headers?: Record<string, string> } = {}): Promise<T> {
+    const url = new URL(this.baseUrl + path);
+    for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = { authorization: `Bearer ${this.key}`, ...o.headers };
+    if (o.body !== undefined) headers['content-type'] = 'application/json';
+    for (let attempt = 0; ; attempt++) {
+      const res = await this.doFetch(url, { method, headers, body: o.body === undefined ? undefined : JSON.stringify(o.body) });
+      if (res.ok) return (res.status === 204 ? undefined : await res.json()) as T;
+      const text = await res.text();
+      let env: ErrorBody;
+      try {
+        env = (JSON.parse(text) as { error: ErrorBody }).error;
+      } catch {
+        env = { code: 'internal_error', message: `HTTP ${res.status}`, request_id: '', details: [], quota: null };
+      }
+      if (env.code === 'compute_unavailable' && attempt + 1 < this.retries) {
+        const after = Number(res.headers.get('retry-after'));
+        await sleep(Number.isFinite(after) && after > 0 ? after * 1000 : Math.min(this.maxBackoffMs, 250 * 2 ** attempt));
+        continue;
+      }
+      throw new ComputerError(res.status, env);
+    }
+  }
+
+  machine(id: string): MachineHandle {
+    return new MachineHandle(this, id);
+  }
+
+  async createMachine(req: z.input<typeof CreateMachineRequest> = {}): Promise<MachineHandle> {
+    const m = await this.request<z.infer<typeof Machine>>('POST', '/v1/machines', { body: req });
+    return new MachineHandle(this, m.id, m);
+  }
+
+  listMachines(q: { limit?: number; cursor?: string; state?: string } = {}) {
+    return this.request<z.infer<typeof MachinePage>>('GET', '/v1/machines', { query: q });
+  }
+
+  /** Waits for the capture by default (`?wait=true`): answers a ready snapshot. */
+  createSnapshot(machineId: string, o: { name?: string; wait?: boolean } = {}) {
+    return this.request<z.infer<typeof Snapshot>>('POST', '/v1/snapshots', { query: { wait: o.wait ?? true }, body: { machine_id: machineId, name: o.name } });
+  }
+}
+
+export class MachineHandle {
+  constructor(readonly client: Computer, readonly id: string, readonly record?: z.infer<typeof Machine>) {}
+  private p(rest = '') {
+    return `/v1/machines/${encodeURIComponent(this.id)}${rest}`;
+  }
+  get() {
+    return this.client.request<z.infer<typeof Machine>>('GET', this.p());
+  }
+  start() {
+    return this.client.request<z.infer<typeof Machine>>('POST', this.p('/start'));
+  }
+  stop() {
+    return this.client.request<z.infer<typeof Machine>>('POST', this.p('/stop'));
+  }
+  delete() {
+    return this.client.request<void>('DELETE', this.p());
+  }
+  exec(req: z.input<typeof ExecRequest>) {
+    return this.client.request<z.infer<typeof ExecResult>>('POST', this.p('/exec'), { body: req });
+  }
+  /** PNG (or jpeg/webp) bytes of the screen. */
+  async screenshot(q: { format?: 'png' | 'jpeg' | 'webp'; quality?: number } = {}): Promise<Buffer> {
+    const r = await this.client.request<z.infer<typeof ScreenshotResult>>('GET', this.p('/screenshot'), { query: q });
+    return Buffer.from(r.image, 'base64');
+  }
+  writeFile(path: string, content: string | Buffer, o: { user?: 'agent' | 'root' } = {}) {
+    const b64 = typeof content !== 'string';
+    return this.client.request('PUT', this.p('/files/content'), {
+      query: { path, user: o.user },
+      body: { content: b64 ? content.toString('base64') : content, encoding: b64 ? 'base64' : 'utf8' },
+    });
+  }
+  /**
+   * Reads a whole file by looping ranges until `eof`. Refuses past `maxBytes` (64 MiB by default;
+   * raise it for bigger files) rather than buffering without bound.
+   */
+  async readFile(path: string, o: { maxBytes?: number; user?: 'agent' | 'root' } = {}): Promise<Buffer> {
+    const cap = o.maxBytes ?? DEFAULT_DOWNLOAD_CAP;
+    const parts: Buffer[] = [];
+    let offset = 0;
+    for (;;) {
+      const r = await this.client.request<z.infer<typeof ReadResult>>('GET', this.p('/files/content'), { query: { path, offset, encoding: 'base64', user: o.user } });
+      const chunk = Buffer.from(r.content, 'base64');
+      offset += chunk.length;
+      if (offset > cap) throw new ComputerError(413, { code: 'invalid_request', message: `${path} is larger than the download cap of ${cap} bytes; raise maxBytes.`, request_id: '', details: [], quota: null });
+      parts.push(chunk);
+      if (r.eof || chunk.length === 0) return Buffer.concat(parts);
+    }
+  }
+  /**
+   * Acquires the input lease and renews it at half its ttl until `release()`; `fence` follows renewals.
+   */
+  async acquireLease(sessionId: string, ttlSeconds = 60): Promise<Lease> {
+    const grant = await this.client.request<z.infer<typeof LeaseGrant>>('POST', this.p('/input-lease'), { body: { session_id: sessionId, ttl_seconds: ttlSeconds } });
+    return new Lease(this, sessionId, ttlSeconds, grant);
+  }
+  /** @internal */
+  path(rest: string) {
+    return this.p(rest);
+  }
+}
+
+export class Lease {
+  private timer: NodeJS.Timeout | undefined;
+  renewals = 0;
+  lastError: unknown = null;
+  constructor(private readonly m: MachineHandle, readonly sessionId: string, readonly ttlSeconds: number, public grant: z.infer<typeof LeaseGrant>) {
+    this.schedule();
+  }
+  private schedule() {
+    this.timer = setTimeout(() => void this.renew(), (this.ttlSeconds * 1000) / 2);
+    this.timer.unref?.();
+  }
+  private async renew() {
+    try {
+      this.grant = await this.m.client.request('POST', this.m.path('/input-lease'), { body: { session_id: this.sessionId, ttl_seconds: this.ttlSeconds } });
+      this.renewals++;
+      this.schedule();
+    } catch (e) {
+      this.lastError = e;
+    }
+  }
+  get fence(): number {
+    return this.grant.fence;
+  }
+  /** Headers an input call carries while holding the lease. */
+  headers(): Record<string, string> {
+    return { 'x-session-id': this.sessionId, 'x-lease-fence': String(this.grant.fence) };
+  }
+  async release(): Promise<void> {
+    clearTimeout(this.timer);
+    await this.m.client.request('DELETE', this.m.path('/input-lease'), { query: { session_id: this.sessionId } });
+  }
+}
