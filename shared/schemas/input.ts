@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Display } from './display.js';
+import { Display, ScreenRegion, ScreenshotFormat, ScreenshotView } from './display.js';
 import { SecretName } from './secrets.js';
 
 export const MAX_COORDINATE = 16384;
@@ -26,8 +26,41 @@ const Modifiers = z
   .max(4)
   .refine((m) => new Set(m).size === m.length, 'each modifier at most once');
 
-export const MouseMove = Point;
-export type MouseMove = Point;
+/**
+ * Extension (not in the spec): after the input, wait until the screen has not changed for `quiet_ms`
+ * (at most `timeout_ms`), and say what changed; optionally with the screenshot of the settled screen.
+ */
+export const SettleRequest = z.strictObject({
+  quiet_ms: z.number().int().min(20).max(10_000).default(300),
+  // Capped so that input plus settling stays inside the control plane's 30 s agent request deadline.
+  timeout_ms: z.number().int().min(50).max(20_000).default(5_000),
+  screenshot: z
+    .strictObject({
+      format: ScreenshotFormat.default('png'),
+      quality: z.number().int().min(1).max(100).optional(),
+      width: z.number().int().min(1).max(16384).optional(),
+      height: z.number().int().min(1).max(16384).optional(),
+      max_side: z.number().int().min(16).max(16384).optional(),
+    })
+    .optional(),
+});
+export type SettleRequest = z.infer<typeof SettleRequest>;
+
+export const SettleResult = z.object({
+  /** false: the screen was still changing when timeout_ms ran out. */
+  settled: z.boolean(),
+  /** From the end of the input to the moment the screen was judged settled (or the timeout). */
+  duration_ms: z.number().int().min(0),
+  /** Whether the settled screen differs from the screen just before the input. */
+  changed: z.boolean(),
+  /** The smallest rectangle holding every changed pixel; null when nothing changed. */
+  changed_box: ScreenRegion.nullable(),
+  screenshot: z.object({ image: z.string(), format: ScreenshotFormat, view: ScreenshotView.optional() }).optional(),
+});
+export type SettleResult = z.infer<typeof SettleResult>;
+
+export const MouseMove = Point.extend({ settle: SettleRequest.optional() });
+export type MouseMove = z.infer<typeof MouseMove>;
 
 export const MouseClick = z.strictObject({
   /** Where to click; the current pointer position when omitted. */
@@ -40,6 +73,7 @@ export const MouseClick = z.strictObject({
   /** Release a held button (without `down`). */
   up: z.boolean().optional(),
   modifiers: Modifiers.optional(),
+  settle: SettleRequest.optional(),
 });
 export type MouseClick = z.infer<typeof MouseClick>;
 
@@ -51,6 +85,7 @@ export const MouseDrag = z.strictObject({
   steps: z.number().int().min(1).max(200).default(10),
   button: MouseButton.default('left'),
   modifiers: Modifiers.optional(),
+  settle: SettleRequest.optional(),
 });
 export type MouseDrag = z.infer<typeof MouseDrag>;
 
@@ -61,6 +96,7 @@ export const MouseScroll = z.strictObject({
   amount: z.number().int().min(1).max(100).default(3),
   at: Point.optional(),
   modifiers: Modifiers.optional(),
+  settle: SettleRequest.optional(),
 });
 export type MouseScroll = z.infer<typeof MouseScroll>;
 
@@ -74,6 +110,7 @@ export const KeyboardKey = z.strictObject({
   down: z.boolean().optional(),
   /** Release a held key. */
   up: z.boolean().optional(),
+  settle: SettleRequest.optional(),
 });
 export type KeyboardKey = z.infer<typeof KeyboardKey>;
 
@@ -83,6 +120,7 @@ export const KeyboardType = z.strictObject({
   text: z.string().min(1).max(MAX_TYPE_TEXT).refine((t) => !t.includes('\0'), 'must not contain NUL'),
   /** Pause between characters, in milliseconds. */
   delay_ms: z.number().int().min(0).max(1000).default(0),
+  settle: SettleRequest.optional(),
 });
 export type KeyboardType = z.infer<typeof KeyboardType>;
 
@@ -96,6 +134,7 @@ export const KeyboardTypeRequest = z
     text: KeyboardType.shape.text.optional(),
     secret: SecretName.optional(),
     delay_ms: KeyboardType.shape.delay_ms,
+    settle: SettleRequest.optional(),
   })
   .superRefine((b, ctx) => {
     if ((b.text === undefined) === (b.secret === undefined)) {
@@ -107,6 +146,7 @@ export type KeyboardTypeRequest = z.infer<typeof KeyboardTypeRequest>;
 export const KeyboardHotkey = z.strictObject({
   /** Keys pressed together in order and released in reverse, e.g. ["ctrl", "shift", "t"]. */
   keys: z.array(KeyName).min(1).max(8),
+  settle: SettleRequest.optional(),
 });
 export type KeyboardHotkey = z.infer<typeof KeyboardHotkey>;
 
@@ -114,6 +154,8 @@ export type KeyboardHotkey = z.infer<typeof KeyboardHotkey>;
 export const InputResult = z.object({
   display: Display,
   pointer: z.object({ x: z.number().int(), y: z.number().int() }).nullable(),
+  /** Only when the request asked for `settle` (extension). */
+  settle: SettleResult.optional(),
 });
 export type InputResult = z.infer<typeof InputResult>;
 

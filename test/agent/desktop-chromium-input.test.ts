@@ -16,6 +16,9 @@ const HTML = `<!doctype html><html><head><meta charset="utf-8"></head>
 <textarea id="ta" style="position:absolute;left:0;top:0;width:900px;height:300px" spellcheck="false"></textarea>
 <div id="pad" style="position:absolute;left:0;top:320px;right:0;bottom:0;background:#ddd;user-select:none"></div>
 <div id="box" style="position:absolute;left:1000px;top:40px;width:120px;height:80px;background:rgb(255,0,0)"></div>
+<div id="opener" style="position:absolute;left:950px;top:400px;width:100px;height:40px;background:#888"></div>
+<div id="menu" style="position:absolute;left:950px;top:450px;width:200px;height:150px;display:none"></div>
+<div id="spin" style="position:absolute;left:1150px;top:400px;width:50px;height:50px"></div>
 <script>
 window.loadId = String(Math.random());
 window.ev = [];
@@ -23,6 +26,14 @@ for (const k of ['mousedown', 'mouseup', 'click', 'dblclick', 'wheel']) {
   addEventListener(k, (e) => ev.push({ type: k, detail: e.detail, button: e.button, sx: e.screenX, sy: e.screenY,
     shift: e.shiftKey, ctrl: e.ctrlKey, alt: e.altKey, meta: e.metaKey, dy: e.deltaY ?? null }), { capture: true, passive: true });
 }
+// The "menu" opens in stages, like an animated one: appears 100 ms after the click, final colour 150 ms later.
+document.getElementById('opener').addEventListener('click', () => {
+  const m = document.getElementById('menu');
+  setTimeout(() => { m.style.display = 'block'; m.style.background = 'rgb(0,0,255)'; }, 100);
+  setTimeout(() => { m.style.background = 'rgb(0,255,0)'; }, 250);
+});
+window.spin = () => { const s = document.getElementById('spin'); let i = 0;
+  window.spinning = setInterval(() => { s.style.background = (i++ % 2) ? 'black' : 'white'; }, 30); };
 window.ready = true;
 </script></body></html>`;
 
@@ -217,4 +228,45 @@ t.test('extension: screenshots scaled and zoomed server-side map back to the dis
     t.equal(r.status, 400, q);
     t.equal(r.json().error.details[0].field, field, q);
   }
+});
+
+t.test('extension: settle-aware input', async (t) => {
+  // Blur the text field first (its caret blinks) and let the page go quiet.
+  await a.client.request('POST', '/mouse/click', { at: { x: 100, y: 1300 }, settle: { quiet_ms: 600 } });
+
+  const noop = await a.client.request('POST', '/mouse/click', { settle: { quiet_ms: 200 } });
+  t.equal(noop.status, 200);
+  t.match(noop.json().settle, { settled: true, changed: false, changed_box: null }, 'a no-op click settles, nothing changed');
+  t.notOk('screenshot' in noop.json().settle);
+
+  // The kiosk window does not cover the whole display: page coordinates are offset by its position.
+  const win = await page.eval<{ x: number; y: number }>('({ x: window.screenX, y: window.screenY })');
+  // Move first (the pointer is drawn into the framebuffer), then click where it is.
+  await a.client.request('POST', '/mouse/move', { x: win.x + 1000, y: win.y + 420, settle: { quiet_ms: 200 } });
+  const open = await a.client.request('POST', '/mouse/click', { settle: { quiet_ms: 300, timeout_ms: 5000, screenshot: { format: 'png', max_side: 1280 } } });
+  t.equal(open.status, 200);
+  const st = open.json().settle;
+  t.match(st, { settled: true, changed: true });
+  // The menu is 200x150 at page (950, 450).
+  t.same(st.changed_box, { x: win.x + 950, y: win.y + 450, width: 200, height: 150 }, 'the changed box is the menu');
+  t.same(st.screenshot.view, { region: { x: 0, y: 0, width: 2560, height: 1600 }, width: 1280, height: 800, scale: { x: 0.5, y: 0.5 } });
+  const f = await decodeToRgb(Buffer.from(st.screenshot.image, 'base64'));
+  const mx = Math.round((st.changed_box.x + 100) / 2);
+  const my = Math.round((st.changed_box.y + 75) / 2);
+  const i = (my * f.width + mx) * 3;
+  t.same([f.rgb[i], f.rgb[i + 1], f.rgb[i + 2]], [0, 255, 0], 'the after-screenshot shows the menu in its final state, not a stage of it');
+
+  await page.eval('window.spin()');
+  const busy = await a.client.request('POST', '/mouse/move', { x: win.x + 20, y: win.y + 1500, settle: { quiet_ms: 200, timeout_ms: 400 } });
+  t.equal(busy.status, 200);
+  t.match(busy.json().settle, { settled: false, changed: true }, 'a screen that keeps changing does not settle');
+  await page.eval('clearInterval(window.spinning)');
+
+  const key = await a.client.request('POST', '/keyboard/key', { key: 'Shift_L', settle: { quiet_ms: 50 } });
+  t.match(key.json().settle, { settled: true }, 'every input route takes settle');
+  const bad = await a.client.request('POST', '/mouse/move', { x: 1, y: 1, settle: { quiet_ms: 5 } });
+  t.equal(bad.status, 400);
+  t.equal(bad.json().error.details[0].field, 'settle.quiet_ms');
+  const badView = await a.client.request('POST', '/mouse/move', { x: 1, y: 1, settle: { screenshot: { width: 10, max_side: 100 } } });
+  t.equal(badView.status, 400, 'a screenshot view that cannot be made is refused before the input');
 });

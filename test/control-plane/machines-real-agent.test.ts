@@ -87,6 +87,9 @@ t.test('the /v1 machine routes against the real agent', { timeout: 180_000 }, as
   assertEnvelope(t, off, 'invalid_request', 400);
   const shiftClick = await rig.call('POST', `${base}/mouse/click`, { key: a.key, body: { at: { x: 20, y: 20 }, modifiers: ['shift', 'ctrl'] }, headers: input });
   t.equal(shiftClick.status, 200, 'extension: a click with modifiers through /v1');
+  const settled = await rig.call('POST', `${base}/mouse/move`, { key: a.key, body: { x: 30, y: 30, settle: { quiet_ms: 50, screenshot: { format: 'jpeg', width: 320 } } }, headers: input });
+  t.equal(settled.status, 200);
+  t.match(settled.json.settle, { settled: true, screenshot: { format: 'jpeg', view: { width: 320 } } }, 'extension: settle through /v1, with the after-screenshot');
   assertEnvelope(t, await rig.call('POST', `${base}/mouse/scroll`, { key: a.key, body: { direction: 'up', modifiers: ['meta'] }, headers: input }), 'invalid_request', 400);
   t.equal((await rig.call('POST', `${base}/keyboard/type`, { key: a.key, body: { text: 'hi' }, headers: input })).status, 200);
   t.equal((await rig.call('PUT', `${base}/clipboard`, { key: a.key, body: { text: 'via-v1' }, headers: input })).status, 200);

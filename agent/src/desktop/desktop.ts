@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs';
 import { AppError, type FieldError } from '../../../shared/errors.js';
-import type { Display, ScreenshotView } from '../../../shared/schemas/display.js';
+import { DEFAULT_SCREENSHOT_QUALITY, type Display, type ScreenshotView } from '../../../shared/schemas/display.js';
 import type {
   ClipboardSelection,
   InputResult,
@@ -15,8 +15,10 @@ import type {
   MouseButton,
   MouseClick,
   MouseDrag,
+  MouseMove,
   MouseScroll,
   Point,
+  SettleRequest,
 } from '../../../shared/schemas/input.js';
 import type { LogSink } from '../http/log.js';
 import { Browser, type BrowserConfig } from './browser.js';
@@ -24,6 +26,7 @@ import { readSelection, writeSelection } from './clipboard.js';
 import { KeycodeResolver, type KeyStroke } from './keycodes.js';
 import { keysymForCodePoint, keysymFromName } from './keysyms.js';
 import { FramebufferReader, encodeRgb, type ImageFormat, type RawFrame } from './screen.js';
+import { waitSettled } from './settle.js';
 import { planView, type ViewRequest } from './view.js';
 import { X11KeymapClient } from './x11-keymap.js';
 import { readModes, setMode, type ScreenModes } from './xrandr.js';
@@ -346,6 +349,36 @@ export class Desktop {
 
   // ------------------------------------------------------------------------------ input
 
+  /**
+   * Extension: run an input, then wait for the screen to settle (settle.ts) and add what changed,
+   * optionally with the settled screenshot. The wait is outside the input lock: it only reads the
+   * framebuffer. The screenshot's view is checked before the input is sent.
+   */
+  private async withSettle(settle: SettleRequest | undefined, act: () => Promise<InputResult>): Promise<InputResult> {
+    if (!settle) return act();
+    if (settle.screenshot) planView(this.state, settle.screenshot);
+    const before = await this.capture();
+    try {
+      const r = await act();
+      const o = await waitSettled(() => this.capture(), (f) => this.releaseFrame(f), before, Date.now(), settle);
+      try {
+        const want = settle.screenshot;
+        let screenshot: NonNullable<InputResult['settle']>['screenshot'];
+        if (want) {
+          const view = planView(o.last, want);
+          const image = await encodeRgb(o.last.rgb, o.last.width, o.last.height, want.format, want.quality ?? DEFAULT_SCREENSHOT_QUALITY, view);
+          screenshot = { image: image.toString('base64'), format: want.format, ...(view ? { view } : {}) };
+        }
+        const { settled, duration_ms, changed, changed_box } = o;
+        return { ...r, settle: { settled, duration_ms, changed, changed_box, ...(screenshot ? { screenshot } : {}) } };
+      } finally {
+        this.releaseFrame(o.last);
+      }
+    } finally {
+      this.releaseFrame(before);
+    }
+  }
+
   /** Input operations run one at a time per display, in arrival order. */
   private withInput<T>(fn: () => Promise<T>): Promise<T> {
     const next = this.inputChain.then(fn);
@@ -387,10 +420,10 @@ export class Desktop {
     }
   }
 
-  mouseMove(p: Point): Promise<InputResult> {
+  mouseMove(req: MouseMove): Promise<InputResult> {
     this.requireUp();
-    this.refuseOffDisplay([[p, '']]);
-    return this.withInput(() => this.xdoRun([`mousemove ${p.x} ${p.y}`]));
+    this.refuseOffDisplay([[req, '']]);
+    return this.withSettle(req.settle, () => this.withInput(() => this.xdoRun([`mousemove ${req.x} ${req.y}`])));
   }
 
   /**
@@ -420,7 +453,7 @@ export class Desktop {
     const b = BUTTONS[req.button];
     const press = req.down ? `mousedown ${b}` : req.up ? `mouseup ${b}` : `click --repeat 1 --delay 0 ${b}`;
     const count = req.down || req.up ? 1 : req.count;
-    return this.withInput(async () => {
+    return this.withSettle(req.settle, () => this.withInput(async () => {
       const mods = await this.modifierLines(req.modifiers);
       const first = [...(req.at ? [`mousemove ${req.at.x} ${req.at.y}`] : []), ...mods.down, press];
       if (count === 1) return this.xdoRun([...first, ...mods.up]);
@@ -436,7 +469,7 @@ export class Desktop {
         r = await this.xdoRun([press, ...(i === count - 1 ? mods.up : [])]);
       }
       return r;
-    });
+    }));
   }
 
   mouseDrag(req: MouseDrag): Promise<InputResult> {
@@ -446,7 +479,7 @@ export class Desktop {
       [req.to, 'to.'],
     ]);
     const b = BUTTONS[req.button];
-    return this.withInput(async () => {
+    return this.withSettle(req.settle, () => this.withInput(async () => {
       const from = req.from ?? (await this.xdoRun([])).pointer!;
       const mods = await this.modifierLines(req.modifiers);
       const lines = [`mousemove ${from.x} ${from.y}`, ...mods.down, `mousedown ${b}`];
@@ -457,19 +490,19 @@ export class Desktop {
       }
       lines.push(`mouseup ${b}`, ...mods.up);
       return this.xdoRun(lines);
-    });
+    }));
   }
 
   mouseScroll(req: MouseScroll): Promise<InputResult> {
     this.requireUp();
     this.refuseOffDisplay([[req.at, 'at.']]);
-    return this.withInput(async () => {
+    return this.withSettle(req.settle, () => this.withInput(async () => {
       const mods = await this.modifierLines(req.modifiers);
       const lines: string[] = [];
       if (req.at) lines.push(`mousemove ${req.at.x} ${req.at.y}`);
       lines.push(...mods.down, `click --repeat ${req.amount} --delay 0 ${WHEEL[req.direction]}`, ...mods.up);
       return this.xdoRun(lines);
-    });
+    }));
   }
 
   private keysymOrRefuse(name: string, field: string): number {
@@ -492,7 +525,7 @@ export class Desktop {
       throw new AppError('invalid_request', 'down and up cannot both be set.', { details: [{ field: 'up', message: 'cannot be combined with down' }] });
     }
     const ks = this.keysymOrRefuse(req.key, 'key');
-    return this.withInput(async () => {
+    return this.withSettle(req.settle, () => this.withInput(async () => {
       const resolver = this.resolverOrFail();
       let kc: number;
       try {
@@ -508,13 +541,13 @@ export class Desktop {
       if (req.down || req.up) resolver.setHeld(kc, !!req.down);
       resolver.touch([{ keycode: kc, shift: false }]);
       return r;
-    });
+    }));
   }
 
   hotkey(req: KeyboardHotkey): Promise<InputResult> {
     this.requireUp();
     const syms = req.keys.map((k, i) => this.keysymOrRefuse(k, `keys.${i}`));
-    return this.withInput(async () => {
+    return this.withSettle(req.settle, () => this.withInput(async () => {
       const resolver = this.resolverOrFail();
       let kcs: number[];
       try {
@@ -526,13 +559,13 @@ export class Desktop {
       const r = await this.xdoRun(lines);
       resolver.touch(kcs.map((keycode) => ({ keycode, shift: false })));
       return r;
-    });
+    }));
   }
 
   type(req: KeyboardType): Promise<InputResult> {
     this.requireUp();
     const syms = Array.from(req.text, (ch) => keysymForCodePoint(ch.codePointAt(0)!));
-    return this.withInput(async () => {
+    return this.withSettle(req.settle, () => this.withInput(async () => {
       const resolver = this.resolverOrFail();
       let result: InputResult | null = null;
       for (let start = 0; start < syms.length; ) {
@@ -552,7 +585,7 @@ export class Desktop {
         start = plan.next;
       }
       return result!;
-    });
+    }));
   }
 
   // ------------------------------------------------------------------------------ clipboard, browser

@@ -13,6 +13,15 @@ export default proxyOp({
   body: KeyboardTypeRequest,
   toAgent: (b: KeyboardTypeRequest, c, s) =>
     b.secret === undefined
-      ? { body: JSON.stringify({ text: b.text, delay_ms: b.delay_ms }), sensitive: false }
-      : { body: JSON.stringify({ text: s.secrets.valueForTyping(c.get('principal').org_id!, machineIdParam(c), b.secret), delay_ms: b.delay_ms }), sensitive: true },
+      ? { body: JSON.stringify({ text: b.text, delay_ms: b.delay_ms, settle: b.settle }), sensitive: false }
+      : {
+          // Settling works by reference too, but without the after-screenshot: the field the secret
+          // was typed into may show it, and an answer to a typing-by-reference call never carries it.
+          body: JSON.stringify({
+            text: s.secrets.valueForTyping(c.get('principal').org_id!, machineIdParam(c), b.secret),
+            delay_ms: b.delay_ms,
+            settle: b.settle ? { ...b.settle, screenshot: undefined } : undefined,
+          }),
+          sensitive: true,
+        },
 });
