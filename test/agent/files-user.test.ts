@@ -72,6 +72,23 @@ t.test('writes run as the agent user: the kernel decides, the file belongs to th
   t.equal(fs.statSync(path.join(work, 'by-root')).uid, 0, 'and the file is root-owned');
 });
 
+t.test('bytes round-trip through the worker: a 20 MB write, a 4 MB range, UTF-8 checks', async (t) => {
+  const target = path.join(work, 'mine', 'big.bin');
+  const data = Buffer.alloc(20 * 1024 * 1024);
+  for (let i = 0; i < data.length; i++) data[i] = (i * 7) & 0xff;
+  const w = await agent.client.request('PUT', `/files/content?path=${q(target)}`, { content: data.toString('base64'), encoding: 'base64' });
+  t.equal(w.status, 200);
+  t.same(w.json(), { path: target, size: data.length, written: data.length });
+  t.ok(fs.readFileSync(target).equals(data), 'the file holds exactly the bytes sent');
+  const r = await agent.client.request('GET', `/files/content?path=${q(target)}&offset=1000&length=4194304&encoding=base64`);
+  t.equal(r.status, 200);
+  t.match(r.json(), { offset: 1000, length: 4194304, size: data.length, eof: false });
+  t.ok(Buffer.from(r.json().content, 'base64').equals(data.subarray(1000, 1000 + 4194304)), 'the range is exactly those bytes');
+  fs.writeFileSync(path.join(work, 'mine', 'bad.txt'), Buffer.from([0xff, 0xfe]));
+  const bad = await agent.client.request('GET', `/files/content?path=${q(path.join(work, 'mine', 'bad.txt'))}`);
+  t.equal(bad.status, 400, 'a utf8 read of non-UTF-8 bytes is still a 400');
+});
+
 t.test('process memory and environment views are denied to every user, as a clear 403', async (t) => {
   for (const f of ['mem', 'environ', 'pagemap', 'maps', 'smaps', 'auxv', 'stack', 'syscall', 'mountinfo', 'task/1/mem']) {
     for (const user of ['agent', 'root']) {

@@ -30,10 +30,26 @@ export interface FileServiceOptions {
   deniedIdentities?: { inodes: string[]; rdevs: number[] };
 }
 
+/** A byte range as read from a file, before it is encoded for the client. */
+export interface RawRange {
+  data: Buffer;
+  /** The file's stat size. */
+  size: number;
+  eof: boolean;
+}
+
+export type RangeQuery = Pick<ReadQuery, 'path' | 'offset' | 'length'>;
+/** A write's options once its content is decoded into bytes. */
+export type WriteOptions = Omit<WriteBody, 'content' | 'encoding'>;
+
 export interface FileService {
   readonly denylist: Denylist;
   list(p: string): Promise<ListResult>;
   read(q: ReadQuery): Promise<ReadResult>;
+  /** The bytes of a range (read = readRange + encodeRange). */
+  readRange(q: RangeQuery): Promise<RawRange>;
+  /** A write of bytes already decoded and size-checked (write = decodeWrite + writeBytes). */
+  writeBytes(p: string, data: Buffer, opts: WriteOptions): Promise<WriteResult>;
   write(p: string, body: WriteBody): Promise<WriteResult>;
 }
 
@@ -63,6 +79,32 @@ export function decodeContent(content: string, encoding: 'utf8' | 'base64'): Buf
 }
 
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+
+/** A range's bytes as the client asked for them (base64, or UTF-8 text that must be valid). */
+export function encodeRange(q: ReadQuery, r: RawRange): ReadResult {
+  let content: string;
+  if (q.encoding === 'base64') content = r.data.toString('base64');
+  else {
+    try {
+      content = utf8Strict.decode(r.data);
+    } catch {
+      throw invalid(
+        `${q.path} is not valid UTF-8 text${q.offset || !r.eof ? ' in this range (a range can split a character)' : ''}; ask for encoding=base64.`,
+        [{ field: 'encoding', message: 'content is not UTF-8; use base64' }],
+      );
+    }
+  }
+  return { path: q.path, encoding: q.encoding, content, offset: q.offset, length: r.data.length, size: r.size, eof: r.eof };
+}
+
+/** A write body's content as bytes, refused when over MAX_WRITE_BYTES. */
+export function decodeWrite(body: WriteBody): Buffer {
+  const data = decodeContent(body.content, body.encoding);
+  if (data.length > MAX_WRITE_BYTES) {
+    throw invalid(`content exceeds ${MAX_WRITE_BYTES} bytes; write in parts with append.`, [{ field: 'content', message: 'too large' }]);
+  }
+  return data;
+}
 
 export function createFileService(opts: FileServiceOptions): FileService {
   const denylist = createDenylist(opts.deny, { agentPid: opts.agentPid, identities: opts.deniedIdentities });
@@ -107,7 +149,7 @@ export function createFileService(opts: FileServiceOptions): FileService {
     }
   }
 
-  async function read(q: ReadQuery): Promise<ReadResult> {
+  async function readRange(q: RangeQuery): Promise<RawRange> {
     const w = denylist.walk(q.path);
     let fd = -1;
     try {
@@ -133,31 +175,14 @@ export function createFileService(opts: FileServiceOptions): FileService {
         got += bytesRead;
       }
       const eof = got <= q.length;
-      const data = buf.subarray(0, Math.min(got, q.length));
-      let content: string;
-      if (q.encoding === 'base64') content = data.toString('base64');
-      else {
-        try {
-          content = utf8Strict.decode(data);
-        } catch {
-          throw invalid(
-            `${q.path} is not valid UTF-8 text${q.offset || !eof ? ' in this range (a range can split a character)' : ''}; ask for encoding=base64.`,
-            [{ field: 'encoding', message: 'content is not UTF-8; use base64' }],
-          );
-        }
-      }
-      return { path: q.path, encoding: q.encoding, content, offset: q.offset, length: data.length, size: Number(st.size), eof };
+      return { data: buf.subarray(0, Math.min(got, q.length)), size: Number(st.size), eof };
     } finally {
       if (fd >= 0) safeClose(fd);
       w.close();
     }
   }
 
-  async function write(p: string, body: WriteBody): Promise<WriteResult> {
-    const data = decodeContent(body.content, body.encoding);
-    if (data.length > MAX_WRITE_BYTES) {
-      throw invalid(`content exceeds ${MAX_WRITE_BYTES} bytes; write in parts with append.`, [{ field: 'content', message: 'too large' }]);
-    }
+  async function writeBytes(p: string, data: Buffer, body: WriteOptions): Promise<WriteResult> {
     const owner = userOf(body.user);
     const mode = body.mode !== undefined ? parseInt(body.mode, 8) : undefined;
     const w = denylist.walk(p, { allowMissingLeaf: true, createDirs: body.createDirs ? { uid: owner.uid, gid: owner.gid } : null });
@@ -231,7 +256,14 @@ export function createFileService(opts: FileServiceOptions): FileService {
     }
   }
 
-  return { denylist, list, read, write };
+  return {
+    denylist,
+    list,
+    readRange,
+    read: async (q) => encodeRange(q, await readRange(q)),
+    writeBytes,
+    write: async (p, body) => writeBytes(p, decodeWrite(body), body),
+  };
 }
 
 async function writeAll(fd: number, data: Buffer): Promise<void> {

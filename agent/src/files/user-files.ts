@@ -12,12 +12,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AppError } from '../../../shared/errors.js';
 import type { z } from 'zod';
-import { ListResult, ReadResult, WriteResult, type ReadQuery, type WriteBody } from '../../../shared/schemas/files.js';
+import { ListResult, WriteResult, type ReadQuery, type ReadResult, type WriteBody } from '../../../shared/schemas/files.js';
 import type { DenySpec } from '../denylist/index.js';
 import { spawnClean } from '../spawn/clean-spawn.js';
 import type { UserInfo } from '../users.js';
 import type { WorkerConfig } from './worker.js';
-import { encodeFrame, FrameDecoder, WorkerAnswer } from './worker-protocol.js';
+import { decodeWrite, encodeRange } from './service.js';
+import { encodeFrame, FrameDecoder, RangeMeta, WorkerAnswer, type Frame } from './worker-protocol.js';
 
 export interface FileOps {
   list(p: string): Promise<ListResult>;
@@ -42,7 +43,7 @@ export interface UserFilesOptions {
 
 interface Pending {
   schema: { safeParse(v: unknown): { success: boolean; data?: unknown } };
-  resolve(v: unknown): void;
+  resolve(v: { value: unknown; payload: Buffer }): void;
   reject(e: unknown): void;
 }
 
@@ -93,7 +94,7 @@ export function createUserFiles(opts: UserFilesOptions): UserFiles {
     c.on('exit', () => stop(workerStopped()));
     c.stdin!.on('error', () => {});
     c.stdout!.on('data', (chunk: Buffer) => {
-      let frames: unknown[];
+      let frames: Frame[];
       try {
         frames = decoder.push(chunk);
       } catch {
@@ -101,7 +102,7 @@ export function createUserFiles(opts: UserFilesOptions): UserFiles {
       }
       for (const f of frames) {
         // The worker runs as the agent user, who can tamper with it: its answers are parsed, not trusted.
-        const a = WorkerAnswer.safeParse(f);
+        const a = WorkerAnswer.safeParse(f.header);
         if (!a.success) return stop(new AppError('internal_error', 'The files worker answered out of protocol.'));
         const p = pending.get(a.data.id);
         if (!p) continue;
@@ -110,7 +111,7 @@ export function createUserFiles(opts: UserFilesOptions): UserFiles {
         if (ans.ok) {
           const v = p.schema.safeParse(ans.value);
           if (!v.success) return stop(new AppError('internal_error', 'The files worker answered out of protocol.'));
-          p.resolve(v.data);
+          p.resolve({ value: v.data, payload: f.payload });
         }
         else if ('error' in ans) p.reject(new AppError(ans.error.code, ans.error.message, { details: ans.error.details }));
         else p.reject(Object.assign(new Error('files worker failure'), { code: ans.internal }));
@@ -119,19 +120,32 @@ export function createUserFiles(opts: UserFilesOptions): UserFiles {
     return c;
   }
 
-  function call<T>(schema: z.ZodType<T>, req: Record<string, unknown>): Promise<T> {
+  function call<T>(schema: z.ZodType<T>, req: Record<string, unknown>, payload?: Buffer): Promise<{ value: T; payload: Buffer }> {
     child ??= start();
     const id = nextId++;
-    return new Promise<T>((resolve, reject) => {
-      pending.set(id, { schema, resolve: resolve as (v: unknown) => void, reject });
-      child!.stdin!.write(encodeFrame({ ...req, id }));
+    return new Promise((resolve, reject) => {
+      pending.set(id, { schema, resolve: resolve as Pending['resolve'], reject });
+      for (const part of encodeFrame({ ...req, id }, payload)) child!.stdin!.write(part);
     });
   }
 
+  async function read(q: ReadQuery): Promise<ReadResult> {
+    const r = await call(RangeMeta, { op: 'range', path: q.path, offset: q.offset, length: q.length });
+    // Bounded by the range asked for: a worker that sends more is out of protocol.
+    if (r.payload.length > q.length) throw new AppError('internal_error', 'The files worker answered out of protocol.');
+    return encodeRange(q, { data: r.payload, size: r.value.size, eof: r.value.eof });
+  }
+
+  async function write(p: string, body: WriteBody): Promise<WriteResult> {
+    const data = decodeWrite(body);
+    const opts = { append: body.append, createDirs: body.createDirs, mode: body.mode, user: body.user };
+    return (await call(WriteResult, { op: 'write', path: p, opts }, data)).value;
+  }
+
   return {
-    list: (p) => call(ListResult, { op: 'list', path: p }),
-    read: (q) => call(ReadResult, { op: 'read', query: q }),
-    write: (p, body) => call(WriteResult, { op: 'write', path: p, body }),
+    list: async (p) => (await call(ListResult, { op: 'list', path: p })).value,
+    read,
+    write,
     close() {
       child?.kill('SIGKILL');
       child = null;

@@ -12,7 +12,7 @@ import { isAppError } from '../../../shared/errors.js';
 import type { DenySpec } from '../denylist/index.js';
 import type { UserInfo } from '../users.js';
 import { createFileService } from './service.js';
-import { encodeFrame, FrameDecoder, WorkerRequest, type WorkerAnswer } from './worker-protocol.js';
+import { encodeFrame, FrameDecoder, WorkerRequest, type Frame, type WorkerAnswer } from './worker-protocol.js';
 
 export interface WorkerConfig {
   deny: DenySpec;
@@ -24,23 +24,28 @@ export interface WorkerConfig {
 const cfg = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
 const svc = createFileService({ deny: cfg.deny, agentPid: cfg.agentPid, deniedIdentities: cfg.identities, resolveUser: () => cfg.user });
 
-function answer(a: WorkerAnswer): void {
-  process.stdout.write(encodeFrame(a));
+function answer(a: WorkerAnswer, payload?: Buffer): void {
+  for (const part of encodeFrame(a, payload)) process.stdout.write(part);
 }
 
-async function handle(raw: unknown): Promise<void> {
-  const parsed = WorkerRequest.safeParse(raw);
+async function handle(frame: Frame): Promise<void> {
+  const parsed = WorkerRequest.safeParse(frame.header);
   if (!parsed.success) {
     // Never leave the agent waiting: answer what can be answered.
-    const id = (raw as { id?: unknown } | null)?.id;
+    const id = (frame.header as { id?: unknown } | null)?.id;
     if (typeof id === 'number' && Number.isInteger(id)) answer({ id, ok: false, internal: 'EPROTO' });
     return;
   }
   const req = parsed.data;
   try {
-    const value =
-      req.op === 'list' ? await svc.list(req.path) : req.op === 'read' ? await svc.read(req.query) : await svc.write(req.path, req.body);
-    answer({ id: req.id, ok: true, value });
+    if (req.op === 'range') {
+      const r = await svc.readRange(req);
+      answer({ id: req.id, ok: true, value: { size: r.size, eof: r.eof } }, r.data);
+    } else if (req.op === 'list') {
+      answer({ id: req.id, ok: true, value: await svc.list(req.path) });
+    } else {
+      answer({ id: req.id, ok: true, value: await svc.writeBytes(req.path, frame.payload, req.opts) });
+    }
   } catch (e) {
     if (isAppError(e)) answer({ id: req.id, ok: false, error: { code: e.code, message: e.message, details: e.details } });
     else answer({ id: req.id, ok: false, internal: String((e as { code?: unknown })?.code ?? (e as Error)?.name ?? 'unknown').slice(0, 64) });
@@ -49,7 +54,7 @@ async function handle(raw: unknown): Promise<void> {
 
 const decoder = new FrameDecoder();
 process.stdin.on('data', (chunk: Buffer) => {
-  let frames: unknown[];
+  let frames: Frame[];
   try {
     frames = decoder.push(chunk);
   } catch {
