@@ -37,7 +37,6 @@ export async function containerRig(t: Teardown, cfg: Partial<ContainerSubstrateC
   t.teardown(async () => {
     for (const { id } of await sub.reattach().catch(() => [])) await sub.destroy(id).catch(() => {});
     await sub.releaseMounts();
-    await sub.removeNetwork();
     fs.rmSync(root, { recursive: true, force: true });
     fs.rmSync(sub.env.runDir!, { recursive: true, force: true });
   });

@@ -12,9 +12,13 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { containerRig } from '../helpers/container-guest.js';
 import { waitForAgent } from '../helpers/substrate-image.js';
 
+const run = promisify(execFile);
 t.setTimeout(900_000);
 
 const { sub, root, guest } = await containerRig(t);
@@ -105,5 +109,36 @@ t.test('item 6: a machine cannot write past its disk size, and its neighbour kee
   t.match(other.out, /rc=0/, 'another machine still writes');
   const again = await guest('mch_disk1', 'rm -f /root/fill && dd if=/dev/zero of=/root/small bs=1M count=16 2>&1; echo "rc=$?"');
   t.match(again.out, /rc=0/, 'after deleting, the machine writes again');
+});
+
+t.test('item 5: guest uids are a private host range, not host uids', async (t) => {
+  const base = sub.uidBase;
+  t.ok(base !== null && base >= 2 ** 30, 'a new root gets a private range');
+  const map = await guest('mch_sock1', 'cat /proc/self/uid_map /proc/self/gid_map');
+  t.same(map.out.trim().split('\n').map((l) => l.trim().split(/\s+/)), [['0', String(base), '65536'], ['0', String(base), '65536']], 'guest 0..65535 = host base..base+65535');
+  // Guest root writes in the channel directory (the host's own directory): the file is not host root's.
+  await guest('mch_sock1', 'touch /run/computer-channel/by-guest-root && echo x > /root/by-guest-root');
+  t.equal(fs.statSync(path.join(root, 'machines', 'mch_sock1', 'channel', 'by-guest-root')).uid, base, 'owned by the mapped uid on the host');
+  // A guest process of uid 1000 (the agent user) with a secret in its environment...
+  const rec = JSON.parse(fs.readFileSync(path.join(root, 'machines', 'mch_sock1', 'machine.json'), 'utf8')) as { ctrId: string };
+  await run('podman', [...globalArgs(sub.env), 'exec', '-d', '--user', '1000', '--env', 'GUEST_SECRET=s3cr3t-env', containerName('mch_sock1'), 'sleep', '300'], {
+    env: { ...process.env, ...podmanEnv(sub.env) },
+  });
+  let pid = '';
+  for (let i = 0; i < 100 && !pid; i++) {
+    const procs = fs.readFileSync(`/sys/fs/cgroup/pids/libpod_parent/libpod-${rec.ctrId}/cgroup.procs`, 'utf8').trim().split('\n');
+    pid = procs.find((p) => { try { return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8') === 'sleep\u0000300\u0000'; } catch { return false; } }) ?? '';
+    if (!pid) await new Promise((r) => setTimeout(r, 50));
+  }
+  t.ok(pid, 'the guest process runs');
+  t.equal(fs.statSync(`/proc/${pid}`).uid, base! + 1000, 'it is host uid base+1000, not 1000');
+  // ...is out of reach of the host's uid 1000.
+  const peek = await run('setpriv', ['--reuid=1000', '--regid=1000', '--clear-groups', 'cat', `/proc/${pid}/environ`]).then(
+    (r) => r.stdout,
+    (e: { stderr?: string }) => `refused: ${e.stderr ?? ''}`,
+  );
+  t.notMatch(peek, 's3cr3t-env', "a host uid-1000 account cannot read the guest uid-1000 process's environment");
+  t.match(peek, /refused: .*Permission denied/);
+  await guest('mch_sock1', 'pkill -x sleep || true');
 });
 

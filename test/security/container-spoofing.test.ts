@@ -2,9 +2,11 @@
  * Issue #10 items 1 and 11, cross-tenant traffic between container machines (A and B stand for two
  * organizations' machines on one host, so on one substrate root and bridge).
  *
- * Guest root no longer has raw sockets (NET_RAW is dropped; container-guest.test.ts), but that is defence in
- * depth: a guest that regains them (a kernel bug) must still be stopped by the host. So the attacker here is a
- * process inside A given raw sockets on purpose (`podman exec --privileged`), which forges from A's eth0:
+ * Guest root no longer has raw sockets (NET_RAW is dropped, and the machine's network namespace belongs to the
+ * host's user namespace, not the guest's; container-guest.test.ts), but that is defence in depth: a guest
+ * that regains them (a kernel bug) must still be stopped by the host. So the attacker here is a process in
+ * A's network namespace given raw sockets on purpose (host python3 under `nsenter --net`), which forges from
+ * A's eth0:
  *   - an ARP request claiming B's address at A's MAC (poisons the host's neighbour entry for B),
  *   - UDP from B's address to the host and to an outside address (the host would route it),
  *   - a frame with B's MAC as source (teaches the bridge to send B's frames to A's port).
@@ -26,13 +28,13 @@ import { guardPort, removePortGuard } from '../../control-plane/src/substrate/vm
 import { containerRig } from '../helpers/container-guest.js';
 
 const run = promisify(execFile);
+const PY = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 t.setTimeout(900_000);
 
-/** Forge the four attacks from eth0 (python3 is in the image); each frame carries `marker`. */
+/** Forge the four attacks from eth0; each frame carries `marker`. */
 const ATTACK = String.raw`
 import socket, struct, sys, time
-b_ip, b_mac, gw_ip, gw_mac, marker = sys.argv[1], bytes.fromhex(sys.argv[2].replace(':', '')), sys.argv[3], bytes.fromhex(sys.argv[4].replace(':', '')), sys.argv[5].encode()
-me = bytes.fromhex(open('/sys/class/net/eth0/address').read().strip().replace(':', ''))
+b_ip, b_mac, gw_ip, gw_mac, marker, me = sys.argv[1], bytes.fromhex(sys.argv[2].replace(':', '')), sys.argv[3], bytes.fromhex(sys.argv[4].replace(':', '')), sys.argv[5].encode(), bytes.fromhex(sys.argv[6].replace(':', ''))
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind(('eth0', 0))
 def csum(b):
@@ -88,12 +90,12 @@ t.test('a machine cannot poison ARP, forge addresses or steal a neighbour\'s MAC
   t.ok(fs.existsSync(`/sys/class/net/${bridge}/brif/${a.port}`), "A's recorded port is on its root's own bridge");
   t.match((await run('ebtables', ['-t', 'nat', '-L', `COMPUTER-${a.port}`])).stdout, `--ip-src ${a.address}`, "A's port is guarded");
 
+  const pidOf = async (id: string) =>
+    (await run('podman', [...globalArgs(sub.env), 'inspect', '--format', '{{.State.Pid}}', containerName(id)], { env: { ...process.env, ...podmanEnv(sub.env) } })).stdout.trim();
+  const [pidA, pidB] = [await pidOf('mch_spoofA'), await pidOf('mch_spoofB')];
   const sniff = (where: 'host' | 'B', marker: string): { ready: Promise<void>; done: Promise<string> } => {
-    const argv =
-      where === 'host'
-        ? ['python3', ['-c', SNIFF, bridge, marker, '4']]
-        : ['podman', [...globalArgs(sub.env), 'exec', '--privileged', containerName('mch_spoofB'), 'python3', '-c', SNIFF, 'eth0', marker, '4']];
-    const p = spawn(argv[0] as string, argv[1] as string[], { env: { ...process.env, ...podmanEnv(sub.env) } });
+    const argv = where === 'host' ? [PY, '-c', SNIFF, bridge, marker, '4'] : ['nsenter', `--net=/proc/${pidB}/ns/net`, PY, '-c', SNIFF, 'eth0', marker, '4'];
+    const p = spawn(argv[0]!, argv.slice(1));
     let out = '';
     let readyFn: () => void = () => {};
     const ready = new Promise<void>((r) => (readyFn = r));
@@ -115,9 +117,7 @@ t.test('a machine cannot poison ARP, forge addresses or steal a neighbour\'s MAC
     const host = sniff('host', marker);
     const onB = sniff('B', marker);
     await Promise.all([host.ready, onB.ready]);
-    const sent = await run('podman', [...globalArgs(sub.env), 'exec', '--privileged', containerName('mch_spoofA'), 'python3', '-c', ATTACK, b.address, macFor(b.address), gwIp, gwMac, marker], {
-      env: { ...process.env, ...podmanEnv(sub.env) },
-    });
+    const sent = await run('nsenter', [`--net=/proc/${pidA}/ns/net`, PY, '-c', ATTACK, b.address, macFor(b.address), gwIp, gwMac, marker, macFor(a.address)]);
     const neigh = (await run('ip', ['neigh', 'show', b.address, 'dev', bridge])).stdout;
     const fdb = (await run('bridge', ['fdb', 'show', 'br', bridge])).stdout.split('\n').find((l) => l.startsWith(macFor(b.address))) ?? '';
     return { sent: sent.stdout.trim(), host: await host.done, onB: await onB.done, neigh, fdb };
@@ -142,7 +142,7 @@ t.test('a machine cannot poison ARP, forge addresses or steal a neighbour\'s MAC
     await run('ip', ['neigh', 'del', b.address, 'dev', bridge]).catch(() => {});
   }
 
-  // A guest without --privileged has no raw sockets at all.
+  // Guest root itself has no raw sockets at all.
   const plain = await guest('mch_spoofA', "python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)' 2>&1");
   t.match(plain.out, /PermissionError/, 'guest root itself cannot open a packet socket');
 });

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { cniConflist, containersConf, createArgs, globalArgs } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { resourcesForSize } from '../../control-plane/src/substrate/substrate.js';
+import { uidBaseFor } from '../../control-plane/src/substrate/container/idmap.js';
 
 const catalog = [
   { id: 'small', vcpu: 2, memory_mb: 4096, disk_gb: 10, weight_milli: 500 },
@@ -16,6 +17,7 @@ t.test('podman create argv is pinned', async (t) => {
     rootfs: '/var/lib/computer/container/machines/mch_abc/merged',
     channelDir: '/var/lib/computer/container/machines/mch_abc/channel',
     network: 'none',
+    uidBase: uidBaseFor(2),
   });
   t.same(argv, [
     '--root', '/var/lib/computer/container/podman/root',
@@ -33,7 +35,8 @@ t.test('podman create argv is pinned', async (t) => {
     '--cgroupns', 'private',
     '--cap-drop', 'all',
     '--cap-add', 'CHOWN,DAC_OVERRIDE,FOWNER,FSETID,KILL,NET_BIND_SERVICE,SETFCAP,SETGID,SETPCAP,SETUID,SYS_CHROOT',
-    '--sysctl', 'net.ipv4.ping_group_range=0 2147483647',
+    '--uidmap', '0:1073872896:65536',
+    '--gidmap', '0:1073872896:65536',
     '--network', 'none',
     '--cpus', '2',
     '--memory', '4096m',

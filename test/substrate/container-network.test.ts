@@ -51,7 +51,6 @@ t.test('outbound machines cannot reach host services; none has no network', { ti
     server?.close();
     for (const id of ['mch_net1', 'mch_net2', 'mch_net3']) await sub.destroy(id).catch(() => {});
     await sub.releaseMounts();
-    await sub.removeNetwork();
     fs.rmSync(root, { recursive: true, force: true });
     fs.rmSync(env.runDir!, { recursive: true, force: true });
   });

@@ -24,8 +24,8 @@ t.test('host routes from /proc/net/route; overlap', async (t) => {
   ].join('\n');
   const routes = parseRoutes(text);
   t.same(routes, [
-    [180944896, 16], // 10.201.0.0
-    [3221225984, 24], // 192.0.2.0
+    [180944896, 16, 'br0'], // 10.201.0.0
+    [3221225984, 24, 'eth0'], // 192.0.2.0
   ], 'the default route is left out');
   t.ok(overlapsRoutes('10.201.4.0/22', routes), 'inside a /16 route');
   t.notOk(overlapsRoutes('10.200.4.0/22', routes));
@@ -53,7 +53,8 @@ t.test('roots get distinct networks, keep theirs, and stale entries are taken ov
   machineNetFor({ root: roots[1]!, kind: 'vm', registry });
   const bIndex = b.index;
   fs.rmSync(roots[1]!, { recursive: true });
-  const c = machineNetFor({ root: roots[2]!, kind: 'container', registry });
+  // Same kind as b: the host's own routes (bridges of other roots on this host) rule out the same indexes.
+  const c = machineNetFor({ root: roots[2]!, kind: 'vm', registry });
   t.equal(c.index, bIndex, 'a deleted root\'s index is reused');
   releaseMachineNet({ root: roots[2]!, registry });
   t.notOk(fs.existsSync(path.join(registry, String(c.index))), 'released');

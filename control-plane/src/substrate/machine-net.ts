@@ -39,9 +39,9 @@ export function netForIndex(kind: MachineNetKind, index: number): MachineNet {
   return { index, bridge: `computer-${kind === 'container' ? 'c' : 'v'}${index}`, subnet: `${ip}/${SUBNET_PREFIX}` };
 }
 
-/** IPv4 routes of the host as [network, prefix] from /proc/net/route's text (little-endian hex fields). */
-export function parseRoutes(text: string): Array<[number, number]> {
-  const out: Array<[number, number]> = [];
+/** IPv4 routes of the host as [network, prefix, interface] from /proc/net/route's text (little-endian hex fields). */
+export function parseRoutes(text: string): Array<[number, number, string]> {
+  const out: Array<[number, number, string]> = [];
   for (const line of text.split('\n').slice(1)) {
     const f = line.trim().split(/\s+/);
     if (f.length < 8) continue;
@@ -49,7 +49,7 @@ export function parseRoutes(text: string): Array<[number, number]> {
     const dest = le(f[1]!);
     const mask = le(f[7]!);
     if (mask === 0) continue; // the default route overlaps everything and says nothing
-    out.push([dest, popcount(mask)]);
+    out.push([dest, popcount(mask), f[0]!]);
   }
   return out;
 }
@@ -61,7 +61,7 @@ function popcount(x: number): number {
 }
 
 /** Whether `subnet` (a.b.c.d/p) overlaps any of `routes`. */
-export function overlapsRoutes(subnet: string, routes: Array<[number, number]>): boolean {
+export function overlapsRoutes(subnet: string, routes: Array<[number, number, string?]>): boolean {
   const [ip, p] = subnet.split('/');
   const o = ip!.split('.').map(Number);
   const base = ((o[0]! << 24) | (o[1]! << 16) | (o[2]! << 8) | o[3]!) >>> 0;
@@ -73,7 +73,7 @@ export function overlapsRoutes(subnet: string, routes: Array<[number, number]>):
   });
 }
 
-function hostRoutes(): Array<[number, number]> {
+function hostRoutes(): Array<[number, number, string]> {
   try {
     return parseRoutes(fs.readFileSync('/proc/net/route', 'utf8'));
   } catch {
@@ -143,8 +143,9 @@ export function machineNetFor(opts: { root: string; kind: MachineNetKind; regist
   for (let i = 0; i < MAX_NET_INDEX; i++) {
     const n = netForIndex(opts.kind, i);
     if (fs.existsSync(path.join(registry, String(i))) && fs.readFileSync(path.join(registry, String(i)), 'utf8').trim() !== root && entryLive(path.join(registry, String(i)), i)) continue;
-    // A bridge of that name left over, or a host route into the subnet: not ours to take.
-    if (fs.existsSync(`/sys/class/net/${n.bridge}`) || overlapsRoutes(n.subnet, routes)) continue;
+    // A host route into the subnet (a LAN, a VPN, the other kind's bridge of this index) is not ours to take;
+    // a bridge of this very name left by a root that is gone is (same name, same subnet: it is reused).
+    if (overlapsRoutes(n.subnet, routes.filter((r) => r[2] !== n.bridge))) continue;
     if (!claim(registry, i, root)) continue;
     fs.writeFileSync(`${recFile}.tmp`, JSON.stringify({ index: i }));
     fs.renameSync(`${recFile}.tmp`, recFile);

@@ -1,8 +1,9 @@
 /**
  * The container substrate: rootful podman + runc running the guest image's root on each machine's own
  * overlayfs chain (base root <- captured layers <- writable upper), mounted by us and handed to
- * `podman --rootfs`. Containers run as real root without a user namespace: weaker isolation than a VM
- * (Chromium runs without its sandbox here).
+ * `podman --rootfs`. Containers run in a user namespace over the root's private uid range, without most
+ * capabilities, with a guarded bridge port and a disk quota (docs/security.md); they still share the host's
+ * kernel: weaker isolation than a VM (Chromium runs without its sandbox here).
  */
 import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -33,6 +34,7 @@ import { forwardChainName, installOutboundRules, removeOutboundRules, type Outbo
 import { machineNetFor, releaseMachineNet, type MachineNet } from '../machine-net.js';
 import { allocateAddress, inSubnet, macFor } from '../vm/network.js';
 import { guardPort, removeBridge, removePortGuard } from '../vm/host-net.js';
+import { idmappedBase, uidBaseFor } from './idmap.js';
 import {
   cniConflist,
   containerName,
@@ -142,6 +144,11 @@ export class ContainerSubstrate implements Substrate {
   private portLock: Promise<unknown> = Promise.resolve();
   /** Addresses handed out by creates still in flight. */
   private readonly reserved = new Set<string>();
+  /**
+   * Host uid of guest root: the root's private range (idmap.ts), fixed when the root is made. Null for a root
+   * that already held machines before ranges existed (their layers hold host uid 0 files).
+   */
+  readonly uidBase: number | null;
 
   constructor(private readonly cfg: ContainerSubstrateConfig) {
     fs.mkdirSync(cfg.root, { recursive: true, mode: 0o700 });
@@ -155,6 +162,10 @@ export class ContainerSubstrate implements Substrate {
     this.net = machineNetFor({ root: cfg.root, kind: 'container', ...(cfg.netRegistry ? { registry: cfg.netRegistry } : {}) });
     fs.writeFileSync(path.join(networkConfigDir(this.env), 'computer.conflist'), cniConflist(this.env, this.net));
     fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
+    this.uidBase = this.guestRange();
+    // runc mounts the machine's root and channel as guest root (host uid uidBase): it must traverse the path
+    // to them, and no host user but root may (group uidBase, mode 0710; the same for each machine directory).
+    if (this.uidBase !== null) for (const d of [cfg.root, path.join(cfg.root, 'machines')]) this.guestTraversable(d);
     const disksDir = path.join(cfg.root, 'disks');
     let snapshots = false;
     let quotas = false;
@@ -167,6 +178,28 @@ export class ContainerSubstrate implements Substrate {
     }
     this.diskMode = snapshots ? 'snapshot' : 'copy';
     this.disks = new LayerStore(disksDir, new OverlayBackend({ snapshots, quotas }));
+  }
+
+  private guestTraversable(dir: string): void {
+    fs.chownSync(dir, 0, this.uidBase!);
+    fs.chmodSync(dir, 0o710);
+  }
+
+  /** The root's uid range, recorded in `<root>/idmap.json` when the root is first used. */
+  private guestRange(): number | null {
+    const f = path.join(this.cfg.root, 'idmap.json');
+    try {
+      return (JSON.parse(fs.readFileSync(f, 'utf8')) as { base: number }).base;
+    } catch {
+      /* not yet recorded */
+    }
+    if (fs.readdirSync(path.join(this.cfg.root, 'machines')).length > 0) {
+      this.cfg.warn?.('container substrate: this root\'s machines predate private uid ranges; guest uids are host uids');
+      return null;
+    }
+    const base = uidBaseFor(this.net.index);
+    fs.writeFileSync(f, JSON.stringify({ base }));
+    return base;
   }
 
   private async podman(args: string[], opts: { allowFail?: boolean } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -214,7 +247,10 @@ export class ContainerSubstrate implements Substrate {
     const target = this.mergedDir(rec.id);
     if (isMounted(target)) return;
     const d = this.disks.disk(rec.disk);
-    await mountOverlay(target, this.disks.lowerPaths(d), d.base, this.disks.blobPath(d.writable));
+    if (this.uidBase === null) return mountOverlay(target, this.disks.lowerPaths(d), d.base, this.disks.blobPath(d.writable));
+    // The base image through its idmapped view: its uid 0 files are guest root's (host uid uidBase).
+    const base = await idmappedBase(path.join(this.cfg.root, 'bases'), d.base, this.uidBase);
+    await mountOverlay(target, this.disks.lowerPaths(d).map((p) => (p === d.base ? base : p)), base, this.disks.blobPath(d.writable));
   }
 
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
@@ -222,9 +258,11 @@ export class ContainerSubstrate implements Substrate {
     const dir = this.machineDir(spec.id);
     if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    // The channel directory is the agent's only door: 0700 root on the host, token file 0600.
+    if (this.uidBase !== null) this.guestTraversable(dir);
+    // The channel directory is the agent's only door: 0700 guest root (host root otherwise), token file 0600.
     fs.mkdirSync(this.channelDir(spec.id), { mode: 0o700 });
     fs.writeFileSync(path.join(this.channelDir(spec.id), 'token'), spec.token, { mode: 0o600 });
+    if (this.uidBase !== null) for (const f of ['', 'token']) fs.chownSync(path.join(this.channelDir(spec.id), f), this.uidBase, this.uidBase);
     const disk = await this.disks.newDisk({
       id: `disk-${spec.id}`,
       base: this.cfg.baseRootfs,
@@ -260,6 +298,7 @@ export class ContainerSubstrate implements Substrate {
         channelDir: this.channelDir(rec.id),
         network: rec.network,
         ...(rec.address ? { nic: { address: rec.address, mac: macFor(rec.address) } } : {}),
+        ...(this.uidBase !== null ? { uidBase: this.uidBase } : {}),
       }).slice(globalArgs(this.env).length),
     );
     const ctrId = created.stdout.trim().split('\n').pop() ?? '';
@@ -556,9 +595,11 @@ export class ContainerSubstrate implements Substrate {
    * Unmount whatever is still mounted under this substrate's root: podman's overlay storage driver keeps
    * `<root>/podman/root/overlay` bind-mounted on itself after its last container, so removing a whole
    * substrate root (tests, an operator deleting a data directory) would fail with EBUSY. Destroy the
-   * machines first; this only lets go of the host side.
+   * machines first; this only lets go of the host side: the mounts (idmapped base views included) and the
+   * root's network (removeNetwork), so no bridge outlives its root.
    */
   async releaseMounts(): Promise<void> {
+    await this.removeNetwork();
     const root = path.resolve(this.cfg.root) + '/';
     const targets = fs
       .readFileSync('/proc/self/mountinfo', 'utf8')

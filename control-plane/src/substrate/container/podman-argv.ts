@@ -5,6 +5,7 @@
  */
 import path from 'node:path';
 import type { MachineResources } from '../substrate.js';
+import { idmapArgs } from './idmap.js';
 
 export interface PodmanEnv {
   /** Private podman state: <stateDir>/root (storage, container records), <stateDir>/containers.conf. */
@@ -133,6 +134,8 @@ export interface RunSpec {
    * guard can let exactly this pair through.
    */
   nic?: { address: string; mac: string };
+  /** Host uid of guest root (a user namespace over the root's range); absent for roots made before ranges. */
+  uidBase?: number;
 }
 
 /** `podman create` for a machine (started separately with `podman start`). */
@@ -155,9 +158,8 @@ export function createArgs(env: PodmanEnv, spec: RunSpec): string[] {
     'all',
     '--cap-add',
     GUEST_CAPABILITIES.join(','),
-    // Without NET_RAW, ping uses ICMP datagram sockets, which the network namespace allows to every group.
-    '--sysctl',
-    'net.ipv4.ping_group_range=0 2147483647',
+    // Guest uids in the root's private host range (see idmap.ts).
+    ...(spec.uidBase !== undefined ? idmapArgs(spec.uidBase) : []),
     // outbound: our CNI network's bridge, guarded on the host by an INPUT drop rule (see host-guard.ts).
     '--network',
     spec.network === 'none' ? 'none' : CONTAINER_NETWORK,
