@@ -25,6 +25,8 @@ export const ConfigSchema = z
       .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
       .pipe(z.array(Origin)),
     BILLING_PROVIDER: z.enum(['builtin']).default('builtin'),
+    /** Prometheus /metrics on its own loopback listener (docs/operations.md); unset: off. 0: any free port. */
+    METRICS_PORT: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535)).optional(),
     /** Shown in quota errors as `upgrade_url`; null when unset. */
     UPGRADE_URL: z.url({ protocol: /^https?$/ }).optional(),
     /** When true, the client IP is the right-most X-Forwarded-For entry (one trusted proxy hop). */
@@ -66,6 +68,7 @@ export const ConfigSchema = z
       secretsKeyring: e.SECRETS_KEYRING ?? null,
       allowedOrigins: e.ALLOWED_ORIGINS,
       billingProvider: e.BILLING_PROVIDER,
+      metricsPort: e.METRICS_PORT ?? null,
       upgradeUrl: e.UPGRADE_URL ?? null,
       trustProxy: e.TRUST_PROXY,
       substrate: e.SUBSTRATE ?? null,

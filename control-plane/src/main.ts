@@ -18,12 +18,15 @@ import { attachGateway } from './gateway/gateway.js';
 import { gatewayDepsFromServices } from './gateway/from-services.js';
 import { createHttpServer, listen } from './http-server.js';
 import { previewProxyFromServices } from './previews/from-services.js';
+import { createMetrics } from './metrics.js';
 
 /** How often the billing provider is asked what is due (trial ends). Reads also ask, per account. */
 const BILLING_SYNC_MS = 60_000;
 
 export interface Running {
   url: string;
+  /** GET /metrics on its own loopback listener, when METRICS_PORT is set. */
+  metricsUrl: string | null;
   port: number;
   close(): Promise<void>;
 }
@@ -32,7 +35,13 @@ export async function serve(
   config: Config,
   opts: { log?: LogSink; services?: Partial<ServiceDeps>; say?: (line: string) => void } = {},
 ): Promise<Running> {
-  const log = opts.log ?? stderrLog;
+  const baseLog = opts.log ?? stderrLog;
+  // With METRICS_PORT set, request and failure lines also feed the Prometheus metrics.
+  let observe: LogSink | null = null;
+  const log: LogSink = (line) => {
+    observe?.(line);
+    baseLog(line);
+  };
   const say = opts.say ?? (() => {});
   const startedAt = new Date().toISOString();
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -50,6 +59,10 @@ export async function serve(
     ...opts.services, keyring, substrate, config, store: createStore(db),
   });
   const app = createApp({ services, log, ops: ALL_OPS });
+  const metrics = config.metricsPort !== null ? createMetrics(services) : null;
+  observe = metrics ? metrics.observe : null;
+  const metricsListener = metrics ? await metrics.listen(config.metricsPort!) : null;
+  if (metricsListener) say(`metrics: ${metricsListener.url} (loopback only)`);
   // Time this server was not running is not metered; from now on usage is recorded every FLUSH_MS.
   services.metering.resume();
   services.metering.start(undefined, (e) => log({ event: 'metering_flush_failed', cause: (e as Error)?.name ?? 'Error' }));
@@ -96,7 +109,9 @@ export async function serve(
   return {
     url: `http://${host}:${port}`,
     port,
+    metricsUrl: metricsListener?.url ?? null,
     close: async () => {
+      await metricsListener?.close();
       closing = true;
       stopWatch?.();
       await gateway.close();

@@ -22,8 +22,12 @@ export const FLUSH_MS = 30_000;
 /** Bytes served per machine since the last flush (the gateway's, previews' and file downloads' meter). */
 export class EgressTally {
   private bytes = new Map<string, number>();
+  /** Every byte counted since the process started (the operators' egress counter). */
+  total = 0;
   add(machineId: string, n: number): void {
-    if (n > 0) this.bytes.set(machineId, (this.bytes.get(machineId) ?? 0) + n);
+    if (n <= 0) return;
+    this.total += n;
+    this.bytes.set(machineId, (this.bytes.get(machineId) ?? 0) + n);
   }
   /** Bytes counted for the machine since the last take (without resetting). */
   peek(machineId: string): number {
