@@ -54,3 +54,23 @@ t.test('agent-internal tools too (runClean, spawnClean)', async (t) => {
   const c = spawnClean('definitely-not-a-program-xyz', [], { stdio: 'ignore' });
   await t.rejects(c.started, { code: 'ENOENT' }, 'a program that cannot start is reported with its errno');
 });
+
+t.test('only spawn/clean-spawn.ts starts processes (a new spawn elsewhere would bypass the helper)', async (t) => {
+  const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../agent/src');
+  const offenders: string[] = [];
+  const walk = (dir: string) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (p.endsWith('.ts') && !p.endsWith(path.join('spawn', 'clean-spawn.ts'))) {
+        const src = fs.readFileSync(p, 'utf8');
+        // Type-only imports are fine; a value import of child_process is a process start.
+        if (/import\s+(?!type\b)[^;]*from\s+'node:child_process'/.test(src) || /require\(['"](node:)?child_process['"]\)/.test(src)) offenders.push(path.relative(root, p));
+      }
+    }
+  };
+  walk(root);
+  t.same(offenders, []);
+  const pty = fs.readFileSync(path.join(root, 'pty', 'manager.ts'), 'utf8');
+  t.match(pty, /nodePty\(\)\.spawn\(spawnHelper\(\)/, 'terminals exec the helper first');
+});
