@@ -420,6 +420,12 @@ export class Desktop {
     }
   }
 
+  /** The pointer and display, nothing sent (an empty batch is still a round trip). */
+  mousePosition(): Promise<InputResult> {
+    this.requireUp();
+    return this.withInput(() => this.xdoRun([]));
+  }
+
   mouseMove(req: MouseMove): Promise<InputResult> {
     this.requireUp();
     this.refuseOffDisplay([[req, '']]);

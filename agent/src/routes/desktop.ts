@@ -50,6 +50,7 @@ export function desktopRoutes(desktop: Desktop): Hono<AgentEnv> {
     return RESPONSE_ALREADY_SENT;
   });
 
+  app.get(R['mouse.position'].path, started, async (c) => c.json(await desktop.mousePosition()));
   app.post(R['mouse.move'].path, started, async (c) => c.json(await desktop.mouseMove(await jsonBody(c, R['mouse.move'].body))));
   app.post(R['mouse.click'].path, started, async (c) => c.json(await desktop.mouseClick(await jsonBody(c, R['mouse.click'].body))));
   app.post(R['mouse.drag'].path, started, async (c) => c.json(await desktop.mouseDrag(await jsonBody(c, R['mouse.drag'].body))));

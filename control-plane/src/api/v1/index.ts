@@ -49,6 +49,8 @@ import machinesList from './machines/list.js';
 import machinesMouseClick from './machines/mouse-click.js';
 import machinesMouseDrag from './machines/mouse-drag.js';
 import machinesMouseMove from './machines/mouse-move.js';
+import machinesMousePosition from './machines/mouse-position.js';
+import machinesToolsAnthropic from './machines/tools-anthropic.js';
 import machinesMouseScroll from './machines/mouse-scroll.js';
 import machinesRestart from './machines/restart.js';
 import machinesScreenshot from './machines/screenshot.js';
@@ -118,6 +120,7 @@ export const MACHINE_OPS: readonly Op[] = [
   machinesMouseClick,
   machinesMouseDrag,
   machinesMouseMove,
+  machinesMousePosition,
   machinesMouseScroll,
   machinesRestart,
   machinesScreenshot,
@@ -127,6 +130,7 @@ export const MACHINE_OPS: readonly Op[] = [
   machinesTerminalsList,
   machinesTerminalsOpen,
   machinesTerminalsResize,
+  machinesToolsAnthropic,
   machinesUpdate,
   sessionsCreate,
   sessionsDelete,
