@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import type net from 'node:net';
 import { createAgentApp } from './app.js';
@@ -73,8 +74,14 @@ export async function startAgent(config: AgentConfig, token: { token: string; pa
     }
   });
 
+  // Proof of a running event loop for the init's watchdog (a stopped or stuck agent stops rewriting it).
+  const heartbeat = config.heartbeat ? setInterval(() => beat(config.heartbeat!), 1_000) : null;
+  heartbeat?.unref();
+  if (config.heartbeat) beat(config.heartbeat);
+
   return {
     async close() {
+      if (heartbeat) clearInterval(heartbeat);
       listener?.close();
       await bridge?.close();
       ptys.closeAll();
@@ -83,4 +90,12 @@ export async function startAgent(config: AgentConfig, token: { token: string; pa
       server.close();
     },
   };
+}
+
+function beat(file: string): void {
+  try {
+    fs.writeFileSync(file, `${Date.now()}\n`);
+  } catch {
+    /* the init notices a missing heartbeat; nothing to do here */
+  }
 }

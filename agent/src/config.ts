@@ -27,6 +27,8 @@ Guest:
   --agent-user NAME      unprivileged user that work runs as by default (default agent)
   --secrets-dir DIR      memory-backed directory for delivered secrets (default /run/computer)
   --profile-script PATH  login-shell hook that loads secrets (default /etc/profile.d/10-computer-secrets.sh)
+  --heartbeat PATH       file rewritten every second while the event loop runs: the init kills (and so
+                         restarts) an agent whose heartbeat stops (stopped with SIGSTOP, or stuck)
   --quiet                no request log lines
   -h, --help             this text
 `;
@@ -45,6 +47,7 @@ export const AgentConfig = z
     agentUser: z.string().default('agent'),
     secretsDir: z.string().default('/run/computer'),
     profileScript: z.string().default('/etc/profile.d/10-computer-secrets.sh'),
+    heartbeat: z.string().min(1).optional(),
     quiet: z.boolean().default(false),
   })
   .refine((c) => Number(!!c.socket) + Number(!!c.virtioPort) === 1, 'give exactly one of --socket or --virtio-port')
@@ -71,6 +74,7 @@ export function parseAgentArgs(argv: string[]): ParsedArgs {
       'agent-user': { type: 'string' },
       'secrets-dir': { type: 'string' },
       'profile-script': { type: 'string' },
+      heartbeat: { type: 'string' },
       quiet: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -89,6 +93,7 @@ export function parseAgentArgs(argv: string[]): ParsedArgs {
     agentUser: values['agent-user'],
     secretsDir: values['secrets-dir'],
     profileScript: values['profile-script'],
+    heartbeat: values.heartbeat,
     quiet: values.quiet,
   });
   if (!r.success) throw new Error(r.error.issues.map((i) => (i.path.length ? `${i.path.join('.')}: ` : '') + i.message).join('; '));

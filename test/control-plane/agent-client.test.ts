@@ -128,3 +128,32 @@ t.test('a silent peer (accepts, never speaks HTTP/2) gives 503 within the connec
   await expect503(t, pool.request('mch_s', TOKEN, { method: 'GET', path: '/health' }), 'silent peer');
   t.equal(pool.size, 0, 'the failed dial is not kept');
 });
+
+t.test('a peer that completes the handshake and then goes silent (a SIGSTOPped agent) fails on the health ping, not the deadline', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-client-'));
+  const sock = path.join(dir, 'wedged.sock');
+  const held: net.Socket[] = [];
+  // An empty server SETTINGS frame (length 0, type 4, no flags, stream 0), then nothing: no SETTINGS ack, no
+  // PING ack, no answer, like an agent stopped right after its handshake.
+  const wedged = net.createServer((s) => {
+    held.push(s);
+    s.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]));
+  });
+  await new Promise<void>((r) => wedged.listen(sock, () => r()));
+  const pool = new AgentPool({ openChannel: dialer(sock).open, connectTimeoutMs: 5_000, requestTimeoutMs: 600_000, pingTimeoutMs: 300 });
+  t.teardown(async () => {
+    await pool.close();
+    for (const s of held) s.destroy();
+    await new Promise<void>((r) => wedged.close(() => r()));
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  try {
+    await pool.request('mch_w', TOKEN, { method: 'GET', path: '/health' });
+    t.fail('expected a rejection');
+  } catch (e) {
+    t.ok(e instanceof AppError && e.code === 'compute_unavailable', '503 compute_unavailable');
+    // Only the ping path says this; the (10-minute) deadline would say "did not answer in time".
+    t.equal((e as AppError).message, 'The machine agent is not responding.');
+  }
+  t.equal(pool.size, 0, 'the wedged session is not kept');
+});

@@ -33,14 +33,36 @@ export interface AgentPoolOptions {
   requestTimeoutMs?: number;
   /** Refuse agent answers bigger than this (screenshots and 4 MB file ranges fit). */
   maxResponseBytes?: number;
+  /** While a request is pending the session is pinged every second; an unanswered ping fails it after this. */
+  pingTimeoutMs?: number;
+}
+
+/** Per session, while requests are pending on it: the health ping. */
+interface Health {
+  users: number;
+  inFlight: boolean;
+  lastAck: number;
+  timer: NodeJS.Timeout | null;
+  /** A ping went unanswered: the session was destroyed and its requests fail as "not responding". */
+  wedged: boolean;
 }
 
 interface Entry {
   session: Promise<http2.ClientHttp2Session>;
+  /** Once dialed. */
+  live?: http2.ClientHttp2Session;
 }
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * A live agent answers an HTTP/2 PING from its event loop within milliseconds, even in the middle of a long
+ * exec; one that does not within this is stopped (SIGSTOP) or wedged, and waiting for the request's own
+ * deadline (30 s, or an exec's timeout) would only make every caller wait for nothing.
+ */
+export const DEFAULT_PING_TIMEOUT_MS = 3_000;
+const PING_INTERVAL_MS = 1_000;
+const NOT_RESPONDING = 'The machine agent is not responding.';
 /**
  * The largest answer buffered from an agent (the bytes come from the guest, so they are bounded here,
  * not trusted): a 4 MiB file range as base64, 2 × 1 MiB of exec output JSON-escaped, or a screenshot of
@@ -78,12 +100,65 @@ export class AgentPool {
   private readonly connectTimeoutMs: number;
   private readonly requestTimeoutMs: number;
   private readonly maxResponseBytes: number;
+  private readonly pingTimeoutMs: number;
+  private readonly health = new WeakMap<http2.ClientHttp2Session, Health>();
   private closed = false;
 
   constructor(private readonly opts: AgentPoolOptions) {
     this.connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE;
+    this.pingTimeoutMs = opts.pingTimeoutMs ?? DEFAULT_PING_TIMEOUT_MS;
+  }
+
+  /**
+   * Health pings while a request is pending on `session`: one at once (unless one was answered within the last
+   * second), then one a second. A ping unanswered for pingTimeoutMs destroys the session, which fails its
+   * pending requests with "not responding" and makes the next request dial again. Returns the release.
+   */
+  private heartbeat(machineId: string, session: http2.ClientHttp2Session): () => void {
+    let h = this.health.get(session);
+    if (!h) {
+      h = { users: 0, inFlight: false, lastAck: 0, timer: null, wedged: false };
+      this.health.set(session, h);
+    }
+    const health = h;
+    health.users++;
+    const beat = () => {
+      if (health.inFlight || session.closed || session.destroyed || Date.now() - health.lastAck < PING_INTERVAL_MS) return;
+      health.inFlight = true;
+      const deadline = setTimeout(() => {
+        health.wedged = true;
+        if (this.entries.get(machineId)?.live === session) this.entries.delete(machineId);
+        session.destroy();
+      }, this.pingTimeoutMs);
+      deadline.unref?.();
+      try {
+        session.ping((err) => {
+          clearTimeout(deadline);
+          health.inFlight = false;
+          if (!err) health.lastAck = Date.now();
+        });
+      } catch {
+        clearTimeout(deadline);
+        health.inFlight = false;
+      }
+    };
+    beat();
+    if (!health.timer) {
+      health.timer = setInterval(beat, PING_INTERVAL_MS);
+      health.timer.unref?.();
+    }
+    return () => {
+      if (--health.users === 0 && health.timer) {
+        clearInterval(health.timer);
+        health.timer = null;
+      }
+    };
+  }
+
+  private wedged(session: http2.ClientHttp2Session): boolean {
+    return this.health.get(session)?.wedged ?? false;
   }
 
   /** Number of machines with a live or dialing session (for tests and metrics). */
@@ -131,7 +206,7 @@ export class AgentPool {
       (channel as Duplex | null)?.destroy();
     }, 'The machine agent did not answer in time.');
     const entry: Entry = { session: guarded };
-    guarded.catch(() => drop());
+    guarded.then((s) => (entry.live = s), () => drop());
     this.entries.set(machineId, entry);
     return guarded;
   }
@@ -163,6 +238,7 @@ export class AgentPool {
   async request(machineId: string, token: string, req: AgentRequest): Promise<AgentResponse> {
     const timeoutMs = req.timeoutMs ?? this.requestTimeoutMs;
     const session = await this.sessionFor(machineId);
+    const release = this.heartbeat(machineId, session);
     let stream: http2.ClientHttp2Stream | null = null;
     const run = new Promise<AgentResponse>((resolve, reject) => {
       const headers: http2.OutgoingHttpHeaders = { ':method': req.method, ':path': req.path, authorization: `Bearer ${token}` };
@@ -194,13 +270,14 @@ export class AgentPool {
         }
         chunks.push(c);
       });
+      const unanswered = () => unavailable(this.wedged(session) ? NOT_RESPONDING : 'The machine agent closed the request without answering.');
       s.on('end', () => {
-        if (status === 0) reject(unavailable('The machine agent closed the request without answering.'));
+        if (status === 0) reject(unanswered());
         else resolve({ status, contentType, body: Buffer.concat(chunks) });
       });
-      s.on('error', (e) => reject(unavailable('The machine agent connection failed.', e)));
+      s.on('error', (e) => reject(unavailable(this.wedged(session) ? NOT_RESPONDING : 'The machine agent connection failed.', e)));
       s.on('close', () => {
-        if (status === 0) reject(unavailable('The machine agent closed the request without answering.'));
+        if (status === 0 || this.wedged(session)) reject(unanswered());
       });
       if (req.body !== undefined) s.end(req.body);
     });
@@ -208,7 +285,7 @@ export class AgentPool {
       (stream as http2.ClientHttp2Stream | null)?.close(http2.constants.NGHTTP2_CANCEL);
       // A deadline miss may mean the whole connection is wedged: check it, and drop it if it is.
       this.probe(machineId, session);
-    }, 'The machine agent did not answer in time.');
+    }, 'The machine agent did not answer in time.').finally(release);
   }
 
   private probe(machineId: string, session: http2.ClientHttp2Session): void {
