@@ -82,7 +82,7 @@ async function outcome(fn: () => Promise<unknown>): Promise<string> {
 t.test('walker: symlink hops, chains, .., hard links, bind mounts, devices, /proc', async (t) => {
   const { d, svc, tokenFile } = setup();
   t.teardown(() => fs.rmSync(d, { recursive: true, force: true }));
-  const read = (p: string) => svc.read({ path: p, offset: 0, length: 4096, encoding: 'utf8' });
+  const read = (p: string) => svc.read({ path: p, offset: 0, length: 4096, encoding: 'utf8', user: 'root' });
   const pub = path.join(d, 'pub');
 
   t.equal((await read(path.join(pub, 'file.txt'))).content, 'public content');
@@ -200,7 +200,7 @@ t.test('swap race: a component flips between a real dir and a symlink to the den
   for (let i = 0; i < 6000; i++) {
     const p = i % 2 ? path.join(race, 'a', 'key') : path.join(race, 'leaf');
     try {
-      const r = await svc.read({ path: p, offset: 0, length: 4096, encoding: 'utf8' });
+      const r = await svc.read({ path: p, offset: 0, length: 4096, encoding: 'utf8', user: 'root' });
       if (secrets.some((s) => r.content.includes(s))) leaked++;
       counts[r.content === 'harmless' ? 'harmless' : 'other'] = (counts[r.content === 'harmless' ? 'harmless' : 'other'] ?? 0) + 1;
     } catch (e) {

@@ -61,7 +61,8 @@ t.test('screen stream over the real channel', async (t) => {
     // Frames are sent only on change: no two consecutive frames carry the same image.
     for (let i = 1; i < framesNow.length; i++) {
       t.notOk(framesNow[i]!.payload.equals(framesNow[i - 1]!.payload), `frame ${i} differs from frame ${i - 1}`);
-      t.equal(framesNow[i]!.header.type === 'frame' && framesNow[i]!.header.seq, i, 'seq counts frames');
+      const h = framesNow[i]!.header;
+      t.equal(h.type === 'frame' ? h.seq : null, i, 'seq counts frames');
     }
 
     // A resize is announced with a status, and frames follow the new size.

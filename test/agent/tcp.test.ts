@@ -128,7 +128,7 @@ t.test('a server bound to ::1 only is reached too', async (t) => {
   try {
     srv = await listen('::1', (sock) => sock.end('six'));
   } catch {
-    t.skip('no IPv6 loopback on this host');
+    t.plan(0, 'no IPv6 loopback on this host');
     return;
   }
   t.teardown(() => srv.server.close());

@@ -70,8 +70,8 @@ t.test('SDK', async (t) => {
   t.equal(held.json.held, true, 'still held after more than one ttl');
   await lease.release();
 
-  const err = await cx.request('GET', '/v1/machines/mch_000000000000000000000000').catch((e) => e);
-  t.ok(err instanceof ComputerError);
+  const err: unknown = await cx.request('GET', '/v1/machines/mch_000000000000000000000000').catch((e: unknown) => e);
+  if (!(err instanceof ComputerError)) throw new Error(`expected a ComputerError, got ${String(err)}`);
   t.equal(err.code, 'not_found');
   t.equal(err.quota, null);
   await m.delete();

@@ -2,7 +2,7 @@
  * The agent-client pool against the REAL agent app over a real unix socket: pooling, error relay,
  * a dead or silent agent yields 503 (never a hang), and reconnection after the agent restarts.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -52,7 +52,7 @@ function dialer(sock: string) {
   };
 }
 
-async function expect503(t: Tap.Test, p: Promise<unknown>, what: string) {
+async function expect503(t: Test, p: Promise<unknown>, what: string) {
   try {
     await p;
     t.fail(`${what}: expected a rejection`);

@@ -314,6 +314,7 @@ t.test('errors: envelope, zod paths, unknown routes, unexpected failures, loggin
     method: 'get',
     path: '/boom',
     auth: 'none',
+    responses: { 204: 'empty' },
     handler: () => {
       throw new TypeError('cause-marker-7731');
     },

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createApp } from '../../control-plane/src/app.js';
 import { runCli } from '../../control-plane/src/cli.js';
+import { z } from 'zod';
 import { defineOp } from '../../control-plane/src/api/op.js';
 import { IDENTITY_OPS } from '../../control-plane/src/api/v1/index.js';
 import { AppError } from '../../shared/errors.js';
@@ -188,6 +189,7 @@ t.test('quota engine: exact error shape over HTTP, limits, enterprise', async (t
     path: '/probe/start',
     auth: 'any',
     permission: 'machines:control',
+    responses: { 200: z.object({ running: z.number().int() }) },
     handler(c, s) {
       s.quotas.check(c.get('principal').org_id!, 'running_machines');
       running++;

@@ -2,12 +2,12 @@
  * Sessions, the input lease and the proxied agent routes through /v1, with the fake substrate whose
  * channels run the real agent app.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { assertEnvelope } from '../helpers/control-plane.js';
 import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig } from '../helpers/machines-rig.js';
 
-function setup(t: Tap.Test) {
+function setup(t: Test) {
   const fake = fakeSubstrateWithAgents();
   const rig = makeMachinesRig({ substrate: fake.substrate });
   t.teardown(async () => {

@@ -6,6 +6,8 @@
  * routes for members:manage, api_keys:manage and billing:manage.
  */
 import t from 'tap';
+import { z } from 'zod';
+import type { Permission } from '../../shared/schemas/org.js';
 import { createApp } from '../../control-plane/src/app.js';
 import { defineOp, type Op } from '../../control-plane/src/api/op.js';
 import { IDENTITY_OPS } from '../../control-plane/src/api/v1/index.js';
@@ -14,7 +16,7 @@ import { makeRig, PUBLIC_ORIGIN, type Rig } from '../helpers/control-plane.js';
 const Y = true;
 const N = false;
 // Spec, Authentication §3: Permission | owner | admin | member
-const ROLE_TABLE: Record<string, [boolean, boolean, boolean]> = {
+const ROLE_TABLE: Record<Permission, [boolean, boolean, boolean]> = {
   'machines:create': [Y, Y, Y],
   'machines:control': [Y, Y, Y],
   'machines:delete': [Y, Y, N],
@@ -44,8 +46,8 @@ const SCOPE_TABLE: Record<string, string[]> = {
   'sessions:write': [],
 };
 const ROLES = ['owner', 'admin', 'member'] as const;
-const PERMS = Object.keys(ROLE_TABLE);
-const roleHas = (role: (typeof ROLES)[number], perm: string) => ROLE_TABLE[perm]![ROLES.indexOf(role)]!;
+const PERMS = Object.keys(ROLE_TABLE) as Permission[];
+const roleHas = (role: (typeof ROLES)[number], perm: Permission) => ROLE_TABLE[perm][ROLES.indexOf(role)]!;
 
 const probeOps: Op[] = PERMS.map((perm) =>
   defineOp({
@@ -53,7 +55,8 @@ const probeOps: Op[] = PERMS.map((perm) =>
     method: 'post',
     path: `/probe/${perm}`,
     auth: 'any',
-    permission: perm as never,
+    permission: perm,
+    responses: { 200: z.object({ ok: z.literal(true), org: z.string().nullable() }) },
     handler: (c) => c.json({ ok: true, org: c.get('principal').org_id }),
   }),
 );
@@ -161,7 +164,8 @@ t.test('role × permission and role × scope × permission', async (t) => {
     'api_keys:manage': (a: object) => rig.call('POST', '/v1/api-keys', { ...a, body: { name: 'n', scopes: [] } }),
     'billing:manage': (a: object) => rig.call('POST', '/v1/billing/portal', { ...a, body: {} }),
   } as const;
-  for (const [perm, call] of Object.entries(real)) {
+  for (const perm of Object.keys(real) as Array<keyof typeof real>) {
+    const call = real[perm];
     for (const role of ROLES) {
       const r = await call({ cookie: users[role].cookie });
       t.equal(r.status === 403, !roleHas(role, perm), `${role} session on real ${perm} route: ${r.status}`);

@@ -4,7 +4,7 @@
  * the keyring turned off, encryption at rest, key rotation through the operator CLI, typing by
  * reference, and a scan of every answer and log line for the values.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -18,7 +18,7 @@ import { makeMachinesRig } from '../helpers/machines-rig.js';
 
 const SCOPES = ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'secrets:write'];
 
-function setup(t: Tap.Test, services: Parameters<typeof makeMachinesRig>[0]['services'] = {}, agent: Parameters<typeof fakeSubstrateWithAgents>[0] = {}) {
+function setup(t: Test, services: Parameters<typeof makeMachinesRig>[0]['services'] = {}, agent: Parameters<typeof fakeSubstrateWithAgents>[0] = {}) {
   const fake = fakeSubstrateWithAgents(agent);
   const serviceLog: LogLine[] = [];
   const rig = makeMachinesRig({ substrate: fake.substrate, services: { log: (l) => serviceLog.push(l), secretsRetry: { delaysMs: [20, 40], giveUpMs: 5_000 }, ...services } });

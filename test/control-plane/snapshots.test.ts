@@ -4,7 +4,7 @@
  * under a held lease, forks surviving their parent, templates, quotas with the exact 402, RBAC, bad input, cross-
  * organization 404s, the billing stop capture, and the reconciler after a crash mid-capture.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { assertEnvelope } from '../helpers/control-plane.js';
 import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
@@ -12,7 +12,7 @@ import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
 const ALL = ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'snapshots:read', 'snapshots:write', 'templates:read', 'templates:write'];
 const SNAPSHOT_KEYS = ['completed_at', 'created_at', 'id', 'includes_memory', 'machine_id', 'name', 'origin', 'size_bytes', 'state'];
 
-function setup(t: Tap.Test) {
+function setup(t: Test) {
   const fake = fakeSubstrateWithAgents();
   const rig = makeMachinesRig({ substrate: fake.substrate });
   t.teardown(async () => {

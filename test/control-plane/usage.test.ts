@@ -6,7 +6,7 @@
  * captured); a billing event from the operator CLI acted on by the server, not the CLI; and a real child
  * process SIGKILLed while flushing loses nothing it committed and counts nothing twice.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +21,7 @@ const ALL = ['machines:read', 'machines:write', 'machines:control', 'sessions:wr
 const T0 = Date.parse('2026-11-22T06:00:00.000Z');
 const STANDARD_DISK = 26843545600; // 25 GiB
 
-function setup(t: Tap.Test, catalog?: readonly CatalogVersion[]) {
+function setup(t: Test, catalog?: readonly CatalogVersion[]) {
   const fake = fakeSubstrateWithAgents();
   const rig = makeMachinesRig({ substrate: fake.substrate, services: catalog ? { catalog } : {} });
   rig.clock.real = false;

@@ -75,11 +75,12 @@ export async function startDesktopAgent(t: Test, opts: { pollMs?: number; readyF
   };
 }
 
-export async function waitFor<T>(fn: () => T | Promise<T>, ms = 10_000, every = 50): Promise<T> {
+/** Poll until `fn` answers something truthy; that value (never null, undefined, false, 0 or '') is returned. */
+export async function waitFor<T>(fn: () => T | Promise<T>, ms = 10_000, every = 50): Promise<Exclude<T, null | undefined | false | 0 | ''>> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await fn();
-    if (v) return v;
+    if (v) return v as Exclude<T, null | undefined | false | 0 | ''>;
     if (Date.now() > end) throw new Error('timed out waiting');
     await new Promise((r) => setTimeout(r, every));
   }
