@@ -77,3 +77,38 @@ export const AnthropicToolResult = z.object({
   display_height_px: z.number().int(),
 });
 export type AnthropicToolResult = z.infer<typeof AnthropicToolResult>;
+
+// ------------------------------------------------------------------------------------------------
+// OpenAI computer use: the `action` of a `computer_call` output item → a `computer_call_output` item.
+// ------------------------------------------------------------------------------------------------
+
+const Px = z.number().int().min(0).max(16384);
+export const OpenAIComputerAction = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('click'), x: Px, y: Px, button: z.enum(['left', 'right', 'wheel', 'back', 'forward']).default('left') }),
+  z.object({ type: z.literal('double_click'), x: Px, y: Px }),
+  z.object({ type: z.literal('drag'), path: z.array(z.object({ x: Px, y: Px })).min(2).max(200) }),
+  z.object({ type: z.literal('keypress'), keys: z.array(z.string().min(1).max(32)).min(1).max(8) }),
+  z.object({ type: z.literal('move'), x: Px, y: Px }),
+  z.object({ type: z.literal('screenshot') }),
+  z.object({ type: z.literal('scroll'), x: Px, y: Px, scroll_x: z.number().int().min(-100_000).max(100_000), scroll_y: z.number().int().min(-100_000).max(100_000) }),
+  z.object({ type: z.literal('type'), text: z.string().min(1).max(MAX_TYPE_TEXT) }),
+  z.object({ type: z.literal('wait') }),
+]);
+export type OpenAIComputerAction = z.infer<typeof OpenAIComputerAction>;
+
+export const OpenAIToolRequest = z.strictObject({
+  /** The computer_call's call_id, echoed in the output item. */
+  call_id: z.string().max(200).optional(),
+  /** The display size declared in the tool (display_width/display_height); omitted: the machine's own. */
+  display_width: DeclaredSize.optional(),
+  display_height: DeclaredSize.optional(),
+  action: OpenAIComputerAction,
+});
+export type OpenAIToolRequest = z.infer<typeof OpenAIToolRequest>;
+
+export const OpenAIToolResult = z.object({
+  type: z.literal('computer_call_output'),
+  call_id: z.string().nullable(),
+  output: z.object({ type: z.literal('computer_screenshot'), image_url: z.string() }),
+});
+export type OpenAIToolResult = z.infer<typeof OpenAIToolResult>;

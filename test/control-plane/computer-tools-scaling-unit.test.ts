@@ -1,4 +1,5 @@
 import t from 'tap';
+import { openAIKey, wheelClicks } from '../../control-plane/src/computer-tools/openai.js';
 import { pyRound, referenceDeclaredSize, Scaler } from '../../control-plane/src/computer-tools/scaling.js';
 
 t.test("Python's round: ties to even", async (t) => {
@@ -26,4 +27,9 @@ t.test('coordinates', async (t) => {
   const half = new Scaler({ width: 2560, height: 1600 }, { width: 1280, height: 800 });
   t.same(half.toScreen(3, 5), { x: 6, y: 10 });
   t.same(half.toApi(7, 9), { x: 4, y: 4 }, '3.5 and 4.5 both round to 4 (half to even)');
+});
+
+t.test('OpenAI key names and scroll amounts', async (t) => {
+  t.same(['CTRL', 'A', 'enter', 'ArrowLeft', 'space', 'F5', '/', 'Return'].map(openAIKey), ['Control_L', 'a', 'Return', 'Left', 'space', 'F5', 'slash', 'Return']);
+  t.same([0, 1, 49, 150, -300, 1_000_000].map(wheelClicks), [0, 1, 1, 2, 3, 100]);
 });

@@ -51,6 +51,7 @@ import machinesMouseDrag from './machines/mouse-drag.js';
 import machinesMouseMove from './machines/mouse-move.js';
 import machinesMousePosition from './machines/mouse-position.js';
 import machinesToolsAnthropic from './machines/tools-anthropic.js';
+import machinesToolsOpenai from './machines/tools-openai.js';
 import machinesMouseScroll from './machines/mouse-scroll.js';
 import machinesRestart from './machines/restart.js';
 import machinesScreenshot from './machines/screenshot.js';
@@ -131,6 +132,7 @@ export const MACHINE_OPS: readonly Op[] = [
   machinesTerminalsOpen,
   machinesTerminalsResize,
   machinesToolsAnthropic,
+  machinesToolsOpenai,
   machinesUpdate,
   sessionsCreate,
   sessionsDelete,

@@ -1,9 +1,7 @@
-import { AGENT_ROUTES } from '../../../../../shared/agent-protocol.js';
 import { AnthropicToolRequest, AnthropicToolResult } from '../../../../../shared/schemas/computer-tools.js';
-import { readAgentAnswer } from '../../../agent-client/answer.js';
-import { runAnthropicTool, type AgentCall } from '../../../computer-tools/anthropic.js';
+import { runAnthropicTool } from '../../../computer-tools/anthropic.js';
 import { defineOp } from '../../op.js';
-import { machineIdParam } from './proxy.js';
+import { toolOpContext } from './tool-context.js';
 
 /**
  * Extension (not in the spec): one input of Anthropic's computer-use tool, as the model emitted it,
@@ -20,23 +18,7 @@ export default defineOp({
   body: AnthropicToolRequest,
   responses: { 200: AnthropicToolResult },
   async handler(c, s, io) {
-    const p = c.get('principal');
-    const machineId = machineIdParam(c);
-    // Existence and state first: another organization's machine is 404 whatever the body says.
-    s.machines.agentTarget(p.org_id!, machineId);
-    const body = await io.body();
-    s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
-    const requestId = c.get('requestId');
-    const call: AgentCall = async (op, agentBody, query) => {
-      const route = AGENT_ROUTES[op];
-      const res = await s.machines.callAgent(p.org_id!, machineId, {
-        method: route.method,
-        path: route.path + (query ? `?${query}` : ''),
-        body: agentBody === undefined ? undefined : JSON.stringify(agentBody),
-        requestId,
-      });
-      return readAgentAnswer(op, res);
-    };
+    const { body, call } = await toolOpContext(c, s, () => io.body());
     return c.json(await runAnthropicTool(body, call), 200);
   },
 });

@@ -1,7 +1,8 @@
 /**
- * POST /v1/machines/{id}/tools/anthropic through the real control plane to the real agent on Xvfb,
- * driving a real Chromium page: coordinates scaled as Anthropic's reference implementation does
- * (2560x1600 display declared as 1280x800: factor 0.5), clicks, typing, keys, scroll, drag, zoom.
+ * POST /v1/machines/{id}/tools/anthropic and /tools/openai through the real control plane to the real
+ * agent on Xvfb, driving a real Chromium page: coordinates scaled as Anthropic's reference
+ * implementation does (2560x1600 display declared as 1280x800: factor 0.5), clicks, typing, keys,
+ * scroll, drag, zoom; OpenAI computer_call actions answered with computer_call_output.
  */
 import t from 'tap';
 import { decodeToRgb } from '../../agent/src/desktop/screen.js';
@@ -14,11 +15,11 @@ const HTML = `<!doctype html><html><head><meta charset="utf-8"></head>
 <div style="position:absolute;left:0;top:300px;right:0;bottom:0;background:#ddd;user-select:none"></div>
 <script>
 window.ev = [];
-for (const k of ['mousedown', 'mouseup', 'click', 'wheel']) addEventListener(k, (e) => ev.push({ type: k, detail: e.detail, sx: e.screenX, sy: e.screenY, shift: e.shiftKey }), { capture: true, passive: true });
+for (const k of ['mousedown', 'mouseup', 'click', 'wheel']) addEventListener(k, (e) => ev.push({ type: k, detail: e.detail, sx: e.screenX, sy: e.screenY, shift: e.shiftKey, dy: e.deltaY ?? 0 }), { capture: true, passive: true });
 window.ready = true;
 </script></body></html>`;
 
-t.test('Anthropic computer tool endpoint', async (t) => {
+t.test('computer tool endpoints', async (t) => {
   const g = await startGatewayRig(t);
   await g.desktopUp();
   const page = await openChromiumPage(t, g.xvfb.display, HTML);
@@ -126,5 +127,52 @@ t.test('Anthropic computer tool endpoint', async (t) => {
     const declared = await tool({ action: 'screenshot' }, { display_width_px: 1024, display_height_px: 640 });
     const f = await decodeToRgb(Buffer.from(declared.content[0].source.data, 'base64'));
     t.same([f.width, f.height, declared.display_width_px], [1024, 640, 1024], 'a declared size is honoured');
+  });
+
+  await t.test('OpenAI computer_call actions', async (t) => {
+    const oa = async (action: Record<string, unknown>, extra: Record<string, unknown> = { display_width: 1280, display_height: 800 }) => {
+      const r = await g.api('POST', `${base}/tools/openai`, { call_id: 'call_1', action, ...extra }, headers);
+      if (r.status !== 200) throw new Error(`openai ${JSON.stringify(action)}: ${r.status} ${r.text}`);
+      return r.json;
+    };
+    const shot = await oa({ type: 'screenshot' });
+    t.match(shot, { type: 'computer_call_output', call_id: 'call_1', output: { type: 'computer_screenshot' } });
+    const png = (j: { output: { image_url: string } }) => decodeToRgb(Buffer.from(j.output.image_url.replace(/^data:image\/png;base64,/, ''), 'base64'));
+    t.same([(await png(shot)).width, (await png(shot)).height], [1280, 800], 'at the declared size');
+    const own = await oa({ type: 'screenshot' }, {});
+    t.same([(await png(own)).width], [2560], "without a declared size: the machine's own");
+
+    await page.eval('ev.splice(0)');
+    const [x, y] = api(400, 500);
+    await oa({ type: 'click', x, y, button: 'left' });
+    t.same((await events('click', 1)).filter((e) => e.type === 'mousedown').map((e) => [e.sx, e.sy]), [[x * 2, y * 2]], 'scaled by display size');
+    await oa({ type: 'double_click', x: x + 50, y });
+    t.same((await events('click', 2)).filter((e) => e.type === 'mousedown').map((e) => e.detail), [1, 2]);
+    const path = [api(300, 900), api(400, 950), api(500, 1000)].map(([px, py]) => ({ x: px, y: py }));
+    await oa({ type: 'drag', path });
+    t.same((await events('mouseup', 1)).filter((e) => e.type === 'mousedown' || e.type === 'mouseup').map((e) => [e.type, e.sx, e.sy]), [
+      ['mousedown', path[0]!.x * 2, path[0]!.y * 2],
+      ['mouseup', path[2]!.x * 2, path[2]!.y * 2],
+    ]);
+    await oa({ type: 'scroll', x, y, scroll_x: 0, scroll_y: 300 });
+    const wheel = (await events('wheel', 1)).filter((e) => e.type === 'wheel');
+    t.ok(wheel.length >= 1 && wheel.every((e) => e.dy > 0), 'scroll_y > 0 scrolls down');
+
+    const [tx, ty] = api(100, 100);
+    await oa({ type: 'click', x: tx, y: ty, button: 'left' });
+    await oa({ type: 'type', text: 'ÖpenAI ✓' });
+    t.equal(await page.eval("document.getElementById('ta').value"), 'ÖpenAI ✓');
+    await oa({ type: 'keypress', keys: ['CTRL', 'A'] });
+    await oa({ type: 'keypress', keys: ['BACKSPACE'] });
+    t.equal(await page.eval("document.getElementById('ta').value"), '', 'key names mapped (CTRL, BACKSPACE)');
+    t.match(await oa({ type: 'wait' }), { output: { type: 'computer_screenshot' } });
+
+    const off = await g.api('POST', `${base}/tools/openai`, { action: { type: 'click', x: 1280, y: 5 }, display_width: 1280, display_height: 800 }, headers);
+    t.equal(off.status, 400);
+    t.equal(off.json.error.details[0].field, 'action.x');
+    const bad = await g.api('POST', `${base}/tools/openai`, { action: { type: 'teleport' } }, headers);
+    t.equal(bad.status, 400);
+    const noLease = await g.api('POST', `${base}/tools/openai`, { action: { type: 'screenshot' } });
+    t.not(noLease.status, 200, 'the input lease is required');
   });
 });

@@ -1,0 +1,32 @@
+import type { Context } from 'hono';
+import { AGENT_ROUTES } from '../../../../../shared/agent-protocol.js';
+import { readAgentAnswer } from '../../../agent-client/answer.js';
+import type { AgentCall } from '../../../computer-tools/anthropic.js';
+import type { CpEnv } from '../../../context.js';
+import type { Services } from '../../../services/index.js';
+import { machineIdParam } from './proxy.js';
+
+/**
+ * The checks every tool endpoint makes, in the proxy's order (machine, body, lease), and the agent
+ * caller its actions go through: each answer parsed against its route's schema like any agent answer.
+ */
+export async function toolOpContext<B>(c: Context<CpEnv>, s: Services, body: () => Promise<B>): Promise<{ body: B; call: AgentCall }> {
+  const p = c.get('principal');
+  const machineId = machineIdParam(c);
+  // Existence and state first: another organization's machine is 404 whatever the body says.
+  s.machines.agentTarget(p.org_id!, machineId);
+  const parsed = await body();
+  s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+  const requestId = c.get('requestId');
+  const call: AgentCall = async (op, agentBody, query) => {
+    const route = AGENT_ROUTES[op];
+    const res = await s.machines.callAgent(p.org_id!, machineId, {
+      method: route.method,
+      path: route.path + (query ? `?${query}` : ''),
+      body: agentBody === undefined ? undefined : JSON.stringify(agentBody),
+      requestId,
+    });
+    return readAgentAnswer(op, res);
+  };
+  return { body: parsed, call };
+}
