@@ -38,7 +38,7 @@ t.test('computer tool endpoints', async (t) => {
       if (await page.eval<boolean>(`ev.filter((e) => e.type === '${type}').length >= ${n}`)) break;
       await new Promise((r) => setTimeout(r, 10));
     }
-    return page.eval<Array<{ type: string; detail: number; sx: number; sy: number; shift: boolean }>>('ev.splice(0)');
+    return page.eval<Array<{ type: string; detail: number; sx: number; sy: number; shift: boolean; dy: number }>>('ev.splice(0)');
   };
   // A point of the page in the declared (half-size) space; it maps back to exactly twice itself.
   const api = (pageX: number, pageY: number): [number, number] => [Math.round((win.x + pageX) / 2), Math.round((win.y + pageY) / 2)];
