@@ -23,6 +23,7 @@ import {
   macFor,
   nicFor,
   portGuardChain,
+  portGuardRestore,
   portGuardRules,
   resolvConfNameservers,
   resolveVmNetwork,
@@ -120,6 +121,20 @@ t.test('host commands are pinned', async (t) => {
     { argv: ['bridge', 'link', 'set', 'dev', 'ctap0123456789', 'isolated', 'on'] },
     { argv: ['ip', 'link', 'set', 'dev', 'ctap0123456789', 'up'] },
   ]);
+  t.equal(
+    portGuardRestore('veth0a1b2c3d', '52:54:0a:4d:00:02', '10.77.0.2'),
+    [
+      '*nat',
+      ':COMPUTER-veth0a1b2c3d RETURN',
+      '-A COMPUTER-veth0a1b2c3d -s 52:54:0a:4d:00:02 -p IPv4 --ip-src 10.77.0.2 -j RETURN',
+      '-A COMPUTER-veth0a1b2c3d -s 52:54:0a:4d:00:02 -p ARP --arp-mac-src 52:54:0a:4d:00:02 --arp-ip-src 10.77.0.2 -j RETURN',
+      '-A COMPUTER-veth0a1b2c3d -j DROP',
+      '-A PREROUTING -i veth0a1b2c3d -j COMPUTER-veth0a1b2c3d',
+      'COMMIT',
+      '',
+    ].join('\n'),
+    'a container port\'s guard as one ebtables-restore input',
+  );
 });
 
 /** Connect from a host process (any netns); prints what the service said or why not. */

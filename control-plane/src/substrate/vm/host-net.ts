@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
 import { installOutboundRules, ipt, removeOutboundRules } from '../host-guard.js';
-import { bridgeSteps, portGuardChain, portGuardRules, tapUpSteps, type NetStep, type VmNetwork, type VmNic } from './network.js';
+import { bridgeSteps, portGuardChain, portGuardRestore, tapUpSteps, type NetStep, type VmNetwork, type VmNic } from './network.js';
 
 const run = promisify(execFile);
 
@@ -76,13 +76,23 @@ export async function removePortGuard(port: string): Promise<void> {
  * its own IPv4 address, or ARP for that pair, passes in from it (the same guard as a VM tap).
  */
 export async function guardPort(port: string, mac: string, address: string): Promise<void> {
-  await removePortGuard(port);
-  try {
-    for (const r of portGuardRules(port, mac, address)) await ipt('ebtables', r);
-  } catch (e) {
-    await removePortGuard(port);
-    throw new AppError('compute_unavailable', 'port guard setup failed on the host', { cause: e });
+  // One ebtables process on the start path; a chain left by an earlier port of that name is cleared first.
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      await restore(portGuardRestore(port, mac, address));
+      return;
+    } catch (e) {
+      await removePortGuard(port);
+      if (attempt === 1) throw new AppError('compute_unavailable', 'port guard setup failed on the host', { cause: e });
+    }
   }
+}
+
+function restore(input: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const p = execFile('ebtables-restore', ['--noflush'], (e) => (e ? reject(e) : resolve()));
+    p.stdin?.end(input);
+  });
 }
 
 /** Remove a bridge interface (if it exists). */

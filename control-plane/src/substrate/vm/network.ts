@@ -214,6 +214,15 @@ export function portGuardRules(port: string, mac: string, address: string): stri
 }
 
 /**
+ * The same guard as one `ebtables-restore --noflush` input (one process, applied atomically): for a container's
+ * port, which is guarded on the start path after CNI made it.
+ */
+export function portGuardRestore(port: string, mac: string, address: string): string {
+  const rules = portGuardRules(port, mac, address);
+  return ['*nat', `:${portGuardChain(port)} RETURN`, ...rules.slice(1).map((r) => r.slice(2).join(' ')), 'COMMIT', ''].join('\n');
+}
+
+/**
  * A machine's tap, attached to the bridge as an isolated port (no L2 path to other machines), its port guard
  * in place before it is up.
  */
