@@ -184,6 +184,7 @@ export async function benchVm(opts: SubstrateBenchOptions): Promise<void> {
     print(`vm: accelerator ${sub.accel}`);
     await benchOne('vm', sub, { vcpu: 2, memory_mb: 2048, disk_gb: 6 }, opts.samples ?? 2, 300_000, print);
   } finally {
+    await sub.removeNetwork();
     fs.rmSync(root, { recursive: true, force: true });
   }
 }

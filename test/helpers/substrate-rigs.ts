@@ -40,6 +40,7 @@ export async function vmMachinesRig(t: Teardown, prefix = '/tmp/cpv-'): Promise<
   t.teardown(async () => {
     for (const id of created) await substrate.destroy(id).catch(() => {});
     await rig.close();
+    await substrate.removeNetwork();
     fs.rmSync(root, { recursive: true, force: true });
   });
   return { rig, substrate, root, created };

@@ -31,6 +31,7 @@ t.test('vm substrate end to end', { timeout: 1_500_000 }, async (t) => {
   t.teardown(async () => {
     for (const c of clients) c.session.destroy();
     for (const id of ['mch_vm1', 'mch_vm2']) await sub.destroy(id).catch(() => {});
+    await sub.removeNetwork();
     fs.rmSync(root, { recursive: true, force: true });
   });
   if (sub.accel === 'tcg') t.ok(warnings.some((w) => w.includes('TCG')), 'running under TCG is warned about');

@@ -29,7 +29,7 @@ import {
 import { buildQemuArgv, vmFiles, vmProcessName } from './argv.js';
 import { IpHostNet, type HostNet } from './host-net.js';
 import { hostTscKhz, probeKvm, type KvmVerdict } from './kvm-probe.js';
-import { machineNetFor } from '../machine-net.js';
+import { machineNetFor, releaseMachineNet } from '../machine-net.js';
 import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from './network.js';
 import { Qmp } from './qmp.js';
 
@@ -81,6 +81,8 @@ export class VmSubstrate implements Substrate {
   private readonly tscKhz: number | null;
   readonly network: VmNetwork;
   private readonly hostNet: HostNet;
+  /** Whether the bridge is this root's own allocation (removeNetwork may delete it) or the operator's. */
+  private readonly ownNetwork: boolean;
   private bridgeReady: Promise<void> | null = null;
   /** Addresses handed out by creates still in flight (not yet in a machine.json). */
   private readonly reserved = new Set<string>();
@@ -102,6 +104,7 @@ export class VmSubstrate implements Substrate {
     const hostAddrs = Object.values(os.networkInterfaces()).flatMap((l) => (l ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address));
     // Two roots on one bridge would hand out the same addresses: unless the operator chose, allocate host-wide.
     const own = cfg.network?.bridge || cfg.network?.subnet ? null : machineNetFor({ root: cfg.root, kind: 'vm', ...(cfg.netRegistry ? { registry: cfg.netRegistry } : {}) });
+    this.ownNetwork = own !== null;
     this.network = resolveVmNetwork(own ? { ...cfg.network, bridge: own.bridge, subnet: own.subnet } : cfg.network, hostDns, hostAddrs);
     this.hostNet = cfg.hostNet ?? new IpHostNet();
     if (this.accel === 'tcg') cfg.warn?.(`vm substrate: KVM unusable (${this.kvm.usable ? 'forced tcg' : this.kvm.reason}); machines run under TCG emulation, much slower`);
@@ -141,6 +144,17 @@ export class VmSubstrate implements Substrate {
     } catch {
       return null;
     }
+  }
+
+  /**
+   * Give this root's own bridge and subnet back (tests, operators removing a data directory; machines
+   * destroyed first). A bridge the operator configured is left alone.
+   */
+  async removeNetwork(): Promise<void> {
+    if (!this.ownNetwork) return;
+    await this.hostNet.removeBridge(this.network);
+    this.bridgeReady = null;
+    releaseMachineNet({ root: this.cfg.root, ...(this.cfg.netRegistry ? { registry: this.cfg.netRegistry } : {}) });
   }
 
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {

@@ -19,6 +19,8 @@ export interface HostNet {
   /** Removes the tap (if it exists) and its port guard. */
   removeTap(tap: string): Promise<void>;
   tapExists(tap: string): boolean;
+  /** Undo ensureBridge (the taps gone): rules and bridge. */
+  removeBridge(n: VmNetwork): Promise<void>;
 }
 
 async function runSteps(steps: NetStep[]): Promise<void> {
@@ -58,6 +60,10 @@ export class IpHostNet implements HostNet {
 
   tapExists(tap: string): boolean {
     return fs.existsSync(`/sys/class/net/${tap}`);
+  }
+
+  removeBridge(n: VmNetwork): Promise<void> {
+    return removeVmNetwork(n);
   }
 }
 
