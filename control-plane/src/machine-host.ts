@@ -10,12 +10,12 @@ import type { Duplex } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { AppError } from '../../shared/errors.js';
 import type { Config } from './config.js';
-import { ContainerSubstrate } from './substrate/container/driver.js';
+import { ContainerSubstrate, containerChannelPath } from './substrate/container/driver.js';
 import { FakeSubstrate } from './substrate/fake.js';
 import { defaultImageCacheDir, ensureImage } from './substrate/image.js';
-import type { Substrate, SubstrateKind } from './substrate/substrate.js';
+import { openUnixChannel, type Substrate, type SubstrateKind } from './substrate/substrate.js';
 import { probeKvm } from './substrate/vm/kvm-probe.js';
-import { VmSubstrate } from './substrate/vm/driver.js';
+import { VmSubstrate, vmChannelPath } from './substrate/vm/driver.js';
 
 /** The repository root: the nearest ancestor holding package.json and images/ (works from src and dist). */
 export function findRepoRoot(from = path.dirname(fileURLToPath(import.meta.url))): string {
@@ -42,7 +42,12 @@ export class DeferredSubstrate implements Substrate {
   private failed: unknown = null;
   readonly ready: Promise<Substrate>;
 
-  constructor(readonly kind: SubstrateKind, prepare: () => Promise<Substrate>) {
+  /**
+   * `early`: where a machine's agent socket is, known before the substrate is ready. After a control-plane
+   * restart the guest image is checked (the agent staged and hashed: seconds) before the substrate exists;
+   * machines still running from the last run are reachable through their sockets meanwhile.
+   */
+  constructor(readonly kind: SubstrateKind, prepare: () => Promise<Substrate>, private readonly early?: (id: string) => string) {
     this.ready = prepare().then(
       (s) => (this.impl = s),
       (e) => {
@@ -76,11 +81,12 @@ export class DeferredSubstrate implements Substrate {
   destroy: Substrate['destroy'] = async (id) => (await this.get()).destroy(id);
   openChannel = async (id: string): Promise<Duplex> => {
     // A channel is wanted only for running machines, which exist only once the substrate does.
-    if (!this.impl) throw new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: { 'retry-after': '5' } });
-    return this.impl.openChannel(id);
+    if (this.impl) return this.impl.openChannel(id);
+    if (this.early) return openUnixChannel(this.early(id));
+    throw new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: { 'retry-after': '5' } });
   };
   channelPath(id: string): string {
-    return this.impl ? this.impl.channelPath(id) : '';
+    return this.impl ? this.impl.channelPath(id) : this.early ? this.early(id) : '';
   }
   diskUsage: Substrate['diskUsage'] = async (id) => (await this.get()).diskUsage(id);
   reattach: Substrate['reattach'] = async () => (await this.get()).reattach();
@@ -112,5 +118,5 @@ export function prepareSubstrate(o: HostOptions): DeferredSubstrate {
     return new VmSubstrate({
       root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, warn: (m) => o.say(`vm: ${m}`), network: o.config.vmNetwork,
     });
-  });
+  }, kind === 'container' ? (id) => containerChannelPath(root, id) : kind === 'vm' ? (id) => vmChannelPath(root, id) : undefined);
 }

@@ -4,7 +4,7 @@ import { TRANSITIONS, conflictMessage, decide, isTransient, sourcesOf, type Life
 
 const ALL_TRIGGERS: LifecycleTrigger[] = [
   'create', 'create_stopped', 'substrate_running', 'stop', 'shutdown_complete', 'start', 'boot_complete',
-  'restart', 'restore', 'delete', 'exited', 'fail',
+  'restart', 'restore', 'delete', 'exited', 'recover', 'abandon', 'fail',
 ];
 
 t.test('the spec table, row by row', async (t) => {
@@ -19,6 +19,9 @@ t.test('the spec table, row by row', async (t) => {
   t.same(decide('running', 'exited'), { ok: true, to: 'stopped' }, 'a clean guest shutdown seen by the substrate watch');
   t.same(decide('stopped', 'fail'), { ok: true, to: 'error' }, 'a stopped machine whose create never made its disk');
   t.notOk(decide('stopping', 'exited').ok);
+  t.same(decide('running', 'recover'), { ok: true, to: 'starting' }, 'a machine the host lost is started again');
+  t.same(decide('starting', 'abandon'), { ok: true, to: 'stopped' }, 'and rests stopped when that fails');
+  t.notOk(decide('stopped', 'recover').ok);
   for (const s of ['running', 'stopped', 'error', 'creating', 'starting', 'stopping'] as const) t.same(decide(s, 'delete'), { ok: true, to: 'deleting' });
 });
 

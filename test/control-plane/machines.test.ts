@@ -324,6 +324,7 @@ t.test('reconciler settles transient states after a control-plane restart', asyn
   const deleting = await mk({});
   const lost = await mk({});
   const lostCreating = await mk({});
+  const rebooted = await mk({});
   await fake.substrate.start(starting);
   const setState = (id: string, s: string) => rig1.store.db.run('UPDATE machines SET state = ? WHERE id = ?', [s, id]);
   setState(creating, 'creating');
@@ -333,6 +334,8 @@ t.test('reconciler settles transient states after a control-plane restart', asyn
   setState(lostCreating, 'creating');
   fake.substrate.lose(lost);
   fake.substrate.machines.delete(lostCreating);
+  // A host reboot: the machine's runtime is gone but its disk and record are there (status stopped).
+  await fake.substrate.stop(rebooted);
   await rig1.close({ keepDir: true });
 
   const rig2 = makeMachinesRig({ substrate: fake.substrate, dir: rig1.dir });
@@ -350,11 +353,16 @@ t.test('reconciler settles transient states after a control-plane restart', asyn
   t.equal(fake.substrate.machines.get(stopping)?.state, 'stopped', 'the reconciler finished the stop');
   t.equal(state(deleting), 'deleted');
   t.notOk(fake.substrate.machines.has(deleting));
-  t.equal(state(lost), 'error', 'a running machine the host lost is in error');
+  t.equal(state(rebooted), 'running', 'a machine left running is started again after a host reboot');
+  t.equal(fake.substrate.machines.get(rebooted)?.state, 'running');
+  t.equal(state(lost), 'stopped', 'one whose start fails rests stopped');
   t.equal(state(lostCreating), 'error');
-  t.equal(moved.length, 6);
+  t.equal(moved.length, 7);
   const failed = rig2.store.db.all<{ machine_id: string }>("SELECT machine_id FROM machine_events WHERE type = 'machine.failed'");
-  t.same(new Set(failed.map((f) => f.machine_id)), new Set([lost, lostCreating]));
+  t.same(new Set(failed.map((f) => f.machine_id)), new Set([lostCreating]));
+  const last = (id: string) => JSON.parse(rig2.store.db.get<{ data: string }>('SELECT data FROM machine_events WHERE machine_id = ? ORDER BY seq DESC LIMIT 1', [id])!.data);
+  t.match(last(rebooted), { from: 'starting', to: 'running', reason: 'host_restart' });
+  t.match(last(lost), { from: 'starting', to: 'stopped', reason: 'host_restart', restarted: false, code: 'compute_unavailable' });
 });
 
 t.test('events: subscribe delivers in order, without gaps, from a cursor', async (t) => {

@@ -19,6 +19,8 @@ export type LifecycleTrigger =
   | 'restore' // running or stopped machine gets a new disk; a running one is restarted onto it
   | 'delete'
   | 'exited' // the guest shut itself down cleanly (seen by the substrate watch)
+  | 'recover' // the reconciler starts again a machine left running that the host lost (host reboot)
+  | 'abandon' // that start failed: the machine rests stopped, with the cause in its event
   | 'fail';
 
 export interface Transition {
@@ -54,6 +56,8 @@ export const TRANSITIONS: readonly Transition[] = [
   { from: 'running', trigger: 'fail', to: 'error' },
   { from: 'deleting', trigger: 'fail', to: 'error' },
   { from: 'running', trigger: 'exited', to: 'stopped' },
+  { from: 'running', trigger: 'recover', to: 'starting' },
+  { from: 'starting', trigger: 'abandon', to: 'stopped' },
   // A machine recorded stopped whose disk the host never finished (a crash interrupted a create with start:false).
   { from: 'stopped', trigger: 'fail', to: 'error' },
 ];

@@ -340,6 +340,34 @@ export function createMachineService(d: MachineServiceDeps) {
     return out;
   }
 
+  /**
+   * A machine the user left running that the host lost (a host reboot, or killed while the control plane was
+   * down) is started again: `running → starting` and, once booted, `machine.started {reason: host_restart}`. A
+   * start that fails leaves it `stopped` with `machine.stopped {reason: host_restart, restarted: false, code}`:
+   * the user's intent (running) could not be kept, but nothing is broken that a start could not fix.
+   * Returns whether it moved the row.
+   */
+  async function recoverLost(m: MachineRow): Promise<boolean> {
+    const moved = store.db.tx(() => {
+      const now = store.machines.byId(m.id);
+      if (!now || now.state !== 'running' || now.state_changed_at !== m.state_changed_at) return false;
+      transition(now, 'recover');
+      return true;
+    });
+    if (!moved) return false;
+    d.pool.drop(m.id);
+    try {
+      await locks.run(m.id, () => substrate.start(m.id));
+    } catch (e) {
+      d.onFailure?.(m.id, 'recover', e);
+      const code = e instanceof AppError ? e.code : 'internal_error';
+      settle(m, 'starting', 'abandon', 'machine.stopped', { by: SYSTEM, reason: 'host_restart', restarted: false, code });
+      return true;
+    }
+    if (settle(m, 'starting', 'boot_complete', 'machine.started', { by: SYSTEM, reason: 'host_restart' })) watchReady(m);
+    return true;
+  }
+
   function raced(id: string): AppError {
     const now = store.machines.byId(id);
     return new AppError('conflict', `The machine changed state during the operation; it is now ${now?.state ?? 'deleted'}.`);
@@ -662,6 +690,7 @@ export function createMachineService(d: MachineServiceDeps) {
         let status = seen.get(m.id);
         if (status === undefined) status = await substrate.status(m.id).catch(() => 'lost');
         const from = m.state;
+        let recovered = false;
         const lostIt = (op: string) => fail(m, from, op, new AppError('compute_unavailable', 'lost by the host'));
         try {
           if ((from === 'stopped' || from === 'creating') && status === 'absent') {
@@ -694,13 +723,14 @@ export function createMachineService(d: MachineServiceDeps) {
             }
             else lostIt(from === 'creating' ? 'create' : 'start');
           } else if (from === 'running' && status !== 'running') {
-            lostIt('run');
+            if (status === 'absent') lostIt('run');
+            else recovered = await recoverLost(m);
           }
         } catch (e) {
           fail(m, from, 'reconcile', e);
         }
         const after = store.machines.byId(m.id);
-        if (after && after.state !== from) out.push({ id: m.id, from, to: after.state });
+        if (after && (after.state !== from || recovered)) out.push({ id: m.id, from, to: after.state });
       }
       // Captures a previous run left pending, and layer pins nothing holds any more.
       await d.snapshots.reconcile(before);

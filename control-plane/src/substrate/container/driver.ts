@@ -130,6 +130,15 @@ function isolateBridgePorts(bridge: string): void {
   }
 }
 
+/**
+ * A machine's agent socket under a substrate root: known without the substrate object, so a restarted control
+ * plane reaches running machines before its guest image is checked (machine-host.ts).
+ */
+export function containerChannelPath(root: string, id: string): string {
+  assertMachineId(id);
+  return path.join(root, 'machines', id, 'channel', 'agent.sock');
+}
+
 export class ContainerSubstrate implements Substrate {
   readonly kind = 'container' as const;
   readonly disks: LayerStore;
@@ -227,7 +236,7 @@ export class ContainerSubstrate implements Substrate {
     return path.join(this.machineDir(id), 'channel');
   }
   channelPath(id: string): string {
-    return path.join(this.channelDir(id), 'agent.sock');
+    return containerChannelPath(this.cfg.root, id);
   }
 
   private record(id: string): MachineRecord {

@@ -73,6 +73,12 @@ interface VmRecord {
   captures: number;
 }
 
+/** A VM's agent socket under a substrate root (see containerChannelPath). */
+export function vmChannelPath(root: string, id: string): string {
+  assertMachineId(id);
+  return vmFiles(path.join(root, 'machines', id)).agentSocket;
+}
+
 export class VmSubstrate implements Substrate {
   readonly kind = 'vm' as const;
   readonly disks: LayerStore;
@@ -114,7 +120,7 @@ export class VmSubstrate implements Substrate {
     return path.join(this.cfg.root, 'machines', id);
   }
   channelPath(id: string): string {
-    return vmFiles(this.runDir(id)).agentSocket;
+    return vmChannelPath(this.cfg.root, id);
   }
 
   private record(id: string): VmRecord {
