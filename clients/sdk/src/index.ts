@@ -7,33 +7,24 @@
 import type { z } from 'zod';
 import type { ScreenshotResult } from '../../../shared/schemas/display.js';
 import type { ExecRequest, ExecResult } from '../../../shared/schemas/exec.js';
-import type { ReadResult } from '../../../shared/schemas/files.js';
+import type { ReadResult, WriteResult } from '../../../shared/schemas/files.js';
 import type { CreateMachineRequest, Machine } from '../../../shared/schemas/machine.js';
-import type { ErrorEnvelope, LeaseGrant, MachinePage } from '../../../shared/schemas/responses.js';
-import type { Snapshot } from '../../../shared/schemas/snapshot.js';
+import type { PublishPortRequest } from '../../../shared/schemas/ports.js';
+import type { PtyOpen, Terminal } from '../../../shared/schemas/pty.js';
+import type { LeaseGrant, MachinePage, Preview, PreviewPage, SnapshotPage } from '../../../shared/schemas/responses.js';
+import type { MachineSecretList, Secret } from '../../../shared/schemas/secrets.js';
+import type { ForkMachineRequest, Snapshot, SnapshotListQuery } from '../../../shared/schemas/snapshot.js';
+import { ComputerError, errorFromBody, type ErrorBody } from './errors.js';
+import { attachTerminal, type TerminalStream } from './terminal.js';
 
-type ErrorBody = z.infer<typeof ErrorEnvelope>['error'];
-export type Quota = NonNullable<ErrorBody['quota']>;
-
-/** Every non-2xx answer: the envelope's fields, with `quota` as data on quota_exceeded. */
-export class ComputerError extends Error {
-  readonly code: string;
-  readonly status: number;
-  readonly requestId: string;
-  readonly details: ErrorBody['details'];
-  readonly quota: Quota | null;
-  constructor(status: number, e: ErrorBody) {
-    super(e.message);
-    this.name = 'ComputerError';
-    this.status = status;
-    this.code = e.code;
-    this.requestId = e.request_id;
-    this.details = e.details;
-    this.quota = e.quota;
-  }
-}
+export { ComputerError, type ErrorBody, type Quota } from './errors.js';
 
 export const DEFAULT_DOWNLOAD_CAP = 64 * 1024 * 1024;
+/** Upload chunk: 4 MiB of bytes (≈5.4 MiB of base64), well under the write route's body limit. */
+export const UPLOAD_CHUNK = 4 * 1024 * 1024;
+
+/** Bytes moved so far and the total when known (downloads: the file's size as the first range reports it). */
+export type Progress = (done: number, total: number | null) => void;
 
 export interface ComputerOptions {
   apiKey: string;
@@ -63,6 +54,11 @@ export class Computer {
     this.doFetch = o.fetch ?? fetch;
   }
 
+  /** The gateway's origin (ws:// or wss://) and the credential header its handshakes carry. */
+  gateway(): { wsBase: string; headers: Record<string, string> } {
+    return { wsBase: this.baseUrl.replace(/^http/, 'ws'), headers: { authorization: `Bearer ${this.key}` } };
+  }
+
   /** One API call; 503 compute_unavailable is retried with backoff, honoring Retry-After (seconds). */
   async request<T>(method: string, path: string, o: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; headers?: Record<string, string> } = {}): Promise<T> {
     const url = new URL(this.baseUrl + path);
@@ -72,13 +68,7 @@ export class Computer {
     for (let attempt = 0; ; attempt++) {
       const res = await this.doFetch(url, { method, headers, body: o.body === undefined ? undefined : JSON.stringify(o.body) });
       if (res.ok) return (res.status === 204 ? undefined : await res.json()) as T;
-      const text = await res.text();
-      let env: ErrorBody;
-      try {
-        env = (JSON.parse(text) as { error: ErrorBody }).error;
-      } catch {
-        env = { code: 'internal_error', message: `HTTP ${res.status}`, request_id: '', details: [], quota: null };
-      }
+      const env: ErrorBody = errorFromBody(res.status, await res.text());
       if (env.code === 'compute_unavailable' && attempt + 1 < this.retries) {
         const after = Number(res.headers.get('retry-after'));
         await sleep(Number.isFinite(after) && after > 0 ? after * 1000 : Math.min(this.maxBackoffMs, 250 * 2 ** attempt));
@@ -104,6 +94,18 @@ export class Computer {
   /** Waits for the capture by default (`?wait=true`): answers a ready snapshot. */
   createSnapshot(machineId: string, o: { name?: string; wait?: boolean } = {}) {
     return this.request<z.infer<typeof Snapshot>>('POST', '/v1/snapshots', { query: { wait: o.wait ?? true }, body: { machine_id: machineId, name: o.name } });
+  }
+
+  listSnapshots(q: { limit?: number; cursor?: string; machine_id?: string; origin?: z.infer<typeof SnapshotListQuery>['origin'] } = {}) {
+    return this.request<z.infer<typeof SnapshotPage>>('GET', '/v1/snapshots', { query: q });
+  }
+
+  getSnapshot(id: string) {
+    return this.request<z.infer<typeof Snapshot>>('GET', `/v1/snapshots/${encodeURIComponent(id)}`);
+  }
+
+  deleteSnapshot(id: string) {
+    return this.request<void>('DELETE', `/v1/snapshots/${encodeURIComponent(id)}`);
   }
 }
 
@@ -132,18 +134,31 @@ export class MachineHandle {
     const r = await this.client.request<z.infer<typeof ScreenshotResult>>('GET', this.p('/screenshot'), { query: q });
     return Buffer.from(r.image, 'base64');
   }
-  writeFile(path: string, content: string | Buffer, o: { user?: 'agent' | 'root' } = {}) {
+  writeFile(path: string, content: string | Buffer, o: { user?: 'agent' | 'root'; append?: boolean; mode?: string } = {}) {
     const b64 = typeof content !== 'string';
-    return this.client.request('PUT', this.p('/files/content'), {
-      query: { path, user: o.user },
-      body: { content: b64 ? content.toString('base64') : content, encoding: b64 ? 'base64' : 'utf8' },
+    return this.client.request<z.infer<typeof WriteResult>>('PUT', this.p('/files/content'), {
+      query: { path },
+      body: { content: b64 ? content.toString('base64') : content, encoding: b64 ? 'base64' : 'utf8', user: o.user, append: o.append, mode: o.mode },
     });
+  }
+  /**
+   * Writes any number of bytes: the first chunk replaces the file, later ones append, so a file
+   * larger than one write's limit arrives whole. Not atomic: an interrupted upload leaves a prefix.
+   */
+  async uploadFile(path: string, bytes: Buffer, o: { user?: 'agent' | 'root'; mode?: string; onProgress?: Progress } = {}): Promise<void> {
+    let off = 0;
+    do {
+      const chunk = bytes.subarray(off, off + UPLOAD_CHUNK);
+      await this.writeFile(path, chunk, { user: o.user, mode: o.mode, append: off > 0 });
+      off += chunk.length;
+      o.onProgress?.(off, bytes.length);
+    } while (off < bytes.length);
   }
   /**
    * Reads a whole file by looping ranges until `eof`. Refuses past `maxBytes` (64 MiB by default;
    * raise it for bigger files) rather than buffering without bound.
    */
-  async readFile(path: string, o: { maxBytes?: number; user?: 'agent' | 'root' } = {}): Promise<Buffer> {
+  async readFile(path: string, o: { maxBytes?: number; user?: 'agent' | 'root'; onProgress?: Progress } = {}): Promise<Buffer> {
     const cap = o.maxBytes ?? DEFAULT_DOWNLOAD_CAP;
     const parts: Buffer[] = [];
     let offset = 0;
@@ -153,6 +168,7 @@ export class MachineHandle {
       offset += chunk.length;
       if (offset > cap) throw new ComputerError(413, { code: 'invalid_request', message: `${path} is larger than the download cap of ${cap} bytes; raise maxBytes.`, request_id: '', details: [], quota: null });
       parts.push(chunk);
+      o.onProgress?.(offset, r.size > 0 ? r.size : null);
       if (r.eof || chunk.length === 0) return Buffer.concat(parts);
     }
   }
@@ -162,6 +178,46 @@ export class MachineHandle {
   async acquireLease(sessionId: string, ttlSeconds = 60): Promise<Lease> {
     const grant = await this.client.request<z.infer<typeof LeaseGrant>>('POST', this.p('/input-lease'), { body: { session_id: sessionId, ttl_seconds: ttlSeconds } });
     return new Lease(this, sessionId, ttlSeconds, grant);
+  }
+  /** A new machine from one of this machine's snapshots, or from its disk as it is now. */
+  async fork(req: z.input<typeof ForkMachineRequest> = {}): Promise<MachineHandle> {
+    const m = await this.client.request<z.infer<typeof Machine>>('POST', this.p('/fork'), { body: req });
+    return new MachineHandle(this.client, m.id, m);
+  }
+  /** Puts the machine's disk back to a snapshot (the current disk is kept as a `restore` snapshot). */
+  restore(snapshotId: string) {
+    return this.client.request<z.infer<typeof Machine>>('POST', this.p('/restore'), { body: { snapshot_id: snapshotId } });
+  }
+  listPorts(q: { limit?: number; cursor?: string } = {}) {
+    return this.client.request<z.infer<typeof PreviewPage>>('GET', this.p('/ports'), { query: q });
+  }
+  /** The answer of the call that published carries `secret`/`access_url` once; later reads do not. */
+  publishPort(req: z.input<typeof PublishPortRequest>) {
+    return this.client.request<z.infer<typeof Preview>>('POST', this.p('/ports'), { body: req });
+  }
+  unpublishPort(previewId: string) {
+    return this.client.request<void>('DELETE', this.p(`/ports/${encodeURIComponent(previewId)}`));
+  }
+  listSecrets() {
+    return this.client.request<z.infer<typeof MachineSecretList>>('GET', this.p('/secrets'));
+  }
+  setSecret(name: string, value: string) {
+    return this.client.request<z.infer<typeof Secret>>('PUT', this.p('/secrets'), { body: { name, value } });
+  }
+  deleteSecret(name: string) {
+    return this.client.request<void>('DELETE', this.p(`/secrets/${encodeURIComponent(name)}`));
+  }
+  /** A pty in the machine (the user's login shell unless `command`); attach with `attachTerminal`. */
+  openTerminal(req: z.input<typeof PtyOpen> = {}) {
+    return this.client.request<z.infer<typeof Terminal>>('POST', this.p('/terminals'), { body: req });
+  }
+  killTerminal(termId: string) {
+    return this.client.request<void>('DELETE', this.p(`/terminals/${encodeURIComponent(termId)}`));
+  }
+  /** The terminal channel as a duplex byte stream (see TerminalStream). */
+  attachTerminal(termId: string): Promise<TerminalStream> {
+    const g = this.client.gateway();
+    return attachTerminal(`${g.wsBase}${this.p(`/terminals/${encodeURIComponent(termId)}/attach`)}`, g.headers);
   }
   /** @internal */
   path(rest: string) {
@@ -201,3 +257,5 @@ export class Lease {
     await this.m.client.request('DELETE', this.m.path('/input-lease'), { query: { session_id: this.sessionId } });
   }
 }
+
+export { TerminalStream } from './terminal.js';
