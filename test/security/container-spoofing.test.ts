@@ -160,4 +160,16 @@ t.test('two substrate roots get two bridges and subnets', async (t) => {
   t.not(addr1, addr2, 'the same machine id in two roots gets two different addresses');
   t.equal(fs.readdirSync(`/sys/class/net/${one.sub.net.bridge}/brif`).length, 1, 'one port on the first root\'s bridge');
   t.equal(fs.readdirSync(`/sys/class/net/${two.sub.net.bridge}/brif`).length, 1, 'one port on the second root\'s bridge');
+
+  // A machine recorded before addresses were fixed at create (an upgraded root): start gives it one in its
+  // root's subnet, makes its container again with it, and guards its port.
+  await one.sub.stop('mch_r1');
+  const recFile = path.join(one.root, 'machines', 'mch_r1', 'machine.json');
+  const old = JSON.parse(fs.readFileSync(recFile, 'utf8')) as Record<string, unknown>;
+  delete old.address;
+  fs.writeFileSync(recFile, JSON.stringify(old));
+  await one.sub.start('mch_r1');
+  const upgraded = JSON.parse(fs.readFileSync(recFile, 'utf8')) as { address: string; port: string };
+  t.equal((await one.guest('mch_r1', "ip -4 -o addr show dev eth0 | awk '{print $4}'")).out.trim(), `${upgraded.address}/22`, 'an address of its root\'s subnet');
+  t.match((await run('ebtables', ['-t', 'nat', '-L', `COMPUTER-${upgraded.port}`])).stdout, `--ip-src ${upgraded.address}`, 'and a guarded port');
 });

@@ -387,7 +387,13 @@ export class ContainerSubstrate implements Substrate {
     if (rec.network === 'outbound') {
       // The bridge is never used without the guard that keeps machines off the host's own services.
       await this.ensureOutboundRules();
-      if (!rec.address || !inSubnet(this.net, rec.address)) throw new AppError('compute_unavailable', 'machine has no address on this network');
+      if (!rec.address || !inSubnet(this.net, rec.address)) {
+        // A machine made before its root had its own subnet (or before addresses were fixed at create): a new
+        // address in this root's subnet, and its container made again with it (the port guard needs both).
+        rec.address = allocateAddress(this.net, this.usedAddresses().filter((a) => a !== rec.address));
+        this.writeRecord(rec);
+        await this.recreate(rec);
+      }
       await this.startGuarded(rec);
     } else await this.podmanStart(rec);
     rec.boot = bootId();
