@@ -111,16 +111,19 @@ export async function benchAgent(): Promise<void> {
     const manyT = await measure(1, () => ok(c.request('POST', '/keyboard/type', { text: manyText })), 0);
     line('type 200 mixed Unicode (66 distinct, cycling)', fmt(manyT));
 
-    // Settle-aware input (issue 13): action → settled screenshot. A ctrl+click on the xterm opens its menu
-    // (Escape closes it again); a click on the bare root window changes nothing.
+    // Settle-aware input (issue 13): action → settled screenshot. Pressing ctrl+left on the xterm opens its
+    // menu, which stays while the button is held; releasing away from the menu closes it without choosing
+    // an item (a plain click would release on an item: "Log to File" writes XTerm* files into the cwd).
+    // A click on the bare root window changes nothing.
     const settle = { quiet_ms: 200, timeout_ms: 5000, screenshot: { format: 'png', max_side: 1280 } };
     const changed: boolean[] = [];
     const menu = await measure(5, async () => {
-      const r = await ok(c.request('POST', '/mouse/click', { at: { x: 300, y: 300 }, modifiers: ['ctrl'], settle }));
+      const r = await ok(c.request('POST', '/mouse/click', { at: { x: 300, y: 300 }, down: true, modifiers: ['ctrl'], settle }));
       changed.push(r.settle.changed);
-      await ok(c.request('POST', '/keyboard/key', { key: 'Escape', settle: { quiet_ms: 200 } }));
+      await ok(c.request('POST', '/mouse/move', { x: 1200, y: 760 }));
+      await ok(c.request('POST', '/mouse/click', { up: true, settle: { quiet_ms: 200 } }));
     }, 1);
-    line('click → settled screenshot (menu opens)', `${fmt(menu)}  changed: ${changed.join(',')}`);
+    line('press → settled screenshot (menu opens)', `${fmt(menu)}  changed: ${changed.join(',')}`);
     const noopChanged: boolean[] = [];
     await ok(c.request('POST', '/mouse/move', { x: 1200, y: 760 }));
     const noop = await measure(5, async () => {
