@@ -1,0 +1,41 @@
+/** The CLI's pure parts: errors rendered from the envelope (details, quota + upgrade hint), tables, MACHINE:/path. */
+import t from 'tap';
+import { ComputerError } from '../../clients/sdk/src/index.js';
+import { renderError, table, UsageError } from '../../clients/cli/src/output.js';
+import { parseRemote } from '../../clients/cli/src/commands/files.js';
+
+t.test('errors from the envelope', async (t) => {
+  const quota = new ComputerError(402, {
+    code: 'quota_exceeded',
+    message: 'Your plan allows 2 running machines.',
+    request_id: 'req_abc',
+    details: [],
+    quota: { limit: 'running_machines', current: 2, maximum: 2, plan_id: 'developer', upgrade_url: 'https://computer.example.com/billing' },
+  });
+  t.equal(
+    renderError(quota),
+    'error: Your plan allows 2 running machines. (quota_exceeded, HTTP 402)\n' +
+      '  quota: running_machines is at 2 of 2 on plan developer\n' +
+      '  upgrade: https://computer.example.com/billing\n' +
+      '  request id: req_abc\n',
+  );
+  const noUrl = new ComputerError(402, { code: 'quota_exceeded', message: 'm', request_id: '', details: [], quota: { limit: 'snapshots_per_machine', current: 10, maximum: null, plan_id: 'free', upgrade_url: null } });
+  t.equal(renderError(noUrl), 'error: m (quota_exceeded, HTTP 402)\n  quota: snapshots_per_machine is at 10 of unlimited on plan free\n  upgrade your plan (`GET /v1/plans`) or free capacity to raise this limit\n');
+  const fields = new ComputerError(400, { code: 'invalid_request', message: 'Invalid request body.', request_id: 'req_1', details: [{ field: 'command.0', message: 'command[0] must name a program' }], quota: null });
+  t.equal(renderError(fields), 'error: Invalid request body. (invalid_request, HTTP 400)\n  command.0: command[0] must name a program\n  request id: req_1\n');
+  // Server text cannot drive the terminal.
+  const esc = new ComputerError(404, { code: 'not_found', message: 'no \u001b[2Jmachine', request_id: '', details: [], quota: null });
+  t.equal(renderError(esc), 'error: no \\x1b[2Jmachine (not_found, HTTP 404)\n');
+  t.equal(renderError(new UsageError('bad', 'cp SRC DST')), 'error: bad\nusage: cp SRC DST\n');
+  const refused = Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }) });
+  t.equal(renderError(refused, 'http://127.0.0.1:9'), 'error: cannot reach http://127.0.0.1:9 (ECONNREFUSED); set COMPUTER_BASE_URL or run `computer login --base-url …`\n');
+});
+
+t.test('tables and remote paths', async (t) => {
+  t.equal(table(['ID', 'NAME'], [['mch_1', 'a'], ['mch_22', null]]), 'ID      NAME\nmch_1   a\nmch_22  -\n');
+  t.same(parseRemote('web:/home/agent/x'), { machine: 'web', path: '/home/agent/x' });
+  t.same(parseRemote('mch_abc:/'), { machine: 'mch_abc', path: '/' });
+  t.equal(parseRemote('./a:/b'), null, 'a local path with a colon after a slash');
+  t.equal(parseRemote('web:relative'), null, 'remote paths are absolute');
+  t.equal(parseRemote('file.txt'), null);
+});
