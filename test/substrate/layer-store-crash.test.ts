@@ -77,3 +77,72 @@ console.log('finished');
   await reopened.deleteDisk('disk-a');
   t.same(fs.readdirSync(path.join(dir, 'blobs')), []);
 });
+
+/**
+ * A live VM capture the control plane died in: the store saved its intent, then QEMU (here: the child itself)
+ * made the new writable blob and the guest wrote into it, then the process was killed before the state named
+ * it. The reopened store adopts it (the running guest's writes live there) instead of sweeping it; if the
+ * process died before the new blob existed, the intent is dropped and the disk is as it was.
+ */
+t.test('SIGKILL mid live freeze: a new writable blob is adopted, never swept', async (t) => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-live-'));
+  t.teardown(() => fs.rmSync(root, { recursive: true, force: true }));
+  const base = path.join(root, 'base');
+  fs.mkdirSync(base);
+  const dir = path.join(root, 'store');
+  const store = new LayerStore(dir, new OverlayBackend());
+  const disk = await store.newDisk({ id: 'disk-a', base, top: null, sizeBytes: 1024 ** 3 });
+  fs.writeFileSync(path.join(store.blobPath(disk.writable), 'diff', 'before'), 'written before the capture');
+  await store.settled();
+
+  const runChild = async (switchFirst: boolean) => {
+    const child = path.join(root, `live-${switchFirst}.mts`);
+    fs.writeFileSync(
+      child,
+      `import fs from 'node:fs';
+import path from 'node:path';
+import { LayerStore } from ${JSON.stringify(path.join(REPO, 'control-plane/src/substrate/disks/layer-store.js'))};
+import { OverlayBackend } from ${JSON.stringify(path.join(REPO, 'control-plane/src/substrate/disks/overlay-backend.js'))};
+const b = new OverlayBackend();
+const s = new LayerStore(${JSON.stringify(dir)}, b);
+await s.freeze('disk-a', 'snp_live', async (newPath, frozenPath) => {
+  if (${switchFirst}) {
+    // What QEMU's blockdev-snapshot-sync does: a new writable file on top of the frozen one; then the guest writes.
+    await b.createWritable(newPath, [frozenPath, ${JSON.stringify(base)}], 1024 ** 3);
+    fs.writeFileSync(path.join(newPath, 'diff', 'after'), 'written after the switch');
+  }
+  process.kill(process.pid, 'SIGKILL');
+});
+console.log('finished');
+`,
+    );
+    const proc = spawn(process.execPath, [...process.execArgv, child], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    proc.stdout.on('data', (b) => (out += b));
+    proc.stderr.on('data', (b) => (out += b));
+    const sig = await new Promise<NodeJS.Signals | number | null>((r) => proc.on('exit', (code, s) => r(s ?? code)));
+    t.equal(sig, 'SIGKILL', `killed inside the live freeze (${out.trim() || 'no output'})`);
+    t.match(JSON.parse(fs.readFileSync(path.join(dir, 'state.json'), 'utf8')), { intents: [{ disk: 'disk-a', holder: 'snp_live' }] }, 'the intent was saved first');
+  };
+
+  await runChild(false);
+  let reopened = new LayerStore(dir, new OverlayBackend());
+  await reopened.settled();
+  t.equal(reopened.disk('disk-a').writable, disk.writable, 'never switched: the disk is as it was');
+  t.same(reopened.layers(), []);
+  t.same(fs.readdirSync(path.join(dir, 'blobs')), [path.basename(reopened.blobPath(disk.writable))], 'no blob left');
+  t.notOk('intents' in JSON.parse(fs.readFileSync(path.join(dir, 'state.json'), 'utf8')), 'intent dropped');
+
+  await runChild(true);
+  reopened = new LayerStore(dir, new OverlayBackend());
+  await reopened.settled();
+  const d = reopened.disk('disk-a');
+  t.not(d.writable, disk.writable, 'the new writable blob is the disk\'s now');
+  t.equal(d.top, disk.writable, 'the frozen blob is the layer under it');
+  t.same(reopened.pins().map((p) => [p.layerId, p.holder]), [[disk.writable, 'snp_live']], 'pinned by the capture\'s holder');
+  t.equal(fs.readFileSync(path.join(reopened.blobPath(d.writable), 'diff', 'after'), 'utf8'), 'written after the switch', 'the guest\'s writes kept');
+  t.notOk('intents' in JSON.parse(fs.readFileSync(path.join(dir, 'state.json'), 'utf8')));
+  await reopened.unpin(disk.writable, 'snp_live');
+  await reopened.deleteDisk('disk-a');
+  t.same(fs.readdirSync(path.join(dir, 'blobs')), [], 'nothing leaks afterwards');
+});

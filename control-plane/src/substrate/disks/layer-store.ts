@@ -42,6 +42,16 @@ interface State {
   version: 1;
   layers: Record<string, LayerRecord>;
   disks: Record<string, DiskRecord>;
+  /** Live freezes begun and not yet recorded (written before QEMU switches files; see adoptLiveFreezes). */
+  intents?: LiveFreezeIntent[];
+}
+
+/** A live capture in flight: a running QEMU is being switched from `frozen` to the new writable blob `next`. */
+interface LiveFreezeIntent {
+  disk: string;
+  frozen: string;
+  next: string;
+  holder: string;
 }
 
 export interface BlobBackend {
@@ -81,7 +91,38 @@ export class LayerStore {
       ? (JSON.parse(fs.readFileSync(this.statePath, 'utf8')) as State)
       : { version: 1, layers: {}, disks: {} };
     // Queued before any mutation of this process, so nothing in flight can be mistaken for an orphan.
-    void this.serial(() => this.sweepOrphans()).catch(() => {});
+    void this.serial(async () => {
+      await this.adoptLiveFreezes();
+      return this.sweepOrphans();
+    }).catch(() => {});
+  }
+
+  /**
+   * Live freezes a killed process left half done. The intent is saved before QEMU is told to switch to the
+   * new writable file; once the file exists QEMU may be writing the guest's data into it (and the frozen file
+   * is its backing), so it is adopted, never swept: the frozen blob becomes the layer pinned by the holder
+   * (the snapshot reconciler then finds the pin and settles the snapshot), the new blob the disk's writable.
+   * A new blob that was never made means QEMU never switched: the intent is dropped and the disk is as it was.
+   */
+  private async adoptLiveFreezes(): Promise<void> {
+    const intents = this.state.intents ?? [];
+    if (!intents.length) return;
+    for (const i of intents) {
+      const d = this.state.disks[i.disk];
+      if (!d || d.writable !== i.frozen || !fs.existsSync(this.blobPath(i.next))) continue;
+      await this.backend.sealLayer(this.blobPath(i.frozen));
+      const bytes = await this.backend.blobBytes(this.blobPath(i.frozen));
+      this.state.layers[i.frozen] = { id: i.frozen, parent: d.top, base: d.base, bytes, created_at: new Date().toISOString(), pins: [i.holder] };
+      d.top = i.frozen;
+      d.writable = i.next;
+    }
+    delete this.state.intents;
+    this.save();
+  }
+
+  private dropIntent(next: string): void {
+    this.state.intents = (this.state.intents ?? []).filter((i) => i.next !== next);
+    if (!this.state.intents.length) delete this.state.intents;
   }
 
   /**
@@ -244,13 +285,24 @@ export class LayerStore {
         return { ...layer, pins: [...layer.pins] };
       }
       const layer: LayerRecord = { id: frozen, parent: d.top, base: d.base, bytes: 0, created_at: new Date().toISOString(), pins: [holder] };
-      if (makeWritable) await makeWritable(nextPath, this.blobPath(frozen));
-      else await this.backend.createWritable(nextPath, [this.blobPath(frozen), ...this.lowerPaths(d)], d.size_bytes);
+      if (makeWritable) {
+        // Intent first: inside makeWritable a running QEMU starts writing the guest's data into `next`.
+        this.state.intents = [...(this.state.intents ?? []), { disk: diskId, frozen, next, holder }];
+        this.save();
+        try {
+          await makeWritable(nextPath, this.blobPath(frozen));
+        } catch (e) {
+          this.dropIntent(next);
+          this.save();
+          throw e;
+        }
+      } else await this.backend.createWritable(nextPath, [this.blobPath(frozen), ...this.lowerPaths(d)], d.size_bytes);
       await this.backend.sealLayer(this.blobPath(frozen));
       layer.bytes = await this.backend.blobBytes(this.blobPath(frozen));
       this.state.layers[frozen] = layer;
       d.top = frozen;
       d.writable = next;
+      this.dropIntent(next);
       this.save();
       return { ...layer, pins: [...layer.pins] };
     });

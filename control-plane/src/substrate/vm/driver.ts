@@ -71,6 +71,8 @@ interface VmRecord {
   /** QEMU node name of the active disk layer (changes at each live capture). */
   diskNode: string;
   captures: number;
+  /** A live capture in flight: QEMU is being switched to node `node` on the file `blob` (see settleCapture). */
+  pending?: { node: string; blob: string };
 }
 
 /** A VM's agent socket under a substrate root (see containerChannelPath). */
@@ -236,6 +238,7 @@ export class VmSubstrate implements Substrate {
     for (const p of [f.agentSocket, f.qmpSocket, f.pidFile]) fs.rmSync(p, { force: true });
     // A fresh process opens the disk under its first node name again.
     rec.diskNode = 'disk0';
+    delete rec.pending;
     // Live captures lengthen a running disk's chain and cannot shorten it (QEMU reads the frozen files);
     // a start, with nothing reading the disk yet, is when a long chain is flattened.
     await this.disks.compactDisk(rec.disk, Math.ceil(this.disks.maxDepth / 2));
@@ -350,10 +353,13 @@ export class VmSubstrate implements Substrate {
     }
     // Live and crash-consistent: QEMU creates the new writable qcow2 on top of the current one and switches
     // to it; the old file (same path, now read-only to QEMU) becomes the layer.
+    this.settleCapture(rec);
     const q = await Qmp.connect(vmFiles(this.runDir(id)).qmpSocket);
     try {
       const newNode = `disk${rec.captures + 1}`;
       const layer = await this.disks.freeze(rec.disk, holder, async (newPath) => {
+        rec.pending = { node: newNode, blob: newPath };
+        this.writeRecord(rec);
         await q.execute('blockdev-snapshot-sync', {
           'node-name': rec.diskNode,
           'snapshot-file': newPath,
@@ -364,11 +370,27 @@ export class VmSubstrate implements Substrate {
       });
       rec.diskNode = newNode;
       rec.captures++;
+      delete rec.pending;
       this.writeRecord(rec);
       return { layerId: layer.id, bytes: layer.bytes, live: true };
     } finally {
       q.close();
     }
+  }
+
+  /**
+   * A live capture a killed control plane left: the layer store adopted the new file as the disk's writable
+   * blob when it existed (QEMU switched to it), so the running QEMU's active node is the pending one; else the
+   * old node is still active.
+   */
+  private settleCapture(rec: VmRecord): void {
+    if (!rec.pending) return;
+    if (this.disks.blobPath(this.disks.disk(rec.disk).writable) === rec.pending.blob) {
+      rec.diskNode = rec.pending.node;
+      rec.captures++;
+    }
+    delete rec.pending;
+    this.writeRecord(rec);
   }
 
   async pinLayer(layerId: string, holder: string): Promise<void> {
