@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { ALL_OPS } from './api/v1/index.js';
 import { createApp } from './app.js';
 import { parseConfig, type Config } from './config.js';
-import { stderrLog, type LogSink } from './log.js';
+import { machineFailureLine, stderrLog, type LogSink } from './log.js';
 import { createServices, type ServiceDeps } from './services/index.js';
 import { DB_FILENAME, openDb } from './store/db.js';
 import { createStore } from './store/store.js';
@@ -54,7 +54,7 @@ export async function serve(
   const keyring = opts.services?.keyring !== undefined ? opts.services.keyring : openKeyring(config, say);
   if (!keyring) say('secrets: SECRETS_KEYRING=off, storing secrets is refused (501)');
   const services = createServices({
-    onMachineFailure: (_id, op, cause) => log({ event: 'machine_operation_failed', operation: op, cause: (cause as Error)?.name ?? 'Error' }),
+    onMachineFailure: (id, op, cause) => log(machineFailureLine(id, op, cause)),
     log,
     ...opts.services, keyring, substrate, config, store: createStore(db),
   });

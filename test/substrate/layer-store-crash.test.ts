@@ -15,14 +15,20 @@ import { OverlayBackend } from '../../control-plane/src/substrate/disks/overlay-
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-t.test('SIGKILL mid-capture: the reopened store sweeps the half-made blob', async (t) => {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-kill-'));
+/** A temp root (removed at teardown) with a base directory and a store holding one disk, `disk-a`, on it. */
+async function storeWithDisk(t: { teardown(fn: () => void): void }, prefix: string) {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   t.teardown(() => fs.rmSync(root, { recursive: true, force: true }));
   const base = path.join(root, 'base');
   fs.mkdirSync(base);
   const dir = path.join(root, 'store');
   const store = new LayerStore(dir, new OverlayBackend());
   const disk = await store.newDisk({ id: 'disk-a', base, top: null, sizeBytes: 1024 ** 3 });
+  return { root, base, dir, store, disk };
+}
+
+t.test('SIGKILL mid-capture: the reopened store sweeps the half-made blob', async (t) => {
+  const { root, base, dir, store, disk } = await storeWithDisk(t, 'layers-kill-');
   // Enough files that `cp -a` takes a while (thousands of small files, then a large one).
   const diff = path.join(store.blobPath(disk.writable), 'diff');
   for (let d = 0; d < 40; d++) {
@@ -85,13 +91,7 @@ console.log('finished');
  * process died before the new blob existed, the intent is dropped and the disk is as it was.
  */
 t.test('SIGKILL mid live freeze: a new writable blob is adopted, never swept', async (t) => {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-live-'));
-  t.teardown(() => fs.rmSync(root, { recursive: true, force: true }));
-  const base = path.join(root, 'base');
-  fs.mkdirSync(base);
-  const dir = path.join(root, 'store');
-  const store = new LayerStore(dir, new OverlayBackend());
-  const disk = await store.newDisk({ id: 'disk-a', base, top: null, sizeBytes: 1024 ** 3 });
+  const { root, base, dir, store, disk } = await storeWithDisk(t, 'layers-live-');
   fs.writeFileSync(path.join(store.blobPath(disk.writable), 'diff', 'before'), 'written before the capture');
   await store.settled();
 

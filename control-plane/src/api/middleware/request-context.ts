@@ -5,9 +5,14 @@ import type { LogSink } from '../../log.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
 
+/** The machine a /v1/machines/{id}/… request names, when it has the shape of one (never raw input in a log). */
+export function machineIdOf(p: string): string | null {
+  return /^\/v1\/machines\/(mch_[0-9a-z]{24})(?:\/|$)/.exec(p)?.[1] ?? null;
+}
+
 /**
  * Gives every request an id (echoed in `x-request-id` and in every error body) and writes one log
- * line when it ends: id, operation, organization, method, status, duration. Nothing else.
+ * line when it ends: id, operation, organization, machine, method, status, duration. Nothing else.
  */
 export function requestContext(log: LogSink): MiddlewareHandler<CpEnv> {
   return async (c, next) => {
@@ -24,6 +29,7 @@ export function requestContext(log: LogSink): MiddlewareHandler<CpEnv> {
         request_id: id,
         operation: c.get('operation'),
         org: c.get('principal')?.org_id ?? null,
+        machine_id: machineIdOf(c.req.path),
         method: c.req.method,
         status: c.res.status,
         ms: Math.round((performance.now() - started) * 10) / 10,
