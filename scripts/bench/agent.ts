@@ -8,7 +8,10 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { decodeToRgb, encodeRgb } from '../../agent/src/desktop/screen.js';
+import { AGENT_ROUTES } from '../../shared/agent-protocol.js';
+import { readAgentAnswer } from '../../control-plane/src/agent-client/answer.js';
 import { AgentPool, type AgentRequest } from '../../control-plane/src/agent-client/pool.js';
+import { runAnthropicTool, TOOL_SETTLE, type AgentCall } from '../../control-plane/src/computer-tools/anthropic.js';
 import { startXvfb } from '../../test/helpers/xvfb.js';
 import { fmt, line, measure } from './stats.js';
 
@@ -29,7 +32,13 @@ function client(sock: string, token: string) {
     const text = r.body.toString('utf8');
     return { status: r.status, json: text ? JSON.parse(text) : null };
   };
-  return { request, close: () => void pool.close() };
+  /** The tool endpoints' agent caller over the same pool, answers parsed as the control plane does. */
+  const call: AgentCall = async (op, body, query) => {
+    const route = AGENT_ROUTES[op];
+    const r = await pool.request('bench', token, { method: route.method, path: route.path + (query ? `?${query}` : ''), body: body === undefined ? undefined : JSON.stringify(body) });
+    return readAgentAnswer(op, r);
+  };
+  return { request, call, close: () => void pool.close() };
 }
 
 async function ok(p: Promise<{ status: number; json: Json }>): Promise<Json> {
@@ -131,6 +140,20 @@ export async function benchAgent(): Promise<void> {
       noopChanged.push(r.settle.changed);
     }, 1);
     line('click → settled screenshot (no-op)', `${fmt(noop)}  changed: ${noopChanged.join(',')}  (quiet_ms 200 included)`);
+
+    // The Anthropic tool endpoint's own cost (issue 13): the same work through the plain agent routes
+    // vs through runAnthropicTool (what POST /tools/anthropic runs after the /v1 gates, which both share).
+    // 1280x800 is declared as itself (the reference scales only larger screens).
+    const tool = (input: Record<string, unknown>) => runAnthropicTool({ tool: 'computer_20250124', enable_zoom: false, input: input as never }, c.call);
+    const plainShot = await measure(20, () => ok(c.request('GET', '/screenshot?format=png&width=1280&height=800')));
+    const toolShot = await measure(20, () => tool({ action: 'screenshot' }));
+    line('screenshot: plain route', fmt(plainShot));
+    line('screenshot: Anthropic tool', `${fmt(toolShot)}  overhead p50 ${(toolShot.p50 - plainShot.p50).toFixed(2)} ms`);
+    const moveSettle = { ...TOOL_SETTLE, screenshot: { format: 'png', width: 1280, height: 800 } };
+    const plainMove = await measure(10, (i) => ok(c.request('POST', '/mouse/move', { x: 1100 + (i % 2), y: 760, settle: moveSettle })));
+    const toolMove = await measure(10, (i) => tool({ action: 'mouse_move', coordinate: [1100 + (i % 2), 760] }));
+    line('mouse move + settled shot: plain route', fmt(plainMove));
+    line('mouse_move: Anthropic tool', `${fmt(toolMove)}  overhead p50 ${(toolMove.p50 - plainMove.p50).toFixed(2)} ms`);
 
     const exec = await measure(50, () => ok(c.request('POST', '/exec', { command: ['true'] })));
     line('exec round trip (true)', fmt(exec));

@@ -49,7 +49,9 @@ export async function runAnthropicTool(
       details: [{ field: req.display_width_px === undefined ? 'display_width_px' : 'display_height_px', message: 'required with the other' }],
     });
   }
-  const display = await call('display.get');
+  // The agent's cached display (GET /display would run xrandr, ~10 ms a call); the agent re-reads the
+  // mode on every input batch, and the screenshot itself is of the current mode.
+  const display = (await call('health')).desktop;
   if (!display.up) throw new AppError('compute_unavailable', 'The desktop is not up yet; retry shortly.', { headers: { 'retry-after': '2' } });
   const declared =
     req.display_width_px !== undefined && req.display_height_px !== undefined

@@ -58,7 +58,9 @@ export async function runOpenAITool(req: OpenAIToolRequest, call: AgentCall): Pr
       details: [{ field: req.display_width === undefined ? 'display_width' : 'display_height', message: 'required with the other' }],
     });
   }
-  const display = await call('display.get');
+  // The agent's cached display (GET /display would run xrandr, ~10 ms a call); the agent re-reads the
+  // mode on every input batch, and the screenshot itself is of the current mode.
+  const display = (await call('health')).desktop;
   if (!display.up) throw new AppError('compute_unavailable', 'The desktop is not up yet; retry shortly.', { headers: { 'retry-after': '2' } });
   const D = { width: req.display_width ?? display.width, height: req.display_height ?? display.height };
   const pt = (x: number, y: number, field: string) => {
