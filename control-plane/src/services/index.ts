@@ -13,6 +13,7 @@ import { AgentPool } from '../agent-client/pool.js';
 import type { Substrate } from '../substrate/substrate.js';
 import { createEventService } from './events.js';
 import { createLeaseService } from './leases.js';
+import { createHostHealth } from './host-health.js';
 import { createMachineService, NO_SUBSTRATE } from './machines.js';
 import { createPortService } from './ports.js';
 import { createSessionService } from './sessions.js';
@@ -49,6 +50,8 @@ export interface ServiceDeps {
   agentMaxAnswerBytes?: number;
   /** Operator log for substrate failures (causes may name host paths, so they never reach the API). */
   onMachineFailure?: (machineId: string, op: string, cause: unknown) => void;
+  /** Free disk space kept in reserve under DATA_DIR (services/host-health.ts; default 5%, 256 MiB to 2 GiB). */
+  diskReserveBytes?: number;
   /** The host's totals for admission control (default: os.totalmem() and os.cpus()); tests pin them. */
   hostResources?: Resources;
   /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
@@ -100,10 +103,12 @@ export function createServices(d: ServiceDeps) {
   const leases = createLeaseService({ store, events, now });
   const sessions = createSessionService({ store, events, leases, quotas, now });
   const locks = new DiskLocks();
-  const snapshots = createSnapshotService({ store, substrate, events, quotas, locks, now, onFailure: d.onMachineFailure });
+  const hostHealth = createHostHealth({ store, events, dir: config.dataDir, ...(d.diskReserveBytes !== undefined ? { reserveBytes: d.diskReserveBytes } : {}) });
+  const snapshots = createSnapshotService({ store, substrate, events, quotas, locks, now, onFailure: d.onMachineFailure, hostHealth });
   const templates = createTemplateService({ store, substrate, quotas, snapshots, now, onFailure: d.onMachineFailure });
   const machines = createMachineService({
     store, substrate, pool, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
+    hostHealth,
     network: config.machineNetwork,
     capacity: {
       host: d.hostResources ?? { memory_mb: Math.floor(os.totalmem() / (1024 * 1024)), vcpu: Math.max(1, os.cpus().length) },

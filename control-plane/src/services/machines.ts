@@ -30,6 +30,7 @@ import type { LeaseService } from './leases.js';
 import type { QuotaService } from './quotas.js';
 import type { SessionService } from './sessions.js';
 import type { DiskLocks } from './disk-locks.js';
+import type { HostHealth } from './host-health.js';
 import type { SnapshotService } from './snapshots.js';
 import type { TemplateService } from './templates.js';
 import type { ForkMachineRequest, RestoreMachineRequest } from '../../../shared/schemas/snapshot.js';
@@ -67,6 +68,8 @@ export interface MachineServiceDeps {
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
   /** Admission control: the host's totals and the commit ratios (domain/capacity.ts). Absent: no limit. */
   capacity?: { host: Resources; ratios: CommitRatios };
+  /** Refuses new work while the host is below its disk reserve; checked by the substrate watch. */
+  hostHealth?: HostHealth;
   /** Guest networking of new machines (the operator's MACHINE_NETWORK; default none). */
   network?: 'outbound' | 'none';
 }
@@ -189,6 +192,7 @@ export function createMachineService(d: MachineServiceDeps) {
   /** Decide and record a new machine (create, fork): quotas, plan size, name, the row and machine.created. */
   function admitInTx(orgId: string, by: ReturnType<typeof actorOf>, a: Admission, eventData: Record<string, unknown>): MachineRow {
     d.quotas.check(orgId, 'machines');
+    d.hostHealth?.checkReserve();
     if (a.start) reserveCompute(orgId, a.size);
     checkSize(orgId, a.size);
     if (a.name !== undefined && store.machines.nameTaken(orgId, a.name)) {
@@ -289,6 +293,11 @@ export function createMachineService(d: MachineServiceDeps) {
    */
   async function watchPass(): Promise<Array<{ id: string; to: 'error' | 'stopped' }>> {
     const out: Array<{ id: string; to: 'error' | 'stopped' }> = [];
+    try {
+      d.hostHealth?.check();
+    } catch (e) {
+      d.onFailure?.('*', 'host_health', e);
+    }
     // Machines are handled side by side: one dead machine's cleanup (seconds when podman lost its monitor)
     // does not delay noticing the next.
     await Promise.all(store.machines.inStates(['running']).map(async (m) => {
@@ -609,6 +618,7 @@ export function createMachineService(d: MachineServiceDeps) {
         const dec = decide(m.state, 'start');
         if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, 'start'));
         reserveCompute(m.org_id, m.size);
+        d.hostHealth?.checkReserve();
         transition(m, 'start');
         return m;
       });

@@ -17,6 +17,7 @@ import { pageOf } from '../store/pagination.js';
 import type { MachineRow } from '../store/repos/machines.js';
 import type { SnapshotRow } from '../store/repos/snapshots.js';
 import type { Store } from '../store/store.js';
+import type { HostHealth } from './host-health.js';
 import type { Substrate } from '../substrate/substrate.js';
 import { actorOf, SYSTEM } from './actor.js';
 import type { DiskLocks } from './disk-locks.js';
@@ -39,6 +40,8 @@ export interface SnapshotServiceDeps {
   locks: DiskLocks;
   now: () => Date;
   onFailure?: (id: string, op: string, cause: unknown) => void;
+  /** Refuses new captures while the host is below its disk reserve. */
+  hostHealth?: HostHealth;
 }
 
 /** Machine states whose disk can be captured: a running one live, a stopped one at rest. */
@@ -152,6 +155,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
 
     /** POST /v1/snapshots: the pending record, or with `wait` the settled one. */
     async create(p: Principal, req: CreateSnapshotRequest, wait: boolean): Promise<{ snapshot: Snapshot; settled: boolean }> {
+      d.hostHealth?.checkReserve();
       const row = store.db.tx(() => {
         const m = store.machines.inOrg(p.org_id!, req.machine_id);
         if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });

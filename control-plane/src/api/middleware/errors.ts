@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import { AppError, errorBody, isAppError } from '../../../../shared/errors.js';
 import type { CpEnv } from '../../context.js';
-import type { LogSink } from '../../log.js';
+import { causeChain, type LogSink } from '../../log.js';
 
 /**
  * The one place an error becomes a response. An unexpected error is logged with its cause (for the
@@ -11,6 +11,12 @@ export function renderError(err: unknown, c: Context<CpEnv>, log: LogSink): Resp
   let appErr: AppError;
   if (isAppError(err)) appErr = err;
   else if ((err as { status?: unknown })?.status === 413) appErr = new AppError('invalid_request', 'Request body is too large.');
+  else if (isDiskFull(err)) {
+    // A full disk under DATA_DIR (SQLite cannot grow its journal, a file cannot be written) passes once space is
+    // freed: a retryable 503, not a 500.
+    log({ event: 'disk_full', request_id: c.get('requestId') ?? null, operation: c.get('operation') ?? null, cause: causeChain(err) });
+    appErr = new AppError('compute_unavailable', 'The server is out of disk space; retry later.', { headers: { 'retry-after': '60' } });
+  }
   else {
     const e = err as Error;
     log({
@@ -24,4 +30,15 @@ export function renderError(err: unknown, c: Context<CpEnv>, log: LogSink): Resp
   }
   const body = errorBody(appErr, c.get('requestId') ?? 'unknown');
   return c.json(body, appErr.status as 400, appErr.headers);
+}
+
+/** SQLITE_FULL from better-sqlite3, ENOSPC / EDQUOT from the file system, at any depth of the cause chain. */
+export function isDiskFull(err: unknown): boolean {
+  let cur: unknown = err;
+  for (let i = 0; i < 6 && cur && typeof cur === 'object'; i++) {
+    const code = (cur as { code?: unknown }).code;
+    if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT') return true;
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  return false;
 }

@@ -1,0 +1,80 @@
+/**
+ * The host's disk under DATA_DIR (the database, the substrate's layers and machine disks). Below a reserve,
+ * new work that would write (create, start, fork, snapshots) is refused early with a retryable 503, so the
+ * volume never fills under running machines because of new work; on entering the low state every live machine's
+ * log gets `host.unhealthy {reason: disk_low}` (the spec's event for the organizations with machines here),
+ * and again only after space came back and ran low once more.
+ */
+import fs from 'node:fs';
+import { AppError } from '../../../shared/errors.js';
+import type { Store } from '../store/store.js';
+import type { EventService } from './events.js';
+
+const MiB = 1024 * 1024;
+
+export interface HostHealthDeps {
+  store: Store;
+  events: EventService;
+  /** The directory whose filesystem is watched (DATA_DIR). */
+  dir: string;
+  /** Free space kept in reserve; default 5% of the filesystem, at least 256 MiB and at most 2 GiB. */
+  reserveBytes?: number;
+  /** How the free space is read (tests); default statfs. */
+  statfs?: (dir: string) => { free: number; total: number };
+}
+
+/** Room frees when someone deletes data: a minute is a reasonable first retry. */
+const LOW_DISK_RETRY_AFTER_S = 60;
+
+function statfs(dir: string): { free: number; total: number } {
+  const s = fs.statfsSync(dir);
+  return { free: s.bavail * s.bsize, total: s.blocks * s.bsize };
+}
+
+export function defaultReserve(total: number): number {
+  return Math.min(2048 * MiB, Math.max(256 * MiB, Math.floor(total * 0.05)));
+}
+
+export function createHostHealth(d: HostHealthDeps) {
+  const read = d.statfs ?? statfs;
+  let low = false;
+
+  function isLow(): boolean {
+    let s: { free: number; total: number };
+    try {
+      s = read(d.dir);
+    } catch {
+      return false;
+    }
+    return s.free < (d.reserveBytes ?? defaultReserve(s.total));
+  }
+
+  return {
+    /**
+     * Security gate / invariant: called before recording new work that writes to the host's disk, so one
+     * tenant's creates cannot take the last of the space the running machines (and the database) need.
+     */
+    checkReserve(): void {
+      if (!isLow()) return;
+      // No figures in the message: they would tell a tenant about the host.
+      throw new AppError('compute_unavailable', 'The host is low on disk space: new machines, starts and snapshots are refused until space is freed. Retry later.', {
+        headers: { 'retry-after': String(LOW_DISK_RETRY_AFTER_S) },
+      });
+    },
+
+    /** One check (the substrate watch runs it): on entering the low state, host.unhealthy to every live machine. */
+    check(): boolean {
+      const now = isLow();
+      if (now && !low) {
+        d.store.db.tx(() => {
+          for (const m of d.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error'])) {
+            d.events.append(m.org_id, m.id, 'host.unhealthy', { reason: 'disk_low' });
+          }
+        });
+      }
+      low = now;
+      return now;
+    },
+  };
+}
+export type HostHealth = ReturnType<typeof createHostHealth>;
