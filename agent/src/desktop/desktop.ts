@@ -12,7 +12,6 @@ import type {
   KeyboardKey,
   KeyboardType,
   Modifier,
-  MouseButton,
   MouseClick,
   MouseDrag,
   MouseMove,
@@ -26,6 +25,7 @@ import { readSelection, writeSelection } from './clipboard.js';
 import { KeycodeResolver, type KeyStroke } from './keycodes.js';
 import { keysymForCodePoint, keysymFromName } from './keysyms.js';
 import { FramebufferReader, encodeRgb, type ImageFormat, type RawFrame } from './screen.js';
+import { clickBatches, dragLines, hotkeyLines, keyLines, modifierLines, scrollLines, typeLines, type ModifierLines } from './input-script.js';
 import { waitSettled } from './settle.js';
 import { planView, type ViewRequest } from './view.js';
 import { X11KeymapClient } from './x11-keymap.js';
@@ -55,14 +55,10 @@ const DEFAULT_READY_TIMEOUT_MS = 30_000;
 /** The ready file is polled this often while requests may be waiting on it. */
 const READY_POLL_MS = 5;
 
-const BUTTONS: Record<MouseButton, number> = { left: 1, middle: 2, right: 3 };
 /** The left-hand key of each modifier, as any layout names it. */
 const MODIFIER_KEYSYMS: Record<Modifier, number> = { shift: 0xffe1, ctrl: 0xffe3, alt: 0xffe9, super: 0xffeb };
-const WHEEL: Record<MouseScroll['direction'], number> = { up: 4, down: 5, left: 6, right: 7 };
 /** Between the presses of a multi-click: well inside any double-click time (Chromium: 500 ms), never the same millisecond. */
 export const REPEAT_GAP_MS = 10;
-/** Keys per xdotool command line; keeps lines short whatever the text length. */
-const KEYS_PER_LINE = 200;
 
 export class Desktop {
   readonly displayName: string;
@@ -437,7 +433,7 @@ export class Desktop {
    * keymap. The caller puts both in the same input operation (under the display's input lock), so
    * nothing else is sent while they are held.
    */
-  private async modifierLines(mods: Modifier[] | undefined): Promise<{ down: string[]; up: string[] }> {
+  private async modifierLines(mods: Modifier[] | undefined): Promise<ModifierLines> {
     if (!mods?.length) return { down: [], up: [] };
     const resolver = this.resolverOrFail();
     let kcs: number[];
@@ -447,7 +443,7 @@ export class Desktop {
       return this.failure(e);
     }
     resolver.touch(kcs.map((keycode) => ({ keycode, shift: false })));
-    return { down: kcs.map((kc) => `keydown --delay 0 ${kc}`), up: [...kcs].reverse().map((kc) => `keyup --delay 0 ${kc}`) };
+    return modifierLines(kcs);
   }
 
   mouseClick(req: MouseClick): Promise<InputResult> {
@@ -456,23 +452,18 @@ export class Desktop {
       throw new AppError('invalid_request', 'down and up cannot both be set.', { details: [{ field: 'up', message: 'cannot be combined with down' }] });
     }
     this.refuseOffDisplay([[req.at, 'at.']]);
-    const b = BUTTONS[req.button];
-    const press = req.down ? `mousedown ${b}` : req.up ? `mouseup ${b}` : `click --repeat 1 --delay 0 ${b}`;
-    const count = req.down || req.up ? 1 : req.count;
     return this.withSettle(req.settle, () => this.withInput(async () => {
-      const mods = await this.modifierLines(req.modifiers);
-      const first = [...(req.at ? [`mousemove ${req.at.x} ${req.at.y}`] : []), ...mods.down, press];
-      if (count === 1) return this.xdoRun([...first, ...mods.up]);
+      const batches = clickBatches(req, await this.modifierLines(req.modifiers));
       // A double/triple click is one click per batch, REPEAT_GAP_MS apart. Clients count a press as a
       // repeat only if its server timestamp differs from the previous press's (Chromium compares
       // them and ignores equal ones), and the X server stamps events in milliseconds when it processes
       // them: presses sent back to back (`click --repeat N --delay 0`) share a timestamp, and even a
       // sleep inside one xdotool batch does not help when the server reads both presses at once. Each
       // batch ends with a round trip, so the server has stamped this press before the gap starts.
-      let r = await this.xdoRun(first);
-      for (let i = 1; i < count; i++) {
+      let r = await this.xdoRun(batches[0]!);
+      for (const batch of batches.slice(1)) {
         await new Promise((res) => setTimeout(res, REPEAT_GAP_MS));
-        r = await this.xdoRun([press, ...(i === count - 1 ? mods.up : [])]);
+        r = await this.xdoRun(batch);
       }
       return r;
     }));
@@ -484,18 +475,9 @@ export class Desktop {
       [req.from, 'from.'],
       [req.to, 'to.'],
     ]);
-    const b = BUTTONS[req.button];
     return this.withSettle(req.settle, () => this.withInput(async () => {
       const from = req.from ?? (await this.xdoRun([])).pointer!;
-      const mods = await this.modifierLines(req.modifiers);
-      const lines = [`mousemove ${from.x} ${from.y}`, ...mods.down, `mousedown ${b}`];
-      for (let i = 1; i <= req.steps; i++) {
-        const x = Math.round(from.x + ((req.to.x - from.x) * i) / req.steps);
-        const y = Math.round(from.y + ((req.to.y - from.y) * i) / req.steps);
-        lines.push(`mousemove ${x} ${y}`);
-      }
-      lines.push(`mouseup ${b}`, ...mods.up);
-      return this.xdoRun(lines);
+      return this.xdoRun(dragLines(from, req.to, req.steps, req.button, await this.modifierLines(req.modifiers)));
     }));
   }
 
@@ -503,11 +485,7 @@ export class Desktop {
     this.requireUp();
     this.refuseOffDisplay([[req.at, 'at.']]);
     return this.withSettle(req.settle, () => this.withInput(async () => {
-      const mods = await this.modifierLines(req.modifiers);
-      const lines: string[] = [];
-      if (req.at) lines.push(`mousemove ${req.at.x} ${req.at.y}`);
-      lines.push(...mods.down, `click --repeat ${req.amount} --delay 0 ${WHEEL[req.direction]}`, ...mods.up);
-      return this.xdoRun(lines);
+      return this.xdoRun(scrollLines(req, await this.modifierLines(req.modifiers)));
     }));
   }
 
@@ -539,11 +517,7 @@ export class Desktop {
       } catch (e) {
         return this.failure(e);
       }
-      let lines: string[];
-      if (req.down) lines = [`keydown --delay 0 ${kc}`];
-      else if (req.up) lines = [`keyup --delay 0 ${kc}`];
-      else lines = chunkLines('key --delay 0', Array(req.repeat).fill(String(kc)));
-      const r = await this.xdoRun(lines);
+      const r = await this.xdoRun(keyLines(kc, req));
       if (req.down || req.up) resolver.setHeld(kc, !!req.down);
       resolver.touch([{ keycode: kc, shift: false }]);
       return r;
@@ -561,8 +535,7 @@ export class Desktop {
       } catch (e) {
         return this.failure(e);
       }
-      const lines = [...kcs.map((kc) => `keydown --delay 0 ${kc}`), ...kcs.reverse().map((kc) => `keyup --delay 0 ${kc}`)];
-      const r = await this.xdoRun(lines);
+      const r = await this.xdoRun(hotkeyLines(kcs));
       resolver.touch(kcs.map((keycode) => ({ keycode, shift: false })));
       return r;
     }));
@@ -581,12 +554,7 @@ export class Desktop {
         } catch (e) {
           return this.failure(e);
         }
-        const shift = resolver.shift;
-        const tokens = plan.strokes.map((s) => (s.shift ? `${shift}+${s.keycode}` : String(s.keycode)));
-        let lines: string[];
-        if (req.delay_ms === 0) lines = chunkLines('key --delay 0', tokens);
-        else lines = tokens.flatMap((t) => [`key --delay 0 ${t}`, `sleep ${(req.delay_ms / 1000).toFixed(3)}`]);
-        result = await this.xdoRun(lines, tokens.length * req.delay_ms);
+        result = await this.xdoRun(typeLines(plan.strokes, resolver.shift, req.delay_ms), plan.strokes.length * req.delay_ms);
         resolver.touch(plan.strokes);
         start = plan.next;
       }
@@ -627,12 +595,6 @@ export class Desktop {
   browserPid(): number | null {
     return this.browser.runningPid();
   }
-}
-
-function chunkLines(prefix: string, tokens: string[]): string[] {
-  const lines: string[] = [];
-  for (let i = 0; i < tokens.length; i += KEYS_PER_LINE) lines.push(`${prefix} ${tokens.slice(i, i + KEYS_PER_LINE).join(' ')}`);
-  return lines;
 }
 
 export async function createDesktop(opts: DesktopOptions): Promise<Desktop> {
