@@ -28,8 +28,9 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup-host: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Progress stays visible: `npm start` runs this on a fresh host and the operator watches it.
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 if [ "${1:-}" = "--test" ]; then

@@ -99,8 +99,8 @@ export interface HostOptions {
   repoRoot?: string;
 }
 
-export function prepareSubstrate(o: HostOptions): DeferredSubstrate {
-  const kind = chooseSubstrateKind(o.config, () => probeKvm().usable);
+export function prepareSubstrate(o: HostOptions, chosen?: SubstrateKind): DeferredSubstrate {
+  const kind = chosen ?? chooseSubstrateKind(o.config, () => probeKvm().usable);
   const root = path.resolve(o.config.dataDir, 'substrate');
   const cacheDir = o.config.imageCacheDir ?? defaultImageCacheDir();
   return new DeferredSubstrate(kind, async () => {

@@ -13,7 +13,9 @@ import { createServices, type ServiceDeps } from './services/index.js';
 import { DB_FILENAME, openDb } from './store/db.js';
 import { createStore } from './store/store.js';
 import { openKeyring } from './secrets/keyring-file.js';
-import { DeferredSubstrate, prepareSubstrate } from './machine-host.js';
+import { chooseSubstrateKind, DeferredSubstrate, findRepoRoot, prepareSubstrate } from './machine-host.js';
+import { ensureHostPackages } from './host-packages.js';
+import { probeKvm } from './substrate/vm/kvm-probe.js';
 import { attachGateway } from './gateway/gateway.js';
 import { gatewayDepsFromServices } from './gateway/from-services.js';
 import { createHttpServer, listen } from './http-server.js';
@@ -139,7 +141,15 @@ export async function serve(
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = parseConfig(process.env);
   const say = (line: string) => process.stdout.write(`${line}\n`);
-  const running = await serve(config, { say, services: { substrate: prepareSubstrate({ config, say }) } });
+  // Up front, before anything listens: the programs the substrate will run (installed as root, else the command).
+  const kind = chooseSubstrateKind(config, () => probeKvm().usable);
+  try {
+    ensureHostPackages({ kind, repoRoot: findRepoRoot(), say });
+  } catch (e) {
+    process.stderr.write(`computer: ${(e as Error).message}\n`);
+    process.exit(1);
+  }
+  const running = await serve(config, { say, services: { substrate: prepareSubstrate({ config, say }, kind) } });
   say(gettingStarted(running.url));
   const stop = () => void running.close().then(() => process.exit(0));
   process.on('SIGINT', stop);
