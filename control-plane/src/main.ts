@@ -73,6 +73,7 @@ export async function serve(
     () => (substrate ? services.machines.reconcile({ before: startedAt }) : []),
     (e) => {
       say(`substrate unavailable: ${(e as Error)?.message ?? String(e)}`);
+      services.machines.substrateUnavailable();
       return [];
     },
   );

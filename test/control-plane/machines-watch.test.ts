@@ -50,3 +50,24 @@ t.test('substrate watch', async (t) => {
   t.equal(state(alive), 'stopped');
   t.notOk((await types(alive)).some((e) => e.type === 'machine.failed'), 'no machine.failed after a user stop');
 });
+
+t.test('a substrate that stops answering: host.unhealthy once per episode', async (t) => {
+  const fake = new FakeSubstrate();
+  const rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
+  t.teardown(() => rig.close());
+  const { key } = await rig.tenant();
+  const id = (await rig.call('POST', '/v1/machines', { key, body: { name: 'm' } })).json.id as string;
+  const unhealthy = async () =>
+    ((await rig.call('GET', `/v1/machines/${id}/events`, { key })).json.data as Array<{ type: string; data: any }>).filter((e) => e.type === 'host.unhealthy');
+  fake.failNext('liveness');
+  await rig.services.machines.watchPass();
+  fake.failNext('liveness');
+  await rig.services.machines.watchPass();
+  t.match(await unhealthy(), [{ data: { reason: 'substrate_unavailable' } }], 'once for two failed passes');
+  t.equal((await unhealthy()).length, 1);
+  await rig.services.machines.watchPass();
+  fake.failNext('liveness');
+  await rig.services.machines.watchPass();
+  t.equal((await unhealthy()).length, 2, 'again after it answered in between');
+  t.equal(rig.store.machines.byId(id)!.state, 'running', 'a probe failure moves no machine');
+});

@@ -3,7 +3,8 @@
  * new work that would write (create, start, fork, snapshots) is refused early with a retryable 503, so the
  * volume never fills under running machines because of new work; on entering the low state every live machine's
  * log gets `host.unhealthy {reason: disk_low}` (the spec's event for the organizations with machines here),
- * and again only after space came back and ran low once more.
+ * and again only after space came back and ran low once more. The same event with `reason:
+ * substrate_unavailable` when the substrate stops answering.
  */
 import fs from 'node:fs';
 import { AppError } from '../../../shared/errors.js';
@@ -38,6 +39,16 @@ export function defaultReserve(total: number): number {
 export function createHostHealth(d: HostHealthDeps) {
   const read = d.statfs ?? statfs;
   let low = false;
+  let substrateDown = false;
+
+  /** host.unhealthy to every live machine's log (the organizations with machines on this host). */
+  function tellEveryone(reason: 'disk_low' | 'substrate_unavailable'): void {
+    d.store.db.tx(() => {
+      for (const m of d.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error'])) {
+        d.events.append(m.org_id, m.id, 'host.unhealthy', { reason });
+      }
+    });
+  }
 
   function isLow(): boolean {
     let s: { free: number; total: number };
@@ -65,15 +76,18 @@ export function createHostHealth(d: HostHealthDeps) {
     /** One check (the substrate watch runs it): on entering the low state, host.unhealthy to every live machine. */
     check(): boolean {
       const now = isLow();
-      if (now && !low) {
-        d.store.db.tx(() => {
-          for (const m of d.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error'])) {
-            d.events.append(m.org_id, m.id, 'host.unhealthy', { reason: 'disk_low' });
-          }
-        });
-      }
+      if (now && !low) tellEveryone('disk_low');
       low = now;
       return now;
+    },
+
+    /**
+     * The substrate answered (true) or did not (false: it failed to prepare, or every running machine's probe
+     * failed in one watch pass): host.unhealthy {reason: substrate_unavailable} once per episode.
+     */
+    substrateAnswered(ok: boolean): void {
+      if (!ok && !substrateDown) tellEveryone('substrate_unavailable');
+      substrateDown = !ok;
     },
   };
 }

@@ -300,10 +300,13 @@ export function createMachineService(d: MachineServiceDeps) {
     }
     // Machines are handled side by side: one dead machine's cleanup (seconds when podman lost its monitor)
     // does not delay noticing the next.
-    await Promise.all(store.machines.inStates(['running']).map(async (m) => {
+    const running = store.machines.inStates(['running']);
+    let answered = 0;
+    await Promise.all(running.map(async (m) => {
       let seen;
       try {
         seen = await substrate.liveness(m.id);
+        answered++;
       } catch (e) {
         d.onFailure?.(m.id, 'watch', e);
         return;
@@ -346,6 +349,7 @@ export function createMachineService(d: MachineServiceDeps) {
         out.push({ id: m.id, to });
       }
     }));
+    if (running.length) d.hostHealth?.substrateAnswered(answered > 0);
     return out;
   }
 
@@ -748,6 +752,11 @@ export function createMachineService(d: MachineServiceDeps) {
     },
 
     watchPass,
+
+    /** The substrate could not be prepared (main.ts): host.unhealthy to every live machine. */
+    substrateUnavailable(): void {
+      d.hostHealth?.substrateAnswered(false);
+    },
 
     /**
      * Watch the substrate: every `intervalMs` (default 2 s, so a machine killed from outside is `error`
