@@ -15,6 +15,7 @@ import type { LeaseGrant, MachinePage, Preview, PreviewPage, SnapshotPage } from
 import type { MachineSecretList, Secret } from '../../../shared/schemas/secrets.js';
 import type { ForkMachineRequest, Snapshot, SnapshotListQuery } from '../../../shared/schemas/snapshot.js';
 import { ComputerError, errorFromBody, type ErrorBody } from './errors.js';
+import { EventStream, openChannel, ScreenStream } from './channels.js';
 import { attachTerminal, type TerminalStream } from './terminal.js';
 
 export { ComputerError, type ErrorBody, type Quota } from './errors.js';
@@ -219,6 +220,29 @@ export class MachineHandle {
     const g = this.client.gateway();
     return attachTerminal(`${g.wsBase}${this.p(`/terminals/${encodeURIComponent(termId)}/attach`)}`, g.headers);
   }
+  /**
+   * Screen frames (the gateway's screen channel) as an async iterator of encoded images; `break` or
+   * `close()` ends it. A refused handshake rejects with the envelope's ComputerError.
+   */
+  async screenFrames(q: { format?: 'jpeg' | 'webp'; quality?: number; fps?: number; onStatus?: (s: ScreenStream['status'] & {}) => void } = {}): Promise<ScreenStream> {
+    const g = this.client.gateway();
+    const url = new URL(`${g.wsBase}${this.p('/screen')}`);
+    for (const k of ['format', 'quality', 'fps'] as const) if (q[k] !== undefined) url.searchParams.set(k, String(q[k]));
+    let stream!: ScreenStream;
+    const { onStatus } = q;
+    await openChannel(url.href, g.headers, (ws) => (stream = new ScreenStream(ws, onStatus)));
+    return stream;
+  }
+  /**
+   * The machine's events, live, as an async iterator that reconnects by itself and resumes from the last
+   * event it yielded (no gap, no repeat). `cursor` starts after a known event (a `cursor` yielded
+   * earlier, e.g. persisted by the caller); without it, events from now on.
+   */
+  events(o: { cursor?: string; maxReconnects?: number } = {}): Promise<EventStream> {
+    const g = this.client.gateway();
+    const base = `${g.wsBase}${this.p('/events/live')}`;
+    return new EventStream((c) => (c ? `${base}?cursor=${encodeURIComponent(c)}` : base), g.headers, o).start();
+  }
   /** @internal */
   path(rest: string) {
     return this.p(rest);
@@ -259,3 +283,4 @@ export class Lease {
 }
 
 export { TerminalStream } from './terminal.js';
+export { ChannelClosedError, EventStream, ScreenStream, type EventDelivery, type MachineEvent, type ScreenFrame } from './channels.js';

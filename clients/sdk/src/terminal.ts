@@ -7,7 +7,7 @@
 import { Duplex } from 'node:stream';
 import { WebSocket } from 'ws';
 import { CLOSE_CODES, type TerminalClientMessage, type TerminalServerMessage } from '../../../shared/schemas/gateway.js';
-import { ComputerError, errorFromBody } from './errors.js';
+import { openChannel } from './channels.js';
 
 /** The socket closed without the pty exiting (4409 another client, 4503 machine unreachable, 4404 gone …). */
 export class TerminalClosedError extends Error {
@@ -98,18 +98,9 @@ export class TerminalStream extends Duplex {
 }
 
 /** Opens the channel; a refused handshake rejects with the envelope's ComputerError. */
-export function attachTerminal(url: string, headers: Record<string, string>): Promise<TerminalStream> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers, perMessageDeflate: false });
-    ws.once('unexpected-response', (_req, res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (d: Buffer) => parts.push(d));
-      res.on('end', () => reject(new ComputerError(res.statusCode ?? 0, errorFromBody(res.statusCode ?? 0, Buffer.concat(parts).toString('utf8')))));
-      ws.on('error', () => {});
-    });
-    ws.once('error', reject);
-    // Listen before 'open' resolves: the replay of earlier output may arrive in the same tick.
-    const stream = new TerminalStream(ws);
-    ws.once('open', () => resolve(stream));
-  });
+export async function attachTerminal(url: string, headers: Record<string, string>): Promise<TerminalStream> {
+  let stream!: TerminalStream;
+  // Listen before 'open' resolves: the replay of earlier output may arrive in the same tick.
+  await openChannel(url, headers, (ws) => (stream = new TerminalStream(ws)));
+  return stream;
 }
