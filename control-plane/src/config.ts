@@ -24,7 +24,25 @@ export const ConfigSchema = z
       .default('')
       .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
       .pipe(z.array(Origin)),
-    BILLING_PROVIDER: z.enum(['builtin']).default('builtin'),
+    /** builtin (default: takes no money) or stripe (docs/api-auth-and-billing.md, "Stripe"). */
+    BILLING_PROVIDER: z.enum(['builtin', 'stripe']).default('builtin'),
+    /** stripe: the secret (or restricted) API key. Never logged or returned. */
+    STRIPE_SECRET_KEY: z.string().regex(/^(sk|rk)_[A-Za-z0-9_]+$/, 'must be a Stripe secret or restricted key (sk_… / rk_…)').optional(),
+    /** stripe: the webhook endpoint's signing secret (whsec_…). Never logged or returned. */
+    STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_[A-Za-z0-9_+/=]+$/, 'must be a webhook signing secret (whsec_…)').optional(),
+    /** stripe: each self-serve plan's recurring price, `plan=price_id` comma-separated (developer=price_…,pro=price_…). */
+    STRIPE_PRICES: z
+      .string()
+      .default('')
+      .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+      .pipe(z.array(z.string().regex(/^[a-z0-9_-]+=price_[A-Za-z0-9_]+$/, 'entries are plan=price_id')))
+      .transform((xs) => Object.fromEntries(xs.map((x) => x.split('=') as [string, string]))),
+    /** stripe: metered prices (on the computer_* meters) added to every subscription, comma-separated. */
+    STRIPE_METERED_PRICES: z
+      .string()
+      .default('')
+      .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+      .pipe(z.array(z.string().regex(/^price_[A-Za-z0-9_]+$/, 'entries are price ids'))),
     /** Prometheus /metrics on its own loopback listener (docs/operations.md); unset: off. 0: any free port. */
     METRICS_PORT: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535)).optional(),
     /** Shown in quota errors as `upgrade_url`; null when unset. */
@@ -56,6 +74,13 @@ export const ConfigSchema = z
       .pipe(z.array(z.ipv4()))
       .optional(),
   })
+  .superRefine((e, ctx) => {
+    if (e.BILLING_PROVIDER !== 'stripe') return;
+    for (const k of ['STRIPE_SECRET_KEY', 'STRIPE_WEBHOOK_SECRET'] as const) {
+      if (!e[k]) ctx.addIssue({ code: 'custom', path: [k], message: 'required when BILLING_PROVIDER=stripe' });
+    }
+    if (Object.keys(e.STRIPE_PRICES).length === 0) ctx.addIssue({ code: 'custom', path: ['STRIPE_PRICES'], message: 'required when BILLING_PROVIDER=stripe (plan=price_id,…)' });
+  })
   .transform((e) => {
     const publicBaseUrl = (e.PUBLIC_BASE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`).replace(/\/+$/, '');
     return {
@@ -68,6 +93,10 @@ export const ConfigSchema = z
       secretsKeyring: e.SECRETS_KEYRING ?? null,
       allowedOrigins: e.ALLOWED_ORIGINS,
       billingProvider: e.BILLING_PROVIDER,
+      stripe:
+        e.BILLING_PROVIDER === 'stripe'
+          ? { secretKey: e.STRIPE_SECRET_KEY!, webhookSecret: e.STRIPE_WEBHOOK_SECRET!, prices: e.STRIPE_PRICES, meteredPrices: e.STRIPE_METERED_PRICES }
+          : null,
       metricsPort: e.METRICS_PORT ?? null,
       upgradeUrl: e.UPGRADE_URL ?? null,
       trustProxy: e.TRUST_PROXY,

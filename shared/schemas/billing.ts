@@ -21,3 +21,13 @@ export const PortalRequest = z.strictObject({
   return_url: HttpUrl.optional(),
 });
 export type PortalRequest = z.infer<typeof PortalRequest>;
+
+/** A Stripe event as delivered to the webhook (only the envelope is described; Stripe defines the rest). */
+export const StripeWebhookEvent = z.looseObject({ id: z.string(), object: z.literal('event'), type: z.string(), created: z.number().int() });
+
+/** The webhook's answer: `duplicate` for an event id applied before, `stale` for an out-of-date one. */
+export const StripeWebhookAnswer = z.object({
+  received: z.literal(true),
+  id: z.string(),
+  outcome: z.enum(['applied', 'unchanged', 'ignored', 'stale', 'duplicate']),
+});

@@ -1,5 +1,7 @@
 import { createBuiltinProvider, type BuiltinProvider } from '../billing/builtin.js';
 import type { BillingProvider } from '../billing/provider.js';
+import { createStripeProvider, type StripeClientOptions, type StripeProvider } from '../billing/stripe.js';
+import { CATALOG } from '../domain/catalog.js';
 import { sha256Hex } from '../auth/tokens.js';
 import type { ScryptCost } from '../auth/passwords.js';
 import { isRecognisedOrigin, type Config } from '../config.js';
@@ -42,6 +44,8 @@ export interface ServiceDeps {
   counters?: Partial<Record<CountedLimitKey, Counter>>;
   /** Replaces the built-in provider (config.billingProvider names which one main.ts builds). */
   billingProvider?: (sink: ReturnType<typeof createBillingService>['sink']) => BillingProvider;
+  /** BILLING_PROVIDER=stripe: where the Stripe API is (tests: a loopback fake). */
+  stripeClient?: StripeClientOptions;
   /** Where machines run (main.ts picks vm / container / fake). Without one, machine operations answer 503. */
   substrate?: Substrate;
   /** Agent connection deadlines (tests shorten them). */
@@ -79,7 +83,9 @@ export function createServices(d: ServiceDeps) {
   });
   let builtin: BuiltinProvider | null = null;
   if (d.billingProvider) billing.setProvider(d.billingProvider(billing.sink));
-  else {
+  else if (config.stripe) {
+    // Set below, once the usage service it reports from exists.
+  } else {
     builtin = createBuiltinProvider({ store, sink: billing.sink, publicBaseUrl: config.publicBaseUrl, now, hash: sha256Hex });
     billing.setProvider(builtin);
   }
@@ -99,6 +105,14 @@ export function createServices(d: ServiceDeps) {
   });
   const metering = createMeteringService({ store, now, catalog: d.catalog });
   const usage = createUsageService({ store, now, billing, metering });
+  let stripe: StripeProvider | null = null;
+  if (!d.billingProvider && config.stripe) {
+    stripe = createStripeProvider({
+      store, sink: billing.sink, settings: config.stripe, now, catalog: d.catalog ?? CATALOG, totals: usage.totals,
+      flush: () => metering.flush(), client: d.stripeClient, log: d.log, background: (d.role ?? 'server') === 'server',
+    });
+    billing.setProvider(stripe);
+  }
   const events = createEventService({ store, now });
   const leases = createLeaseService({ store, events, now });
   const sessions = createSessionService({ store, events, leases, quotas, now });
@@ -151,7 +165,7 @@ export function createServices(d: ServiceDeps) {
   });
   const ports = createPortService({ store, config, now });
   return {
-    config, store, now, limiter, billing, builtin, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates, secrets, ports,
+    config, store, now, limiter, billing, builtin, stripe, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates, secrets, ports,
     metering, usage,
     /** Server only: stop what billing no longer allows, for every organization running machines. */
     enforceAll: () => enforce(new Set(store.machines.inStates(['running']).map((m) => m.org_id))),

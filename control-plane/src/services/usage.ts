@@ -99,6 +99,8 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
   });
 
   return {
+    /** Totals of the records whose hour starts in [hour(start), hour(end)) (the Stripe reporter's source). */
+    totals,
     list(orgId: string, q: UsageListQuery): Page<UsageRecord> {
       const { start, end } = range(orgId, q);
       const limit = q.limit ?? DEFAULT_PAGE_SIZE;

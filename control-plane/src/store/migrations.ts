@@ -299,4 +299,40 @@ CREATE TABLE usage_summaries (
 );
 `,
   },
+  {
+    version: 7,
+    name: 'stripe customers, processed webhook events and reported meter quantities',
+    // stripe_customers links an organization to its Stripe customer and current subscription, and keeps
+    // the `created` second of the last subscription event applied (older ones arriving late are stale).
+    // stripe_webhook_events makes delivery idempotent on the event id (Stripe retries and replays).
+    // stripe_meter_reports remembers, per period and meter, the cumulative quantity Stripe has
+    // acknowledged and the one in flight (`pending`): a crash between the call and the record resends
+    // the same identifier, which Stripe deduplicates, so nothing is reported twice.
+    sql: `
+CREATE TABLE stripe_customers (
+  org_id TEXT PRIMARY KEY,
+  customer_id TEXT NOT NULL UNIQUE,
+  subscription_id TEXT,
+  last_event_created INTEGER,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE stripe_webhook_events (
+  id TEXT PRIMARY KEY,
+  type TEXT NOT NULL,
+  org_id TEXT,
+  outcome TEXT NOT NULL,
+  received_at TEXT NOT NULL
+);
+CREATE TABLE stripe_meter_reports (
+  org_id TEXT NOT NULL,
+  period_start TEXT NOT NULL,
+  period_end TEXT NOT NULL,
+  meter TEXT NOT NULL,
+  reported INTEGER NOT NULL DEFAULT 0,
+  pending INTEGER,
+  closed INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (org_id, period_start, meter)
+);
+`,
+  },
 ];

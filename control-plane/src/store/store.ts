@@ -6,6 +6,7 @@ import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo } from './repos/mach
 import { previewsRepo } from './repos/previews.js';
 import { snapshotsRepo, templatesRepo } from './repos/snapshots.js';
 import { secretsRepo } from './repos/secrets.js';
+import { stripeRepo } from './repos/stripe.js';
 import { usageRepo } from './repos/usage.js';
 
 export function createStore(db: Db) {
@@ -24,6 +25,7 @@ export function createStore(db: Db) {
     secrets: secretsRepo(db),
     previews: previewsRepo(db),
     usage: usageRepo(db),
+    stripe: stripeRepo(db),
   };
 }
 export type Store = ReturnType<typeof createStore>;

@@ -18,6 +18,7 @@ import billingPortalPage from './billing/builtin-portal.js';
 import billingCheckout from './billing/checkout.js';
 import billingGet from './billing/get.js';
 import billingPortal from './billing/portal.js';
+import billingStripeWebhook from './billing/stripe-webhook.js';
 import billingUsageSummary from './billing/usage-summary.js';
 import usageList from './usage/list.js';
 import usageSeries from './usage/series.js';
@@ -98,6 +99,7 @@ export const IDENTITY_OPS: readonly Op[] = [
   apiKeysList, apiKeysCreate, apiKeysRevoke,
   plansList, plansGet,
   billingGet, billingCheckout, billingPortal, billingCheckoutComplete, billingPortalPage, billingPortalCancel,
+  billingStripeWebhook,
 ];
 
 /** Machines, their agent routes, sessions, the input lease and the event log (docs/api-machines.md). */
