@@ -11,6 +11,7 @@ import { renderError } from './api/middleware/errors.js';
 import { requestContext } from './api/middleware/request-context.js';
 import { mountReference } from './api/reference.js';
 import { IDENTITY_OPS, v1App } from './api/v1/index.js';
+import { MCP_PATH, mountMcp, type McpOptions } from './mcp/endpoint.js';
 import type { CpEnv } from './context.js';
 import type { LogSink } from './log.js';
 import type { Services } from './services/index.js';
@@ -25,6 +26,8 @@ export interface AppDeps {
   ops?: readonly Op[];
   /** Parse every JSON success answer against its operation's declared schema (tests). */
   checkResponses?: boolean;
+  /** MCP session limits (tests). */
+  mcp?: McpOptions;
 }
 
 export function createApp(deps: AppDeps): Hono<CpEnv> {
@@ -49,7 +52,7 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
     const p = c.req.path;
     const limit = /^\/v1\/machines\/[^/]+\/files\/content$/.test(p) && c.req.method === 'PUT'
       ? MAX_WRITE_BODY_BYTES
-      : /^\/v1\/machines\/[^/]+\//.test(p) ? MAX_MACHINE_BODY_BYTES : MAX_BODY_BYTES;
+      : /^\/v1\/machines\/[^/]+\//.test(p) || p === MCP_PATH ? MAX_MACHINE_BODY_BYTES : MAX_BODY_BYTES;
     return bodyLimit({
       maxSize: limit,
       onError: () => {
@@ -60,6 +63,8 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
   const ops = deps.ops ?? IDENTITY_OPS;
   mountReference(app, ops, `${deps.services.config.publicBaseUrl}`);
   app.route('/v1', v1App(deps.services, ops, { checkResponses: deps.checkResponses }));
+  // The MCP server's tools are /v1 requests dispatched back into this app (mcp/caller.ts).
+  mountMcp(app, deps.services, (req, env) => app.fetch(req, env), deps.mcp);
   app.notFound(() => {
     throw new AppError('not_found', 'No such route.');
   });
