@@ -7,12 +7,9 @@
  * Needs root, podman and runc; the image is built on first use (minutes), then cached.
  */
 import t, { type Test } from 'tap';
-import fs from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
 import type { LogLine } from '../../control-plane/src/log.js';
-import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
-import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
-import { testImage } from '../helpers/substrate-image.js';
+import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 
 const SCOPES = ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'secrets:write'];
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
@@ -33,20 +30,8 @@ async function until<T>(what: string, fn: () => Promise<T | null>, tries = 240, 
 }
 
 t.test('secrets on a real container machine', { timeout: 1_200_000 }, async (t) => {
-  const image = await testImage('container');
-  const root = fs.mkdtempSync('/tmp/cps-');
-  const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
   const serviceLog: LogLine[] = [];
-  const rig: MachinesRig = makeMachinesRig({
-    substrate, services: { agentTimeouts: { connectMs: 5000, requestMs: 60_000 }, log: (l) => serviceLog.push(l) },
-  });
-  const created: string[] = [];
-  t.teardown(async () => {
-    for (const id of created) await substrate.destroy(id).catch(() => {});
-    await rig.close();
-    await substrate.releaseMounts();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const { rig, created } = await containerMachinesRig(t, '/tmp/cps-', { log: (l) => serviceLog.push(l) });
 
   const a = await rig.tenant('pro', SCOPES);
   const key = a.key;
