@@ -1,7 +1,7 @@
 /**
  * The SDK against the real control-plane app (every /v1 op, SQLite, the fake substrate with real agent
  * apps): compute_unavailable retried, downloads looped to eof under a cap, lease renewal across a ttl,
- * quota errors as data. (The container-substrate run is not written yet; see docs/clients.md.)
+ * quota errors as data. The container-substrate run: test/e2e/sdk-container.test.ts.
  */
 import { Hono } from 'hono';
 import t from 'tap';

@@ -2,7 +2,7 @@
  * The gateway's screen and events channels (docs/gateway.md) as async iterators, and the handshake every
  * channel shares: a refused handshake is the API's error envelope, rejected as a ComputerError.
  */
-import { WebSocket } from 'ws';
+import { WebSocket, type RawData } from 'ws';
 import { CLOSE_CODES, type EventsServerMessage, type ScreenStatusMessage } from '../../../shared/schemas/gateway.js';
 import { ComputerError, errorFromBody } from './errors.js';
 
@@ -33,7 +33,7 @@ export function openChannel(url: string, headers: Record<string, string>, listen
   });
 }
 
-const asBuffer = (data: WebSocket.RawData): Buffer => (Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data));
+const asBuffer = (data: RawData): Buffer => (Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data));
 
 /**
  * The pull side both iterators share: `take()` hands over what is waiting, `finish()` ends the

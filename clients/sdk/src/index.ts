@@ -11,7 +11,7 @@ import type { ReadResult, WriteResult } from '../../../shared/schemas/files.js';
 import type { CreateMachineRequest, Machine } from '../../../shared/schemas/machine.js';
 import type { PublishPortRequest } from '../../../shared/schemas/ports.js';
 import type { PtyOpen, Terminal } from '../../../shared/schemas/pty.js';
-import type { LeaseGrant, MachinePage, Preview, PreviewPage, SnapshotPage } from '../../../shared/schemas/responses.js';
+import type { LeaseGrant, MachinePage, Preview, PreviewPage, Session, SnapshotPage } from '../../../shared/schemas/responses.js';
 import type { MachineSecretList, Secret } from '../../../shared/schemas/secrets.js';
 import type { ForkMachineRequest, Snapshot, SnapshotListQuery } from '../../../shared/schemas/snapshot.js';
 import { ComputerError, errorFromBody, type ErrorBody } from './errors.js';
@@ -180,6 +180,14 @@ export class MachineHandle {
     const grant = await this.client.request<z.infer<typeof LeaseGrant>>('POST', this.p('/input-lease'), { body: { session_id: sessionId, ttl_seconds: ttlSeconds } });
     return new Lease(this, sessionId, ttlSeconds, grant);
   }
+  /** A session on this machine (`agent` for programs, `human` for people); input needs one holding the lease. */
+  openSession(type: 'agent' | 'human' = 'agent') {
+    return this.client.request<z.infer<typeof Session>>('POST', '/v1/sessions', { body: { machine_id: this.id, type } });
+  }
+  /** Opens an agent session and takes the input lease with it (renewed until `release()`). */
+  async control(ttlSeconds = 60): Promise<Lease> {
+    return this.acquireLease((await this.openSession('agent')).id, ttlSeconds);
+  }
   /** A new machine from one of this machine's snapshots, or from its disk as it is now. */
   async fork(req: z.input<typeof ForkMachineRequest> = {}): Promise<MachineHandle> {
     const m = await this.client.request<z.infer<typeof Machine>>('POST', this.p('/fork'), { body: req });
@@ -275,6 +283,18 @@ export class Lease {
   /** Headers an input call carries while holding the lease. */
   headers(): Record<string, string> {
     return { 'x-session-id': this.sessionId, 'x-lease-fence': String(this.grant.fence) };
+  }
+  /** Types text on the focused window (any Unicode; a newline is not Enter, use `key('Return')`). */
+  type(text: string, o: { delay_ms?: number } = {}) {
+    return this.m.client.request<unknown>('POST', this.m.path('/keyboard/type'), { body: { text, ...o }, headers: this.headers() });
+  }
+  /** Presses a key (X keysym name: `Return`, `Tab`, `ctrl+c` is a hotkey, see the API reference). */
+  key(key: string, o: { repeat?: number } = {}) {
+    return this.m.client.request<unknown>('POST', this.m.path('/keyboard/key'), { body: { key, ...o }, headers: this.headers() });
+  }
+  /** Clicks at (x, y) on the screen. */
+  click(x: number, y: number, o: { button?: 'left' | 'middle' | 'right'; count?: number } = {}) {
+    return this.m.client.request<unknown>('POST', this.m.path('/mouse/click'), { body: { at: { x, y }, ...o }, headers: this.headers() });
   }
   async release(): Promise<void> {
     clearTimeout(this.timer);
