@@ -2,9 +2,8 @@
  * Machines killed from outside the control plane (issue 14 items 2, 3), on real podman containers through /v1:
  * - `podman kill`: the substrate watch moves the running machine to `error` with `machine.failed`; start works;
  * - a clean shutdown from outside (`podman stop`: the init exits 0): `stopped` with `machine.stopped`;
- * - conmon killed: the watch sees the dead machine (podman still says running), start works again;
- * - conmon killed under a user's stop: the stop answers only once nothing runs, start works (podman 4.3 copes
- *   with this one itself; the check stays so a regression shows).
+ * - conmon killed, then a user's stop: it answers only once nothing of the machine runs (a container podman can no
+ *   longer drive is killed through its cgroup and replaced on the same disk), and start works.
  * One machine throughout. Needs root, podman and runc.
  */
 import t from 'tap';
@@ -16,6 +15,13 @@ import { containerName } from '../../control-plane/src/substrate/container/podma
 
 t.test('machines killed or stopped from outside', { timeout: 900_000 }, async (t) => {
   const { rig, substrate, root, created } = await containerMachinesRig(t, '/tmp/cpf-');
+  const liveProcs = (ctr: string) => {
+    try {
+      return fs.readFileSync(`/sys/fs/cgroup/pids/libpod_parent/libpod-${ctr}/cgroup.procs`, 'utf8').split('\n').filter(Boolean).length;
+    } catch {
+      return 0;
+    }
+  };
   const ctrId = () => JSON.parse(fs.readFileSync(path.join(root, 'machines', id, 'machine.json'), 'utf8')).ctrId as string;
   const stopWatch = rig.services.machines.startWatch();
   t.teardown(stopWatch);
@@ -44,7 +50,8 @@ t.test('machines killed or stopped from outside', { timeout: 900_000 }, async (t
   });
 
   await t.test('a clean shutdown from outside: stopped, then start works', async (t) => {
-    await podmanOf(substrate, 'stop', '-t', '10', containerName(id));
+    // A long grace period: under load the init's orderly shutdown must not be cut short by podman's SIGKILL.
+    await podmanOf(substrate, 'stop', '-t', '120', containerName(id));
     t.equal(await machineState(rig, key, id, ['error', 'stopped']), 'stopped', 'the guest ended itself cleanly');
     const stopped = (await eventsOf(rig, key, id)).filter((e) => e.type === 'machine.stopped');
     t.match(stopped.at(-1)!.data, { from: 'running', to: 'stopped', reason: 'guest_shutdown' });
@@ -54,28 +61,21 @@ t.test('machines killed or stopped from outside', { timeout: 900_000 }, async (t
     await agentAnswers(rig, key, id);
   });
 
-  await t.test('conmon killed: the watch moves the machine to error, start works', async (t) => {
+  await t.test('conmon killed: a stop is real and start works', async (t) => {
+    // Without its monitor the container either dies (once something writes to its output) or lives on, and
+    // podman's view of it goes stale either way: the watch is paused so the user's stop meets whichever it is.
+    stopWatch();
     const before = ctrId();
     await killConmon(substrate, id);
-    t.equal(await machineState(rig, key, id, ['error', 'stopped']), 'error');
-    t.equal((await failedEvents()).length, 2, 'a second machine.failed');
-    // podman's stop times out waiting for the exit file conmon would have written: the container is replaced.
-    const s = await rig.call('POST', `${base}/start`, { key });
-    t.not(ctrId(), before, 'the container podman lost track of was replaced');
-    t.equal(s.status, 200, s.text);
-    t.equal(await podmanState(substrate, id), 'running', 'podman runs the (replaced) container');
-    await agentAnswers(rig, key, id);
-  });
-
-  await t.test('conmon killed under a user stop: the stop is real, start works', async (t) => {
-    stopWatch();
-    await killConmon(substrate, id);
+    await rig.call('POST', `${base}/exec`, { key, body: { command: ['true'] } });
     const st = await rig.call('POST', `${base}/stop`, { key });
     t.equal(st.status, 200, st.text);
     t.equal(st.json.state, 'stopped');
     t.not(await podmanState(substrate, id), 'running', 'nothing runs after a stop reported done');
+    t.equal(liveProcs(before), 0, 'no process left in the old container\'s cgroup');
     const s = await rig.call('POST', `${base}/start`, { key });
     t.equal(s.status, 200, s.text);
+    t.equal(await podmanState(substrate, id), 'running');
     await agentAnswers(rig, key, id);
     const final = await rig.call('POST', `${base}/stop`, { key });
     t.equal(final.status, 200, 'an ordinary stop after the recovery');
