@@ -10,6 +10,7 @@ import type { Op } from './api/op.js';
 import { renderError } from './api/middleware/errors.js';
 import { requestContext } from './api/middleware/request-context.js';
 import { mountReference } from './api/reference.js';
+import { mountDashboard } from './dashboard.js';
 import { IDENTITY_OPS, v1App } from './api/v1/index.js';
 import { MCP_PATH, mountMcp, type McpOptions } from './mcp/endpoint.js';
 import type { CpEnv } from './context.js';
@@ -28,6 +29,8 @@ export interface AppDeps {
   checkResponses?: boolean;
   /** MCP session limits (tests). */
   mcp?: McpOptions;
+  /** A dashboard build (dist/dashboard) to serve at `/`; none: `/` is a 404 like any unknown route. */
+  dashboardDir?: string | null;
 }
 
 export function createApp(deps: AppDeps): Hono<CpEnv> {
@@ -65,6 +68,7 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
   app.route('/v1', v1App(deps.services, ops, { checkResponses: deps.checkResponses }));
   // The MCP server's tools are /v1 requests dispatched back into this app (mcp/caller.ts).
   mountMcp(app, deps.services, (req, env) => app.fetch(req, env), deps.mcp);
+  if (deps.dashboardDir) mountDashboard(app, deps.dashboardDir, deps.services.config.publicBaseUrl);
   app.notFound(() => {
     throw new AppError('not_found', 'No such route.');
   });

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ALL_OPS } from './api/v1/index.js';
 import { createApp } from './app.js';
 import { parseConfig, type Config } from './config.js';
@@ -35,7 +35,7 @@ export interface Running {
 
 export async function serve(
   config: Config,
-  opts: { log?: LogSink; services?: Partial<ServiceDeps>; say?: (line: string) => void } = {},
+  opts: { log?: LogSink; services?: Partial<ServiceDeps>; say?: (line: string) => void; dashboardDir?: string | null } = {},
 ): Promise<Running> {
   const baseLog = opts.log ?? stderrLog;
   // With METRICS_PORT set, request and failure lines also feed the Prometheus metrics.
@@ -60,7 +60,7 @@ export async function serve(
     log,
     ...opts.services, keyring, substrate, config, store: createStore(db),
   });
-  const app = createApp({ services, log, ops: ALL_OPS });
+  const app = createApp({ services, log, ops: ALL_OPS, dashboardDir: opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir });
   const metrics = config.metricsPort !== null ? createMetrics(services) : null;
   observe = metrics ? metrics.observe : null;
   const metricsListener = metrics ? await metrics.listen(config.metricsPort!) : null;
@@ -155,6 +155,12 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const stop = () => void running.close().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+}
+
+/** dist/dashboard beside this file's dist/control-plane (what `npm start` builds), when it exists. */
+function builtDashboard(): string | null {
+  const dir = fileURLToPath(new URL('../../dashboard', import.meta.url));
+  return fs.existsSync(path.join(dir, 'index.html')) ? dir : null;
 }
 
 /** What `npm start` prints once it listens: how to get from nothing to an API key. */

@@ -23,6 +23,8 @@ export interface MachinesRigOptions {
   dir?: string;
   /** Extra configuration variables (e.g. PREVIEW_DOMAIN). */
   env?: Record<string, string>;
+  /** A dashboard build to serve at `/` (test/helpers/dashboard.ts). */
+  dashboardDir?: string;
 }
 
 export function makeMachinesRig(o: MachinesRigOptions) {
@@ -41,7 +43,7 @@ export function makeMachinesRig(o: MachinesRigOptions) {
     ...o.services, config, store,
   });
   const logs: LogLine[] = [];
-  const app = createApp({ services, log: (l) => logs.push(l), checkResponses: true, ops: ALL_OPS });
+  const app = createApp({ services, log: (l) => logs.push(l), checkResponses: true, ops: ALL_OPS, dashboardDir: o.dashboardDir });
   /** Every response body, for scanning for leaks. */
   const bodies: string[] = [];
 

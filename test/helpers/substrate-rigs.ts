@@ -7,18 +7,23 @@ import { CATALOG } from '../../control-plane/src/domain/catalog.js';
 import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
 import { VmSubstrate } from '../../control-plane/src/substrate/vm/driver.js';
 import type { ServiceDeps } from '../../control-plane/src/services/index.js';
-import { makeMachinesRig, type MachinesRig } from './machines-rig.js';
+import { makeMachinesRig, type MachinesRig, type MachinesRigOptions } from './machines-rig.js';
 import { testImage } from './substrate-image.js';
 
 interface Teardown {
   teardown(fn: () => Promise<void> | void): void;
 }
 
-export async function containerMachinesRig(t: Teardown, prefix = '/tmp/cpe-', services: Partial<ServiceDeps> = {}): Promise<{ rig: MachinesRig; substrate: ContainerSubstrate; root: string; created: string[] }> {
+export async function containerMachinesRig(
+  t: Teardown,
+  prefix = '/tmp/cpe-',
+  services: Partial<ServiceDeps> = {},
+  rigOptions: Pick<MachinesRigOptions, 'dashboardDir' | 'env'> = {},
+): Promise<{ rig: MachinesRig; substrate: ContainerSubstrate; root: string; created: string[] }> {
   const image = await testImage('container');
   const root = fs.mkdtempSync(prefix);
   const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
-  const rig = makeMachinesRig({ substrate, services: { agentTimeouts: { connectMs: 5000, requestMs: 60_000 }, ...services } });
+  const rig = makeMachinesRig({ ...rigOptions, substrate, services: { agentTimeouts: { connectMs: 5000, requestMs: 60_000 }, ...services } });
   const created: string[] = [];
   t.teardown(async () => {
     for (const id of created) await substrate.destroy(id).catch(() => {});

@@ -1,0 +1,250 @@
+/**
+ * The live screen (gateway screen channel) on a canvas scaled to fit, with its connection state always
+ * shown, and taking control: a `human` session, the input lease taken with force, pointer and keyboard
+ * over the input channel with the lease's fence, "control lost" (and who holds it) on lease_lost.
+ */
+import { useEffect, useRef, useState } from 'preact/hooks';
+import type { InputServerMessage, ScreenStatusMessage } from '../../../../shared/schemas/gateway.js';
+import { api, errorText, wsUrl } from '../api.js';
+import { keyMessage } from '../keys.js';
+import type { LeaseGrant, LeaseState, Machine, Session } from '../types.js';
+
+type Conn = 'connecting' | 'live' | 'desktop starting' | 'machine stopped' | 'reconnecting' | 'machine deleted';
+type Control = { kind: 'view' } | { kind: 'taking' } | { kind: 'control'; fence: number } | { kind: 'lost'; holder: string };
+
+const RENEW_MS = 20_000;
+
+export function Screen({ machine }: { machine: Machine }) {
+  const canvas = useRef<HTMLCanvasElement>(null);
+  const [conn, setConn] = useState<Conn>('connecting');
+  const [detail, setDetail] = useState<string | null>(null);
+  const stateRef = useRef(machine.state);
+  stateRef.current = machine.state;
+
+  // The screen channel, reconnected with a growing delay while the page is open.
+  useEffect(() => {
+    let ws: WebSocket | null = null;
+    let closed = false;
+    let retry: ReturnType<typeof setTimeout> | undefined;
+    let attempt = 0;
+    let drawing = Promise.resolve();
+    const connect = () => {
+      ws = new WebSocket(wsUrl(`/v1/machines/${machine.id}/screen?format=jpeg&quality=70&fps=10`));
+      ws.binaryType = 'blob';
+      ws.onmessage = (ev) => {
+        if (typeof ev.data === 'string') {
+          const st = JSON.parse(ev.data) as ScreenStatusMessage;
+          if (st.type !== 'status') return;
+          attempt = 0;
+          const c = canvas.current;
+          if (c && st.width && (c.width !== st.width || c.height !== st.height)) {
+            c.width = st.width;
+            c.height = st.height;
+          }
+          if (st.up) setConn('live');
+          else setConn(stateRef.current === 'stopped' || stateRef.current === 'stopping' ? 'machine stopped' : 'desktop starting');
+          setDetail(st.up ? null : st.message);
+          return;
+        }
+        const blob = ev.data as Blob;
+        // Frames are drawn in order; a slow decode never reorders them.
+        drawing = drawing.then(async () => {
+          const bmp = await createImageBitmap(blob);
+          const c = canvas.current;
+          if (c) {
+            if (c.width !== bmp.width || c.height !== bmp.height) {
+              c.width = bmp.width;
+              c.height = bmp.height;
+            }
+            c.getContext('2d')!.drawImage(bmp, 0, 0);
+          }
+          bmp.close();
+        }).catch(() => {});
+      };
+      ws.onclose = (ev) => {
+        if (closed) return;
+        if (ev.code === 4404) {
+          setConn('machine deleted');
+          return;
+        }
+        setConn(stateRef.current === 'stopped' ? 'machine stopped' : 'reconnecting');
+        retry = setTimeout(connect, Math.min(5000, 500 * 2 ** attempt++));
+      };
+    };
+    connect();
+    return () => {
+      closed = true;
+      clearTimeout(retry);
+      ws?.close();
+    };
+  }, [machine.id]);
+
+  const control = useControl(machine, canvas);
+  const live = conn === 'live';
+  return (
+    <div class="screen">
+      <div class="screen-bar">
+        <span class={`conn conn-${conn.replace(' ', '-')}`} role="status" aria-label="Screen connection" data-conn={conn}>
+          {conn === 'live' ? 'Live' : conn[0]!.toUpperCase() + conn.slice(1)}
+          {detail && conn !== 'live' ? ` — ${detail}` : ''}
+        </span>
+        <span class="control-state" role="status" aria-label="Control" data-control={control.state.kind}>
+          {control.state.kind === 'view' && 'View only'}
+          {control.state.kind === 'taking' && 'Taking control…'}
+          {control.state.kind === 'control' && 'You have control'}
+          {control.state.kind === 'lost' && `Control lost: ${control.state.holder}`}
+        </span>
+        {control.state.kind === 'control' ? (
+          <button type="button" onClick={() => void control.release()}>Release</button>
+        ) : (
+          <button type="button" disabled={control.state.kind === 'taking' || machine.state !== 'running'} onClick={() => void control.take()}>
+            Take control
+          </button>
+        )}
+        {control.error && <span role="alert" class="error">{control.error}</span>}
+      </div>
+      <div class={`screen-frame ${live ? '' : 'dim'}`}>
+        <canvas
+          ref={canvas}
+          width={1280}
+          height={800}
+          role="img"
+          aria-label={`Screen of ${machine.name}`}
+          tabIndex={control.state.kind === 'control' ? 0 : -1}
+          class={control.state.kind === 'control' ? 'controlling' : ''}
+          {...control.handlers}
+        />
+      </div>
+    </div>
+  );
+}
+
+function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | null }) {
+  const [state, setState] = useState<Control>({ kind: 'view' });
+  const [error, setError] = useState<string | null>(null);
+  const ref = useRef<{ ws: WebSocket | null; session: string | null; fence: number; renew?: ReturnType<typeof setInterval>; n: number; lastMove: number }>({
+    ws: null, session: null, fence: 0, n: 0, lastMove: 0,
+  });
+
+  const holderText = async (): Promise<string> => {
+    try {
+      const l = await api<LeaseState>('GET', `/v1/machines/${machine.id}/input-lease`);
+      if (!l.held || !l.holder) return 'no one holds it now';
+      return `held by a ${l.holder.type} session (${l.holder.session_id}) opened by ${l.holder.opener.type === 'user' ? 'a person' : 'an API key'} ${l.holder.opener.id}`;
+    } catch {
+      return 'holder unknown';
+    }
+  };
+  const lost = async () => {
+    const r = ref.current;
+    clearInterval(r.renew);
+    r.ws?.close();
+    r.ws = null;
+    setState({ kind: 'lost', holder: await holderText() });
+  };
+
+  const take = async () => {
+    setError(null);
+    setState({ kind: 'taking' });
+    const r = ref.current;
+    try {
+      if (!r.session) r.session = (await api<Session>('POST', '/v1/sessions', { machine_id: machine.id, type: 'human' })).id;
+      // A person at the dashboard takes over from whoever holds the lease (an agent, another tab).
+      const grant = await api<LeaseGrant>('POST', `/v1/machines/${machine.id}/input-lease`, { session_id: r.session, force: true, ttl_seconds: 60 });
+      r.fence = grant.fence;
+      const ws = new WebSocket(wsUrl(`/v1/machines/${machine.id}/input?session_id=${encodeURIComponent(r.session)}`));
+      r.ws = ws;
+      ws.onmessage = (ev) => {
+        const m = JSON.parse(String(ev.data)) as InputServerMessage;
+        if (m.type === 'lease_lost') void lost();
+        else if (m.type === 'error') setError(`${m.message} (${m.code})`);
+      };
+      ws.onclose = () => {
+        if (r.ws === ws) void lost();
+      };
+      await new Promise<void>((resolve, reject) => {
+        ws.onopen = () => resolve();
+        ws.onerror = () => reject(new Error('the input channel did not open'));
+      });
+      clearInterval(r.renew);
+      r.renew = setInterval(() => {
+        // Renewal by the holder keeps the fence; a refusal means someone else has taken it.
+        api<LeaseGrant>('POST', `/v1/machines/${machine.id}/input-lease`, { session_id: r.session, ttl_seconds: 60 }).catch(() => void lost());
+      }, RENEW_MS);
+      setState({ kind: 'control', fence: grant.fence });
+      canvas.current?.focus();
+    } catch (e) {
+      setError(errorText(e));
+      setState({ kind: 'view' });
+    }
+  };
+
+  const release = async () => {
+    const r = ref.current;
+    clearInterval(r.renew);
+    const ws = r.ws;
+    r.ws = null;
+    ws?.close();
+    if (r.session) {
+      await api('DELETE', `/v1/machines/${machine.id}/input-lease?session_id=${encodeURIComponent(r.session)}`).catch(() => {});
+    }
+    setState({ kind: 'view' });
+  };
+
+  // Leaving the page ends the session (which releases the lease).
+  useEffect(() => () => {
+    const r = ref.current;
+    clearInterval(r.renew);
+    const ws = r.ws;
+    r.ws = null;
+    ws?.close();
+    if (r.session) void api('DELETE', `/v1/sessions/${r.session}`).catch(() => {});
+  }, [machine.id]);
+
+  const send = (msg: Record<string, unknown>) => {
+    const r = ref.current;
+    if (!r.ws || r.ws.readyState !== WebSocket.OPEN) return;
+    r.ws.send(JSON.stringify({ ...msg, fence: r.fence, id: `m${++r.n}` }));
+  };
+  const at = (e: MouseEvent) => {
+    const c = canvas.current!;
+    const rect = c.getBoundingClientRect();
+    const x = Math.round(((e.clientX - rect.left) * c.width) / rect.width);
+    const y = Math.round(((e.clientY - rect.top) * c.height) / rect.height);
+    return { x: Math.max(0, Math.min(c.width - 1, x)), y: Math.max(0, Math.min(c.height - 1, y)) };
+  };
+  const button = (b: number) => (b === 1 ? 'middle' : b === 2 ? 'right' : 'left');
+  const active = state.kind === 'control';
+  const handlers = active
+    ? {
+        onPointerMove: (e: PointerEvent) => {
+          const now = performance.now();
+          if (now - ref.current.lastMove < 40) return;
+          ref.current.lastMove = now;
+          send({ type: 'mouse.move', ...at(e) });
+        },
+        onPointerDown: (e: PointerEvent) => {
+          e.preventDefault();
+          canvas.current?.focus();
+          send({ type: 'mouse.click', at: at(e), button: button(e.button), down: true });
+        },
+        onPointerUp: (e: PointerEvent) => {
+          e.preventDefault();
+          send({ type: 'mouse.click', at: at(e), button: button(e.button), up: true });
+        },
+        onContextMenu: (e: Event) => e.preventDefault(),
+        onWheel: (e: WheelEvent) => {
+          e.preventDefault();
+          const dir = Math.abs(e.deltaX) > Math.abs(e.deltaY) ? (e.deltaX > 0 ? 'right' : 'left') : e.deltaY > 0 ? 'down' : 'up';
+          send({ type: 'mouse.scroll', direction: dir, amount: 1, at: at(e) });
+        },
+        onKeyDown: (e: KeyboardEvent) => {
+          const m = keyMessage(e);
+          if (!m) return;
+          e.preventDefault();
+          send(m);
+        },
+      }
+    : {};
+  return { state, error, take, release, handlers };
+}
