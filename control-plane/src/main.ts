@@ -21,6 +21,7 @@ import { gatewayDepsFromServices } from './gateway/from-services.js';
 import { createHttpServer, listen } from './http-server.js';
 import { previewProxyFromServices } from './previews/from-services.js';
 import { createMetrics } from './metrics.js';
+import { SESSION_SWEEP_MS } from './services/sessions.js';
 
 /** How often the billing provider is asked what is due (trial ends). Reads also ask, per account. */
 const BILLING_SYNC_MS = 60_000;
@@ -97,6 +98,16 @@ export async function serve(
     }
   }, BILLING_SYNC_MS);
   timer.unref();
+  // Sessions no client is attached to go idle, then expire (services/sessions.ts).
+  services.sessions.resume();
+  const sessionSweep = setInterval(() => {
+    try {
+      services.sessions.sweep();
+    } catch (e) {
+      log({ event: 'session_sweep_failed', cause: (e as Error)?.name ?? 'Error' });
+    }
+  }, SESSION_SWEEP_MS);
+  sessionSweep.unref();
 
   // One listener: the API, the WebSocket gateway (sharing the agent pool's one HTTP/2 session per
   // machine) and the preview hostnames, which reach published ports through the same sessions.
@@ -122,6 +133,7 @@ export async function serve(
       previews?.close();
       await new Promise<void>((resolve) => {
         clearInterval(timer);
+        clearInterval(sessionSweep);
         services.metering.stop();
         try {
           services.metering.flush({ notify: false });

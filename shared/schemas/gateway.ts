@@ -42,13 +42,20 @@ export type CloseCode = (typeof CLOSE_CODES)[keyof typeof CLOSE_CODES];
 // Query parameters
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * Any channel may name the caller's session (`session_id`): while a channel is open with it the session is
+ * attached, so it stays `active` (docs/api-machines.md, "Sessions"). Input requires it.
+ */
+const AttachedSession = z.string().min(1).max(64).optional();
+
 /** Screen: the agent stream's parameters; viewers asking for the same ones share one agent stream. */
-export const ScreenChannelQuery = ScreenStreamQuery;
+export const ScreenChannelQuery = ScreenStreamQuery.extend({ session_id: AttachedSession });
 export type ScreenChannelQuery = z.infer<typeof ScreenChannelQuery>;
 
 export const EventsChannelQuery = z.strictObject({
   /** Resume after this event (a `cursor` from an earlier `event` message). Omitted: new events only. */
   cursor: z.string().min(1).max(64).optional(),
+  session_id: AttachedSession,
 });
 export type EventsChannelQuery = z.infer<typeof EventsChannelQuery>;
 
@@ -58,7 +65,7 @@ export const InputChannelQuery = z.strictObject({
 });
 export type InputChannelQuery = z.infer<typeof InputChannelQuery>;
 
-export const TerminalChannelQuery = z.strictObject({});
+export const TerminalChannelQuery = z.strictObject({ session_id: AttachedSession });
 
 // ---------------------------------------------------------------------------------------------
 // Screen channel (server → client; binary messages are encoded images of the announced format)

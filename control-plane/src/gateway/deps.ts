@@ -69,6 +69,13 @@ export interface GatewayDeps {
   leases: GatewayLeases;
   events: GatewayEvents;
   egress: EgressMeter;
+  /** Sessions a channel names (`session_id`): checked at the handshake, attached while the socket is open. */
+  sessions?: {
+    /** Throws AppError unless the caller may attach this session on this machine. */
+    checkAttach(p: Principal, machineId: string, sessionId: string): void;
+    /** Returns the detach. */
+    attach(sessionId: string): () => void;
+  };
   /** Operator log (never bodies, paths or typed text). */
   log?: LogSink;
 }

@@ -77,6 +77,10 @@ export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}
       subscribe: (machineId, cursor, deliver) => s.events.subscribe(machineId, cursor, deliver),
     },
     egress,
+    sessions: {
+      checkAttach: (p, machineId, sessionId) => s.sessions.checkAttach(p, machineId, sessionId),
+      attach: (sessionId) => s.sessions.attach(sessionId),
+    },
     log: o.log,
   };
   return {

@@ -139,6 +139,7 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
     const query = parseOrThrow(schema as { safeParse(v: unknown): { success: true; data: Record<string, unknown> } | { success: false; error: never } }, raw, 'query');
     if (r.channel === 'events' && typeof query.cursor === 'string') deps.events.validateCursor(query.cursor);
     if (r.channel === 'input') deps.leases.checkSession(p, r.machineId, query.session_id as string);
+    else if (typeof query.session_id === 'string') deps.sessions?.checkAttach(p, r.machineId, query.session_id);
     return { r, p, query };
   }
 
@@ -182,11 +183,16 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
       ws.on('error', () => {});
       ws.once('close', (code) => log({ event: 'ws', channel: r.channel, request_id: requestId, close: code, ms: Date.now() - started }));
       const orgId = p.org_id!;
+      // The named session is attached while this socket is open (it cannot go idle or expire).
+      if (typeof query.session_id === 'string' && deps.sessions) ws.once('close', deps.sessions.attach(query.session_id));
       try {
         switch (r.channel) {
-          case 'screen':
-            hub.join(ws, orgId, r.machineId, query as ScreenChannelQuery);
+          case 'screen': {
+            // Viewers with the same stream parameters share one agent stream; the session is not one of them.
+            const { session_id: _s, ...stream } = query as ScreenChannelQuery;
+            hub.join(ws, orgId, r.machineId, stream);
             break;
+          }
           case 'terminal':
             serveTerminal(ws, deps, orgId, r.machineId, r.termId!);
             break;

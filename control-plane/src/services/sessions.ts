@@ -41,8 +41,21 @@ export function requireSessionsWrite(p: Principal): void {
   }
 }
 
+/**
+ * A session no client has been attached to for IDLE_AFTER_MS becomes `idle`; one unattached for
+ * EXPIRE_AFTER_MS is closed (reason `expired`), which releases its lease and stops it counting against
+ * `concurrent_sessions`. "Attached": a gateway channel opened with its `session_id`, or its input lease
+ * live (REST agents hold the lease while they drive the machine). docs/api-machines.md, "Sessions".
+ */
+export const IDLE_AFTER_MS = 5 * 60_000;
+export const EXPIRE_AFTER_MS = 60 * 60_000;
+/** How often the server sweeps (main.ts). */
+export const SESSION_SWEEP_MS = 30_000;
+
 export function createSessionService(d: { store: Store; events: EventService; leases: LeaseService; quotas: QuotaService; now: () => Date }) {
   const { store, events, leases } = d;
+  /** Gateway sockets per session, in this process (sockets never survive a restart). */
+  const attached = new Map<string, number>();
 
   /** The opener is the caller's user: the user itself, or an API key that user created in this organization. */
   function openedBySameUser(p: Principal, s: SessionRow): boolean {
@@ -105,9 +118,75 @@ export function createSessionService(d: { store: Store; events: EventService; le
       }
     },
 
-    /** For the gateway: active ↔ idle as clients come and go. */
-    setIdle(id: string, idle: boolean): boolean {
-      return idle ? store.sessions.setState(id, 'active', 'idle') : store.sessions.setState(id, 'idle', 'active');
+    /**
+     * For the gateway's handshake: the caller's own open session on this machine. Security gate: attaching
+     * keeps a session alive, so only its opener (the same user or their keys) may name it.
+     */
+    checkAttach(p: Principal, machineId: string, id: string): void {
+      const s = store.sessions.inOrg(p.org_id!, id);
+      if (!s || s.machine_id !== machineId) throw new AppError('not_found', 'No such session on this machine.', { details: [{ field: 'session_id', message: 'no such session' }] });
+      if (s.state === 'closed') throw new AppError('conflict', 'The session is closed; open a new one.');
+      if (!openedBySameUser(p, s)) throw new AppError('permission_denied', 'The session was opened by another user or API key.');
+    },
+
+    /** A gateway channel attached to the session: it is active until the returned detach. */
+    attach(id: string): () => void {
+      attached.set(id, (attached.get(id) ?? 0) + 1);
+      const at = d.now().toISOString();
+      store.db.tx(() => {
+        store.sessions.touch(id, at);
+        store.sessions.setState(id, 'idle', 'active');
+      });
+      let done = false;
+      return () => {
+        if (done) return;
+        done = true;
+        const n = (attached.get(id) ?? 1) - 1;
+        if (n > 0) attached.set(id, n);
+        else attached.delete(id);
+        // The idle clock starts when the last client leaves.
+        store.sessions.touch(id, d.now().toISOString());
+      };
+    },
+
+    /**
+     * At server start: no socket survived, so sessions that were `active` may have been attached until
+     * the process ended; their idle clock starts now (like metering, down time is not counted).
+     */
+    resume(): void {
+      store.db.run("UPDATE sessions SET last_active_at = ? WHERE state = 'active'", [d.now().toISOString()]);
+    },
+
+    /**
+     * Moves unattached sessions to `idle` after IDLE_AFTER_MS and closes them after EXPIRE_AFTER_MS
+     * (both counted from the last time they were in use). Returns what changed (tests).
+     */
+    sweep(): { idled: string[]; expired: string[] } {
+      const nowMs = d.now().getTime();
+      const at = d.now().toISOString();
+      const idled: string[] = [];
+      const expired: string[] = [];
+      for (const s of store.sessions.openWithActivity(nowMs)) {
+        if ((attached.get(s.id) ?? 0) > 0 || s.leased) {
+          // In use: keep its activity current so the clock starts when the use ends.
+          store.sessions.touch(s.id, at);
+          if (s.state === 'idle') store.sessions.setState(s.id, 'idle', 'active');
+          continue;
+        }
+        const since = nowMs - Date.parse(s.last_active);
+        if (since >= EXPIRE_AFTER_MS) {
+          store.db.tx(() => {
+            if (!store.sessions.close(s.id, at)) return;
+            const by = { type: 'system' as const, id: null };
+            leases.releaseInTx(s.org_id, s.machine_id, 'session_closed', by, s.id);
+            events.append(s.org_id, s.machine_id, 'session.disconnected', { session_id: s.id, reason: 'expired', by });
+            expired.push(s.id);
+          });
+        } else if (since >= IDLE_AFTER_MS && s.state === 'active' && store.sessions.setState(s.id, 'active', 'idle')) {
+          idled.push(s.id);
+        }
+      }
+      return { idled, expired };
     },
   };
 }

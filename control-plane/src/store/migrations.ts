@@ -335,4 +335,13 @@ CREATE TABLE stripe_meter_reports (
 );
 `,
   },
+  {
+    version: 8,
+    name: 'session activity',
+    // When a session was last in use (a gateway channel attached or detached, or its input lease seen
+    // live): the idle and expiry sweep counts from here (services/sessions.ts). NULL: its created_at.
+    sql: `
+ALTER TABLE sessions ADD COLUMN last_active_at TEXT;
+`,
+  },
 ];

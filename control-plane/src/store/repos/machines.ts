@@ -158,6 +158,15 @@ export function sessionsRepo(db: Db) {
     setState(id: string, from: SessionState, to: SessionState): boolean {
       return db.run('UPDATE sessions SET state = ? WHERE id = ? AND state = ?', [to, id, from]).changes === 1;
     },
+    touch: (id: string, at: string) => db.run("UPDATE sessions SET last_active_at = ? WHERE id = ? AND state != 'closed'", [at, id]),
+    /** Open sessions with when they were last in use, and whether they hold a live input lease now. */
+    openWithActivity: (nowMs: number) =>
+      db.all<SessionRow & { last_active: string; leased: number }>(
+        `SELECT s.*, COALESCE(s.last_active_at, s.created_at) AS last_active,
+           EXISTS (SELECT 1 FROM input_leases l WHERE l.session_id = s.id AND l.expires_at > ?) AS leased
+         FROM sessions s WHERE s.state != 'closed'`,
+        [nowMs],
+      ),
   };
 }
 
