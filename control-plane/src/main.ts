@@ -21,6 +21,7 @@ import { gatewayDepsFromServices } from './gateway/from-services.js';
 import { createHttpServer, listen } from './http-server.js';
 import { previewProxyFromServices } from './previews/from-services.js';
 import { createMetrics } from './metrics.js';
+import { timedSubstrate, type TimingSink } from './substrate/timed.js';
 import { SESSION_SWEEP_MS } from './services/sessions.js';
 
 /** How often the billing provider is asked what is due (trial ends). Reads also ask, per account. */
@@ -51,8 +52,11 @@ export async function serve(
   const db = openDb(path.join(config.dataDir, DB_FILENAME));
   // The entry point passes the picked substrate (its image builds in the background); without one,
   // machine operations answer 503 (identity-only use, tests of other areas).
-  const substrate = opts.services?.substrate;
-  const deferred = substrate instanceof DeferredSubstrate ? substrate : null;
+  const given = opts.services?.substrate;
+  const deferred = given instanceof DeferredSubstrate ? given : null;
+  // With METRICS_PORT set, boots and captures are timed around the substrate calls.
+  let onTiming: TimingSink | null = null;
+  const substrate = given && config.metricsPort !== null ? timedSubstrate(given, (...a) => onTiming?.(...a)) : given;
   // SECRETS_KEYRING: the default file is created in DATA_DIR on first run, and the operator is told.
   const keyring = opts.services?.keyring !== undefined ? opts.services.keyring : openKeyring(config, say);
   if (!keyring) say('secrets: SECRETS_KEYRING=off, storing secrets is refused (501)');
@@ -64,6 +68,7 @@ export async function serve(
   const app = createApp({ services, log, ops: ALL_OPS, dashboardDir: opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir });
   const metrics = config.metricsPort !== null ? createMetrics(services) : null;
   observe = metrics ? metrics.observe : null;
+  onTiming = metrics ? (op, seconds, ok) => metrics.observeSubstrate(op, seconds, ok) : null;
   const metricsListener = metrics ? await metrics.listen(config.metricsPort!) : null;
   if (metricsListener) say(`metrics: ${metricsListener.url} (loopback only)`);
   // Time this server was not running is not metered; from now on usage is recorded every FLUSH_MS.

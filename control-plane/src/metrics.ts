@@ -10,6 +10,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { MachineState } from '../../shared/schemas/machine.js';
 import type { LogLine } from './log.js';
 import type { Services } from './services/index.js';
+import type { TimedOp } from './substrate/timed.js';
 
 export function createMetrics(s: Services) {
   const registry = new Registry();
@@ -37,6 +38,44 @@ export function createMetrics(s: Services) {
     labelNames: ['operation'],
     registers: [registry],
   });
+  // Boots (a create that starts the machine, or a start: until the guest runs) and disk captures, timed
+  // around the substrate calls by substrate/timed.ts (main.ts wraps the substrate when metrics are on).
+  const boots = new Histogram({
+    name: 'computer_machine_boot_duration_seconds',
+    help: 'Substrate boot duration (create with start, or start) by operation and outcome',
+    labelNames: ['operation', 'outcome'],
+    buckets: [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300],
+    registers: [registry],
+  });
+  const captures = new Histogram({
+    name: 'computer_snapshot_capture_duration_seconds',
+    help: 'Disk capture duration (snapshots, stop captures, templates) by outcome',
+    labelNames: ['outcome'],
+    buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+    registers: [registry],
+  });
+  const agentFailures = new Counter({
+    name: 'computer_agent_call_failures_total',
+    help: 'Agent requests that got no answer, by reason (timeout: deadline passed; unavailable: unreachable or connection failed)',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  for (const reason of ['timeout', 'unavailable']) agentFailures.inc({ reason }, 0);
+  s.pool.onCallFailure((reason) => agentFailures.inc({ reason }));
+  new Gauge({
+    name: 'computer_layer_store_bytes',
+    help: 'Bytes of the distinct layers held by ready snapshots and templates (as captured)',
+    registers: [registry],
+    collect() {
+      const row = s.store.db.get<{ b: number | null }>(
+        `SELECT SUM(b) AS b FROM (SELECT layer_id, MAX(size_bytes) AS b FROM (
+           SELECT layer_id, size_bytes FROM snapshots WHERE state = 'ready' AND layer_id IS NOT NULL
+           UNION ALL SELECT layer_id, size_bytes FROM templates WHERE state = 'ready' AND layer_id IS NOT NULL
+         ) GROUP BY layer_id)`,
+      );
+      this.set(row?.b ?? 0);
+    },
+  });
   new Counter({
     name: 'computer_egress_bytes_total',
     help: 'Bytes served to clients (gateway, previews, file reads) since start',
@@ -55,6 +94,12 @@ export function createMetrics(s: Services) {
       } else if (line.event === 'machine_operation_failed') {
         failures.inc({ operation: String(line.operation) });
       }
+    },
+    /** Substrate timings (substrate/timed.ts). */
+    observeSubstrate(op: TimedOp, seconds: number, ok: boolean): void {
+      const outcome = ok ? 'ok' : 'error';
+      if (op === 'capture') captures.observe({ outcome }, seconds);
+      else boots.observe({ operation: op, outcome }, seconds);
     },
     /** The /metrics listener on 127.0.0.1. */
     async listen(port: number): Promise<{ url: string; close(): Promise<void> }> {

@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseConfig } from '../../control-plane/src/config.js';
 import { serve } from '../../control-plane/src/main.js';
+import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { FAST_SCRYPT } from '../helpers/control-plane.js';
 
 interface Sample { name: string; labels: Record<string, string>; value: number }
@@ -85,4 +86,53 @@ t.test('metrics: off by default, on METRICS_PORT a parseable exposition', async 
   t.throws(() => parseProm('# TYPE x counter\ny 1\n'), /sample without a TYPE/, 'the parser is strict');
   t.throws(() => parseProm('# TYPE x counter\nx{a=b} 1\n'), /bad labels/);
   t.equal((await fetch(on.metricsUrl!.replace('/metrics', '/other'))).status, 404);
+});
+
+t.test('metrics: boot and capture durations, agent call failures, layer store bytes', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-metrics-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const fake = new FakeSubstrate();
+  const config = parseConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, METRICS_PORT: '0' });
+  const on = await serve(config, {
+    log: () => {},
+    // No readiness probe: its agent calls would add failures this test does not make.
+    services: { passwordCost: FAST_SCRYPT, substrate: fake, readyProbe: false, agentTimeouts: { connectMs: 300, requestMs: 300 } },
+  });
+  t.teardown(() => on.close());
+  const json = async (method: string, p: string, o: { cookie?: string; key?: string; body?: unknown } = {}) => {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    // Cookie-authenticated writes need the configured public origin.
+    if (o.cookie) Object.assign(headers, { cookie: o.cookie, origin: config.publicOrigin });
+    if (o.key) headers.authorization = `Bearer ${o.key}`;
+    const r = await fetch(`${on.url}${p}`, { method, headers, body: o.body === undefined ? undefined : JSON.stringify(o.body), redirect: 'manual' });
+    const text = await r.text();
+    return { status: r.status, headers: r.headers, json: text ? (() => { try { return JSON.parse(text); } catch { return null; } })() : null };
+  };
+  const su = await json('POST', '/v1/auth/signup', { body: { email: 'metrics@example.com', password: 'correct horse battery' } });
+  const cookie = su.headers.get('set-cookie')!.split(';')[0]!;
+  const co = await json('POST', '/v1/billing/checkout', { cookie, body: { plan_id: 'pro', success_url: `${config.publicOrigin}/` } });
+  t.equal((await fetch(`${on.url}${new URL(co.json.url).pathname}`, { redirect: 'manual' })).status, 303);
+  const key = (await json('POST', '/v1/api-keys', { cookie, body: { name: 'k', scopes: ['machines:read', 'machines:write', 'machines:control', 'snapshots:write'] } })).json.secret;
+  const m = (await json('POST', '/v1/machines', { key, body: {} })).json;
+  for (let i = 0; i < 100 && (await json('GET', `/v1/machines/${m.id}`, { key })).json.state !== 'running'; i++) await new Promise((r) => setTimeout(r, 50));
+  fake.machines.get(m.id)!.files.set('/home/agent/notes.txt', 'x'.repeat(12345));
+  t.equal((await json('POST', '/v1/snapshots?wait=true', { key, body: { machine_id: m.id } })).status, 201);
+  // The channel cannot be opened (unavailable); then it opens, but no agent is behind it (timeout).
+  fake.failNext('openChannel');
+  t.equal((await json('GET', `/v1/machines/${m.id}/display`, { key })).status, 503);
+  t.equal((await json('GET', `/v1/machines/${m.id}/display`, { key })).status, 503);
+
+  const { types, samples } = parseProm(await (await fetch(on.metricsUrl!)).text());
+  t.equal(types.get('computer_machine_boot_duration_seconds'), 'histogram');
+  t.equal(types.get('computer_snapshot_capture_duration_seconds'), 'histogram');
+  t.equal(types.get('computer_agent_call_failures_total'), 'counter');
+  t.equal(types.get('computer_layer_store_bytes'), 'gauge');
+  const one = (name: string, labels: Record<string, string>) => samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).map((s) => s.value);
+  t.same(one('computer_machine_boot_duration_seconds_count', { operation: 'create', outcome: 'ok' }), [1], 'one boot (the create)');
+  t.same(one('computer_snapshot_capture_duration_seconds_count', { outcome: 'ok' }), [1], 'one capture');
+  t.same(one('computer_snapshot_capture_duration_seconds_bucket', { outcome: 'ok', le: '+Inf' }), [1]);
+  t.same(one('computer_agent_call_failures_total', { reason: 'unavailable' }), [1], 'the channel failure');
+  t.same(one('computer_agent_call_failures_total', { reason: 'timeout' }), [1], 'the unanswered call');
+  t.same(one('computer_layer_store_bytes', {}), [12345], 'the captured layer');
+  t.same(one('computer_machines', { state: 'running' }), [1]);
 });

@@ -95,6 +95,10 @@ function withDeadline<T>(p: Promise<T>, ms: number, onTimeout: () => void, messa
   });
 }
 
+const DEADLINE_MESSAGE = 'The machine agent did not answer in time.';
+/** Why an agent request got no answer: its deadline passed, or the agent could not be reached / the connection failed. */
+export type AgentCallFailure = 'timeout' | 'unavailable';
+
 export class AgentPool {
   private readonly entries = new Map<string, Entry>();
   private readonly connectTimeoutMs: number;
@@ -103,6 +107,7 @@ export class AgentPool {
   private readonly pingTimeoutMs: number;
   private readonly health = new WeakMap<http2.ClientHttp2Session, Health>();
   private closed = false;
+  private readonly failureListeners = new Set<(reason: AgentCallFailure) => void>();
 
   constructor(private readonly opts: AgentPoolOptions) {
     this.connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -236,6 +241,21 @@ export class AgentPool {
    * be reached or does not answer before the deadline.
    */
   async request(machineId: string, token: string, req: AgentRequest): Promise<AgentResponse> {
+    try {
+      return await this.requestOnce(machineId, token, req);
+    } catch (e) {
+      const reason: AgentCallFailure = (e as Error)?.message === DEADLINE_MESSAGE ? 'timeout' : 'unavailable';
+      for (const l of this.failureListeners) l(reason);
+      throw e;
+    }
+  }
+
+  /** Told of every request that did not get an answer (operator metrics). */
+  onCallFailure(l: (reason: AgentCallFailure) => void): void {
+    this.failureListeners.add(l);
+  }
+
+  private async requestOnce(machineId: string, token: string, req: AgentRequest): Promise<AgentResponse> {
     const timeoutMs = req.timeoutMs ?? this.requestTimeoutMs;
     const session = await this.sessionFor(machineId);
     const release = this.heartbeat(machineId, session);
@@ -285,7 +305,7 @@ export class AgentPool {
       (stream as http2.ClientHttp2Stream | null)?.close(http2.constants.NGHTTP2_CANCEL);
       // A deadline miss may mean the whole connection is wedged: check it, and drop it if it is.
       this.probe(machineId, session);
-    }, 'The machine agent did not answer in time.').finally(release);
+    }, DEADLINE_MESSAGE).finally(release);
   }
 
   private probe(machineId: string, session: http2.ClientHttp2Session): void {
