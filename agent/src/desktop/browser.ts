@@ -88,7 +88,10 @@ export class Browser {
     // A browser that is still starting has taken the profile lock before it listens on its
     // singleton socket; a URL handed over before that would be lost.
     if (!launched) await waitForSingletonSocket(profile, SINGLETON_WAIT_MS, () => this.running());
-    const args = [`--user-data-dir=${profile}`, '--no-first-run', '--no-default-browser-check', '--password-store=basic'];
+    // The image's managed policies (/etc/chromium/policies/managed/computer.json) hide the unsupported-flag
+    // bar (--no-sandbox), sign-in, promotions and the password/translate bubbles; a machine stopped with the
+    // browser open must not greet the next session with a restore bubble either.
+    const args = [`--user-data-dir=${profile}`, '--no-first-run', '--no-default-browser-check', '--password-store=basic', '--hide-crash-restore-bubble'];
     if (!this.cfg.sandbox) args.push('--no-sandbox');
     if (newWindow) args.push('--new-window');
     // `--` keeps a URL from ever being read as a flag.
