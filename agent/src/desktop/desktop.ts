@@ -26,6 +26,7 @@ import { KeycodeResolver, type KeyStroke } from './keycodes.js';
 import { keysymForCodePoint, keysymFromName } from './keysyms.js';
 import { FramebufferReader, encodeRgb, type ImageFormat, type RawFrame } from './screen.js';
 import { clickBatches, dragLines, hotkeyLines, keyLines, modifierLines, scrollLines, typeLines, type ModifierLines } from './input-script.js';
+import { DisplayWatch } from './display-watch.js';
 import { waitSettled } from './settle.js';
 import { planView, type ViewRequest } from './view.js';
 import { X11KeymapClient } from './x11-keymap.js';
@@ -51,10 +52,6 @@ export interface DesktopOptions {
   readyTimeoutMs?: number;
 }
 
-const DEFAULT_READY_TIMEOUT_MS = 30_000;
-/** The ready file is polled this often while requests may be waiting on it. */
-const READY_POLL_MS = 5;
-
 /** The left-hand key of each modifier, as any layout names it. */
 const MODIFIER_KEYSYMS: Record<Modifier, number> = { shift: 0xffe1, ctrl: 0xffe3, alt: 0xffe9, super: 0xffeb };
 /** Between the presses of a multi-click: well inside any double-click time (Chromium: 500 ms), never the same millisecond. */
@@ -71,17 +68,10 @@ export class Desktop {
   private resolver: KeycodeResolver | null = null;
   private modes: ScreenModes | null = null;
   private lastSize = { width: 0, height: 0 };
-  private up = false;
-  private timer: NodeJS.Timeout | null = null;
-  private checking: Promise<void> | null = null;
+  private readonly watch: DisplayWatch;
   private inputChain: Promise<unknown> = Promise.resolve();
   private closed = false;
   private readonly listeners = new Set<() => void>();
-  /** Whether the init has said the display is ready (always, without a ready file). */
-  private gateOpen: boolean;
-  /** The start-up wait for the display, while it runs; desktop requests join it. */
-  private startup: Promise<void> | null = null;
-  private startupTimedOut = false;
   private warmed = false;
 
   constructor(private readonly opts: DesktopOptions) {
@@ -93,63 +83,34 @@ export class Desktop {
     this.fb = new FramebufferReader(opts.fbdir);
     this.xdo = new Xdotool(opts.display);
     this.browser = new Browser(opts.browser, opts.display);
-    this.gateOpen = !opts.readyFile;
+    this.watch = new DisplayWatch({
+      log: opts.log,
+      readyFile: opts.readyFile,
+      readyTimeoutMs: opts.readyTimeoutMs,
+      pollMs: opts.pollMs,
+      probe: {
+        present: () => fs.existsSync(this.socketPath) && this.fb.exists(),
+        healthy: () => !!this.x && !this.x.isClosed && this.fb.exists() && fs.existsSync(this.socketPath),
+        connect: () => this.connect(),
+        cameUp: () => this.cameUp(),
+        down: () => this.goDown(),
+      },
+    });
   }
 
-  /**
-   * Without a ready file: resolves once the display has been checked. With one: resolves at once and
-   * the display is brought up in the background as soon as the file appears.
-   */
-  async start(): Promise<void> {
-    if (this.opts.readyFile) {
-      this.startup = this.awaitReady().finally(() => {
-        this.startup = null;
-      });
-    } else {
-      await this.check();
-    }
-    this.timer = setInterval(() => void this.check(), this.opts.pollMs ?? 500);
-    this.timer.unref();
+  /** See DisplayWatch.start. */
+  start(): Promise<void> {
+    return this.watch.start();
   }
 
-  private async awaitReady(): Promise<void> {
-    const end = Date.now() + (this.opts.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
-    while (!this.closed && Date.now() < end) {
-      if (this.readyGate()) {
-        await this.check();
-        if (this.up) return;
-      }
-      await new Promise((r) => setTimeout(r, READY_POLL_MS));
-    }
-    if (!this.closed && !this.up) {
-      this.startupTimedOut = true;
-      this.opts.log({ event: 'desktop', up: false, reason: this.gateOpen ? 'display_not_answering' : 'ready_file_missing' });
-    }
-  }
-
-  /** Whether the display may be used yet (the ready file, once seen, stays seen). */
-  private readyGate(): boolean {
-    if (!this.gateOpen && fs.existsSync(this.opts.readyFile!)) this.gateOpen = true;
-    return this.gateOpen;
-  }
-
-  /**
-   * For requests: while the display is still coming up after start, wait for it (at most until the
-   * start-up wait ends), so an early request gets the real display rather than a 503. A no-op
-   * without a ready file; whether the display is up is still each operation's requireUp.
-   */
-  async whenStarted(): Promise<void> {
-    if (!this.up && this.startup) await this.startup;
-    if (!this.up && this.startupTimedOut && !this.gateOpen) {
-      throw new AppError('compute_unavailable', 'The display did not become ready after the machine started; retry shortly.', {
-        headers: { 'retry-after': '1' },
-      });
-    }
+  /** See DisplayWatch.whenStarted. */
+  whenStarted(): Promise<void> {
+    return this.watch.whenStarted();
   }
 
   close(): void {
     this.closed = true;
-    if (this.timer) clearInterval(this.timer);
+    this.watch.close();
     this.xdo.close();
     this.x?.close();
     this.x = null;
@@ -167,7 +128,11 @@ export class Desktop {
   }
 
   get isUp(): boolean {
-    return this.up;
+    return this.watch.up;
+  }
+
+  private get up(): boolean {
+    return this.watch.up;
   }
 
   /** The display as last observed (no X round trip). */
@@ -182,22 +147,11 @@ export class Desktop {
 
   /** Re-check now whether the desktop answers (coalesced with a check already running). */
   check(): Promise<void> {
-    if (!this.checking) {
-      this.checking = this.checkNow().finally(() => {
-        this.checking = null;
-      });
-    }
-    return this.checking;
+    return this.watch.check();
   }
 
-  private async checkNow(): Promise<void> {
-    if (this.closed) return;
-    if (this.up) {
-      if (this.x && !this.x.isClosed && this.fb.exists() && fs.existsSync(this.socketPath)) return;
-      this.goDown();
-      return;
-    }
-    if (!this.readyGate() || !fs.existsSync(this.socketPath) || !this.fb.exists()) return;
+  /** The watch's connect: an X connection for keymaps and the screen modes; true when both are had. */
+  private async connect(): Promise<boolean> {
     let x: X11KeymapClient | null = null;
     // xrandr is a child process: start it first so it runs while the connection is set up.
     const modesP = readModes(this.displayName);
@@ -209,22 +163,26 @@ export class Desktop {
       const modes = await modesP;
       if (this.closed) {
         x.close();
-        return;
+        return false;
       }
       this.x = x;
       this.resolver = new KeycodeResolver(x);
       this.setModes(modes);
       // The display may have restarted: xdotool's connection belongs to the old server.
       this.xdo.reset();
-      this.up = true;
-      this.opts.log({ event: 'desktop', up: true, width: modes.width, height: modes.height });
-      this.emit();
-      if (!this.warmed) {
-        this.warmed = true;
-        void this.warmUp();
-      }
+      return true;
     } catch {
       x?.close();
+      return false;
+    }
+  }
+
+  private cameUp(): void {
+    this.opts.log({ event: 'desktop', up: true, width: this.lastSize.width, height: this.lastSize.height });
+    this.emit();
+    if (!this.warmed) {
+      this.warmed = true;
+      void this.warmUp();
     }
   }
 
@@ -247,7 +205,6 @@ export class Desktop {
   }
 
   private goDown(): void {
-    this.up = false;
     this.x?.close();
     this.x = null;
     this.resolver = null;
