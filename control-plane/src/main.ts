@@ -9,7 +9,7 @@ import { ALL_OPS } from './api/v1/index.js';
 import { createApp } from './app.js';
 import { parseConfig, type Config } from './config.js';
 import { machineFailureLine, stderrLog, type LogSink } from './log.js';
-import { createServices, type ServiceDeps } from './services/index.js';
+import { createServices, type ServiceDeps, type Services } from './services/index.js';
 import { DB_FILENAME, openDb } from './store/db.js';
 import { createStore } from './store/store.js';
 import { openKeyring } from './secrets/keyring-file.js';
@@ -32,6 +32,8 @@ export interface Running {
   /** GET /metrics on its own loopback listener, when METRICS_PORT is set. */
   metricsUrl: string | null;
   port: number;
+  /** The running services (benchmarks switch metering on and off). */
+  services: Services;
   close(): Promise<void>;
 }
 
@@ -128,6 +130,7 @@ export async function serve(
   return {
     url: `http://${host}:${port}`,
     port,
+    services,
     metricsUrl: metricsListener?.url ?? null,
     close: async () => {
       await metricsListener?.close();

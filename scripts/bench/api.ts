@@ -3,7 +3,7 @@
  * control plane started with `serve()` on loopback:
  *   create → running and → display up, screenshot JPEG p50/p99 next to the agent-side floor (the same
  *   request sent straight to the agent in the same run), pointer and key p50, exec round trip, and
- *   GET /v1/machines/{id} throughput and p99.
+ *   GET /v1/machines/{id} throughput and p99, and that throughput with metering off vs on (issue 15: ≤ 5%).
  * `substrate: 'container'` uses the real guest image; `'host'` runs the real agent on this host (real
  * Xvfb) behind the fake substrate's channel, which isolates the control plane's own cost.
  * Run alone: `node dist/scripts/bench/api.js [container|host]`.
@@ -204,21 +204,43 @@ export async function benchApi(o: ApiBenchOptions): Promise<void> {
     line('exec round trip (true) via /v1', fmt(await measure(40, () => call('POST', `/v1/machines/${id}/exec`, { key, body: { command: ['true'] } }))));
 
     // Throughput: 16 concurrent clients for 3 s.
-    const lat: number[] = [];
-    const until = performance.now() + 3000;
-    const worker = async () => {
-      while (performance.now() < until) {
-        const t0 = performance.now();
-        const r = await call('GET', `/v1/machines/${id}`, { key });
-        if (r.status !== 200) throw new Error(`get ${r.status}`);
-        lat.push(performance.now() - t0);
-      }
+    const throughput = async (ms: number) => {
+      const lat: number[] = [];
+      const until = performance.now() + ms;
+      const worker = async () => {
+        while (performance.now() < until) {
+          const t0 = performance.now();
+          const r = await call('GET', `/v1/machines/${id}`, { key });
+          if (r.status !== 200) throw new Error(`get ${r.status}`);
+          lat.push(performance.now() - t0);
+        }
+      };
+      const t0 = performance.now();
+      await Promise.all(Array.from({ length: 16 }, worker));
+      const secs = (performance.now() - t0) / 1000;
+      lat.sort((a, b) => a - b);
+      return { rps: lat.length / secs, lat };
     };
-    const t0 = performance.now();
-    await Promise.all(Array.from({ length: 16 }, worker));
-    const secs = (performance.now() - t0) / 1000;
-    lat.sort((a, b) => a - b);
-    line('GET /v1/machines/{id} (16 concurrent)', `${(lat.length / secs).toFixed(0)} req/s  p50 ${percentile(lat, 50).toFixed(2)} ms  p99 ${percentile(lat, 99).toFixed(2)} ms`);
+    const all = await throughput(3000);
+    line('GET /v1/machines/{id} (16 concurrent)', `${all.rps.toFixed(0)} req/s  p50 ${percentile(all.lat, 50).toFixed(2)} ms  p99 ${percentile(all.lat, 99).toFixed(2)} ms`);
+
+    // Metering overhead: the same GET load with metering off (flush timer stopped) and on, flushing every
+    // second (30x the production FLUSH_MS, so every window holds flushes), alternated to cancel drift.
+    // A GET does no per-request metering work; what can cost is the flush's transaction.
+    const meter = running.services.metering;
+    const rounds = { off: [] as number[], on: [] as number[] };
+    for (let r = 0; r < 3; r++) {
+      meter.stop();
+      rounds.off.push((await throughput(2000)).rps);
+      meter.start(1000);
+      rounds.on.push((await throughput(2000)).rps);
+    }
+    meter.stop();
+    meter.start();
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const off = mean(rounds.off);
+    const on = mean(rounds.on);
+    line('GET throughput, metering off / on (flush 1 s)', `${off.toFixed(0)} / ${on.toFixed(0)} req/s  overhead ${(((off - on) / off) * 100).toFixed(1)}% (budget 5%, 3 alternating rounds of 2 s)`);
   } finally {
     for (const m of created) await call('DELETE', `/v1/machines/${m}`, { key }).catch(() => {});
     await dispatcher.close();
