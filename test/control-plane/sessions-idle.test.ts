@@ -9,6 +9,7 @@ import WebSocket from 'ws';
 import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig } from '../helpers/machines-rig.js';
 import { serveWithGateway } from '../helpers/serve-gateway.js';
+import { PUBLIC_ORIGIN } from '../helpers/control-plane.js';
 
 const MIN = 60_000;
 
@@ -41,14 +42,23 @@ t.test('idle and expiry of sessions', async (t) => {
   t.equal(await used(), 3);
 
   // Attach through the gateway; another tenant cannot name (and so keep alive) this session.
-  const connect = (sessionId: string, key: string) =>
+  const connect = (sessionId: string, key: string, cookie?: string) =>
     new Promise<WebSocket>((resolve, reject) => {
-      const ws = new WebSocket(`${served.wsBase}/v1/machines/${m.id}/events/live?session_id=${sessionId}`, { headers: { authorization: `Bearer ${key}` } });
+      const headers: Record<string, string> = cookie ? { cookie, origin: PUBLIC_ORIGIN } : { authorization: `Bearer ${key}` };
+      const ws = new WebSocket(`${served.wsBase}/v1/machines/${m.id}/events/live?session_id=${sessionId}`, { headers });
       ws.once('open', () => resolve(ws));
       ws.once("unexpected-response", (_req, res) => { let b = ""; res.on("data", (c) => (b += c)); res.on("end", () => reject(new Error(`status ${res.statusCode} ${b}`))); });
       ws.once('error', reject);
     });
   await t.rejects(connect(attachedAgent, other.key), /status 404/, "another organization's key: the machine is not found");
+  // Security gate: a member of the same organization cannot attach (and so keep alive) someone else's session.
+  const email = `member-${Date.now()}@example.com`;
+  const su = await rig.call('POST', '/v1/auth/signup', { body: { email, password: 'correct horse battery' }, ip: '203.0.113.77' });
+  const memberCookie = `computer_session=${/computer_session=([^;]+)/.exec(su.headers.get('set-cookie') ?? '')![1]}`;
+  const inv = await rig.call('POST', '/v1/invitations', { cookie: a.cookie, body: { email, role: 'member' } });
+  t.equal((await rig.call('POST', '/v1/invitations/accept', { cookie: memberCookie, body: { token: inv.json.token } })).status, 200);
+  t.equal((await rig.call('POST', '/v1/auth/switch-organization', { cookie: memberCookie, body: { organization_id: a.orgId } })).status, 200);
+  await t.rejects(connect(attachedAgent, '', memberCookie), /status 403 .*opened by another user/);
   const sameOrgOtherKey = await rig.key(a.cookie, ['machines:read']);
   const own = await connect(attachedAgent, a.key);
   t.ok(own, 'attached');
