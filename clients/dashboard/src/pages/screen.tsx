@@ -172,7 +172,7 @@ function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | nul
         api<LeaseGrant>('POST', `/v1/machines/${machine.id}/input-lease`, { session_id: r.session, ttl_seconds: 60 }).catch(() => void lost());
       }, RENEW_MS);
       setState({ kind: 'control', fence: grant.fence });
-      canvas.current?.focus();
+      canvas.current?.focus({ preventScroll: true });
     } catch (e) {
       setError(errorText(e));
       setState({ kind: 'view' });
@@ -208,9 +208,9 @@ function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | nul
   };
   const at = (e: MouseEvent) => {
     const c = canvas.current!;
-    const rect = c.getBoundingClientRect();
-    const x = Math.round(((e.clientX - rect.left) * c.width) / rect.width);
-    const y = Math.round(((e.clientY - rect.top) * c.height) / rect.height);
+    const fit = fitted(c.getBoundingClientRect(), c.width, c.height);
+    const x = Math.round((e.clientX - fit.left) / fit.scale);
+    const y = Math.round((e.clientY - fit.top) / fit.scale);
     return { x: Math.max(0, Math.min(c.width - 1, x)), y: Math.max(0, Math.min(c.height - 1, y)) };
   };
   const button = (b: number) => (b === 1 ? 'middle' : b === 2 ? 'right' : 'left');
@@ -225,7 +225,7 @@ function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | nul
         },
         onPointerDown: (e: PointerEvent) => {
           e.preventDefault();
-          canvas.current?.focus();
+          canvas.current?.focus({ preventScroll: true });
           send({ type: 'mouse.click', at: at(e), button: button(e.button), down: true });
         },
         onPointerUp: (e: PointerEvent) => {
@@ -247,4 +247,13 @@ function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | nul
       }
     : {};
   return { state, error, take, release, handlers };
+}
+
+/**
+ * Where the desktop image sits inside the canvas element: CSS scales it with `object-fit: contain`, so it is
+ * letterboxed when the element's aspect differs from the desktop's.
+ */
+export function fitted(rect: { left: number; top: number; width: number; height: number }, w: number, h: number) {
+  const scale = Math.min(rect.width / w, rect.height / h);
+  return { scale, left: rect.left + (rect.width - w * scale) / 2, top: rect.top + (rect.height - h * scale) / 2 };
 }
