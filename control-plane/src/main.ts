@@ -32,6 +32,8 @@ export interface Running {
   /** GET /metrics on its own loopback listener, when METRICS_PORT is set. */
   metricsUrl: string | null;
   port: number;
+  /** The dashboard is served at `/` (a build was found or given). */
+  dashboard: boolean;
   /** The running services (benchmarks switch metering on and off). */
   services: Services;
   close(): Promise<void>;
@@ -67,7 +69,8 @@ export async function serve(
     log,
     ...opts.services, keyring, substrate, config, store: createStore(db),
   });
-  const app = createApp({ services, log, ops: ALL_OPS, dashboardDir: opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir });
+  const dashboardDir = opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir;
+  const app = createApp({ services, log, ops: ALL_OPS, dashboardDir });
   const metrics = config.metricsPort !== null ? createMetrics(services) : null;
   observe = metrics ? metrics.observe : null;
   onTiming = metrics ? (op, seconds, ok) => metrics.observeSubstrate(op, seconds, ok) : null;
@@ -131,6 +134,7 @@ export async function serve(
     url: `http://${host}:${port}`,
     port,
     services,
+    dashboard: !!dashboardDir,
     metricsUrl: metricsListener?.url ?? null,
     close: async () => {
       await metricsListener?.close();
@@ -171,7 +175,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     process.exit(1);
   }
   const running = await serve(config, { say, services: { substrate: prepareSubstrate({ config, say }, kind) } });
-  say(gettingStarted(running.url));
+  say(gettingStarted(running.url, running.dashboard));
   const stop = () => void running.close().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
@@ -184,10 +188,11 @@ function builtDashboard(): string | null {
 }
 
 /** What `npm start` prints once it listens: how to get from nothing to an API key. */
-export function gettingStarted(url: string): string {
+export function gettingStarted(url: string, dashboard = false): string {
   return [
     '',
     `computer is listening on ${url}`,
+    ...(dashboard ? ['', `Dashboard: open ${url}/ in a browser and sign up there, or from the command line:`] : []),
     '',
     'Get an API key (details: README.md, "Walkthrough"):',
     `  1. sign up:     curl -s -c jar -H 'content-type: application/json' -d '{"email":"you@example.com","password":"choose a long one"}' ${url}/v1/auth/signup`,

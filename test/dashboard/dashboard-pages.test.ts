@@ -56,7 +56,7 @@ t.test('sign up, trial checkout, machines, keys, sign out and in', async (t) => 
   await page.getByRole('link', { name: 'Machines' }).click();
   await page.getByLabel('Name').fill('fake-one');
   await page.getByRole('button', { name: 'Create machine' }).click();
-  await page.getByRole('link', { name: 'fake-one' }).waitFor();
+  await page.getByRole('link', { name: 'fake-one', exact: true }).waitFor();
   await page.locator('[data-state="running"]').first().waitFor();
   await page.getByRole('button', { name: 'Stop fake-one' }).click();
   await page.locator('[data-state="stopped"]').first().waitFor();
@@ -79,7 +79,7 @@ t.test('sign up, trial checkout, machines, keys, sign out and in', async (t) => 
   await page.getByLabel('E-mail').fill(email);
   await page.getByLabel('Password').fill('correct horse battery');
   await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('link', { name: 'fake-one' }).waitFor();
+  await page.getByRole('link', { name: 'fake-one', exact: true }).waitFor();
   await page.context().close();
 });
 

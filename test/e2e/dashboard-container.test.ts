@@ -13,7 +13,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import t from 'tap';
 import type { Page } from 'playwright-core';
-import { builtDashboard, dashboardBrowser } from '../helpers/dashboard.js';
+import { builtDashboard, dashboardBrowser, overflowsX, unnamedControls } from '../helpers/dashboard.js';
 import { serveWithGateway } from '../helpers/serve-gateway.js';
 import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 
@@ -101,7 +101,6 @@ t.test('the dashboard end to end on the container substrate', { timeout: 1_200_0
   const id = /\/machines\/(mch_[a-z0-9]+)/.exec((await link.getAttribute('href'))!)![1]!;
   created.push(id);
   await page.locator('[data-state="running"]').first().waitFor();
-  await shot(page, 'machines');
   await link.click();
   await page.waitForURL(`${URL0}/machines/${id}`);
   await page.locator('[data-conn="live"]').waitFor({ timeout: 180_000 });
@@ -128,7 +127,11 @@ t.test('the dashboard end to end on the container substrate', { timeout: 1_200_0
     const white = px.filter((v) => v > 200).length / px.length;
     return white > 0.5;
   });
-  const diff = meanDiff(await canvasPixels(page), await serverPixels());
+  // The screenshot and the last frame are taken at different moments: compare until both have settled.
+  const { diff } = await until('the canvas to match the screenshot', async () => {
+    const d = meanDiff(await canvasPixels(page), await serverPixels());
+    return d < 25 ? { diff: d } : null;
+  }, 30_000);
   t.ok(diff < 25, `the canvas matches the machine's screenshot (mean difference ${diff.toFixed(1)} of 255)`);
   t.equal(await page.locator('[data-control]').getAttribute('data-control'), 'view', 'view-only by default');
 
@@ -217,6 +220,40 @@ t.test('the dashboard end to end on the container substrate', { timeout: 1_200_0
   t.pass('a snapshot was created');
   await shot(page, 'machine-snapshots');
 
+  // --- ports, secrets, settings -----------------------------------------------------------------
+  await page.getByRole('link', { name: 'Ports' }).click();
+  await page.getByLabel('Port', { exact: true }).fill('8000');
+  await page.getByLabel('Label').fill('web');
+  await page.getByRole('button', { name: 'Publish port' }).click();
+  const accessLink = await page.getByRole('region', { name: 'New preview link' }).locator('code').textContent();
+  t.match(accessLink, /^http:\/\/prv-[a-z0-9]+\.localhost(:\d+)?\/__computer\/access\?token=/, 'the access link is shown once');
+  await page.getByRole('button', { name: 'Done' }).click();
+  await page.getByRole('button', { name: 'Copy URL of port 8000' }).waitFor();
+  t.notMatch(await page.content(), /token=/, 'and not kept on the page');
+  await shot(page, 'machine-ports');
+
+  await page.getByRole('link', { name: 'Secrets' }).click();
+  await page.getByLabel('Secret name').fill('API_TOKEN');
+  await page.getByLabel('Value').fill('s3cret-value-never-shown');
+  await page.getByRole('button', { name: 'Set secret' }).click();
+  await page.getByRole('button', { name: 'Revoke API_TOKEN' }).waitFor();
+  t.equal(await page.getByLabel('Value').inputValue(), '', 'the value leaves the form once stored');
+  t.notMatch(await page.content(), /s3cret-value-never-shown/, 'the value is nowhere on the page');
+  await shot(page, 'machine-secrets');
+  await page.getByRole('button', { name: 'Revoke API_TOKEN' }).click();
+  await page.getByRole('button', { name: 'Revoke API_TOKEN' }).waitFor({ state: 'detached' });
+
+  await page.getByRole('link', { name: 'Settings' }).click();
+  await page.getByRole('button', { name: 'Add metadata' }).click();
+  await page.getByLabel('Key').fill('team');
+  await page.getByLabel('Value').fill('qa');
+  await page.getByRole('button', { name: 'Save metadata' }).click();
+  await page.getByRole('status').filter({ hasText: 'Metadata saved' }).waitFor();
+  await page.getByLabel('Machine name').fill('desk2');
+  await page.getByRole('button', { name: 'Rename' }).click();
+  await page.getByRole('heading', { name: 'desk2' }).waitFor();
+  t.match((await rig.call('GET', base, { key })).json, { name: 'desk2', metadata: { team: 'qa' } }, 'renamed, metadata saved');
+
   await page.getByRole('link', { name: 'Events' }).click();
   await page.getByRole('list', { name: 'Events' }).getByText('snapshot.completed').first().waitFor();
   await shot(page, 'machine-events');
@@ -228,9 +265,30 @@ t.test('the dashboard end to end on the container substrate', { timeout: 1_200_0
   await page.getByRole('table', { name: 'Usage summary' }).waitFor();
   await shot(page, 'billing');
 
+  // Every tab of the machine page at 1280 and 390 px: no horizontal overflow, every control named.
+  for (const width of [1280, 390]) {
+    const { context, page: p } = await b.page({ width, height: 800 });
+    await context.addCookies(await ctxA.cookies());
+    for (const tab of ['screen', 'terminal', 'files', 'snapshots', 'ports', 'secrets', 'events', 'settings']) {
+      await p.goto(`${URL0}/machines/${id}/${tab}`);
+      await p.getByRole('heading', { name: 'desk2' }).waitFor();
+      await p.waitForLoadState('networkidle').catch(() => {});
+      if (tab === 'screen') await p.locator('[data-conn="live"]').waitFor();
+      if (tab === 'terminal') await p.locator('.xterm-rows').waitFor();
+      t.equal(await overflowsX(p), false, `${tab} at ${width} px: no horizontal overflow`);
+      t.same(await unnamedControls(p), [], `${tab} at ${width} px: every control named`);
+    }
+    await context.close();
+  }
+
+  await page.getByRole('link', { name: 'Machines' }).click();
+  await page.getByRole('img', { name: 'Screen of desk2' }).waitFor();
+  t.pass('the machines list shows a live thumbnail');
+  await shot(page, 'machines');
+
   // --- delete the machine ------------------------------------------------------------------------
   await page.goto(`${URL0}/machines/${id}`);
-  await page.getByRole('button', { name: 'Delete desk' }).click();
+  await page.getByRole('button', { name: 'Delete desk2' }).click();
   await page.waitForURL(`${URL0}/`);
   await until('the machine to be gone', async () => (await rig.call('GET', base, { key })).status === 404, 180_000);
   t.pass('the machine was deleted');

@@ -12,9 +12,11 @@ import type {
   Member as MemberSchema,
   MachineEvent as MachineEventSchema,
   Plan as PlanSchema,
+  Preview as PreviewSchema,
   PlanList as PlanListSchema,
   Session as SessionSchema,
 } from '../../../shared/schemas/responses.js';
+import type { Secret } from '../../../shared/schemas/secrets.js';
 import type { Snapshot as SnapshotSchema } from '../../../shared/schemas/snapshot.js';
 import type { Template as TemplateSchema } from '../../../shared/schemas/template.js';
 
@@ -34,3 +36,5 @@ export type LeaseState = z.infer<typeof LeaseStateSchema>;
 export type MachineEvent = z.infer<typeof MachineEventSchema>;
 export type Snapshot = z.infer<typeof SnapshotSchema>;
 export type Template = z.infer<typeof TemplateSchema>;
+export type Preview = z.infer<typeof PreviewSchema>;
+export type { Secret };

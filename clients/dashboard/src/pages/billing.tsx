@@ -96,14 +96,17 @@ function UsageChart() {
   const host = useRef<HTMLDivElement>(null);
   const [empty, setEmpty] = useState(false);
   useEffect(() => {
+    const el = host.current!;
     let plot: uPlot | null = null;
     let ro: ResizeObserver | null = null;
+    let disposed = false;
     const end = new Date();
     end.setUTCMinutes(0, 0, 0);
     end.setUTCHours(end.getUTCHours() + 1);
     const start = new Date(end.getTime() - 7 * 86400_000);
     api<Series>('GET', `/v1/usage/series?start=${start.toISOString()}&end=${end.toISOString()}`).then((s) => {
-      if (!host.current) return;
+      // The page may have been left while the series was on its way.
+      if (disposed) return;
       if (s.data.length === 0) {
         setEmpty(true);
         return;
@@ -113,7 +116,7 @@ function UsageChart() {
         const by = new Map(m.buckets.map((b) => [Date.parse(b.start) / 1000, Number(b.quantity)]));
         return times.map((t) => by.get(t) ?? 0);
       });
-      const width = () => Math.max(280, host.current!.clientWidth);
+      const width = () => Math.max(280, el.clientWidth);
       plot = new uPlot(
         {
           width: width(),
@@ -122,12 +125,13 @@ function UsageChart() {
           series: [{}, ...s.data.map((m, i) => ({ label: m.meter, stroke: ['#2563eb', '#16a34a', '#d97706', '#9333ea'][i % 4] }))],
         },
         [times, ...series],
-        host.current,
+        el,
       );
       ro = new ResizeObserver(() => plot?.setSize({ width: width(), height: 240 }));
-      ro.observe(host.current);
-    }, () => setEmpty(true));
+      ro.observe(el);
+    }, () => !disposed && setEmpty(true));
     return () => {
+      disposed = true;
       ro?.disconnect();
       plot?.destroy();
     };

@@ -7,7 +7,10 @@ import type { Machine, Me } from '../types.js';
 import { EventsTab } from './events.js';
 import { FilesTab } from './files.js';
 import { LifecycleButtons } from './lifecycle.js';
+import { PortsTab } from './ports.js';
 import { Screen } from './screen.js';
+import { SecretsTab } from './secrets.js';
+import { SettingsTab } from './settings.js';
 import { SnapshotsTab } from './snapshots.js';
 import { TerminalTab } from './terminal.js';
 
@@ -16,7 +19,10 @@ const TABS = [
   ['terminal', 'Terminal'],
   ['files', 'Files'],
   ['snapshots', 'Snapshots'],
+  ['ports', 'Ports'],
+  ['secrets', 'Secrets'],
   ['events', 'Events'],
+  ['settings', 'Settings'],
 ] as const;
 
 export function MachinePage({ id, tab }: { id: string; tab: string; me: Me }) {
@@ -50,7 +56,10 @@ export function MachinePage({ id, tab }: { id: string; tab: string; me: Me }) {
       {tab === 'terminal' && (running ? <TerminalTab machine={machine} /> : <p>The machine is {machine.state}: start it to open a terminal.</p>)}
       {tab === 'files' && (running ? <FilesTab machine={machine} /> : <p>The machine is {machine.state}: start it to browse its files.</p>)}
       {tab === 'snapshots' && <SnapshotsTab machine={machine} onChange={load} />}
+      {tab === 'ports' && <PortsTab machine={machine} />}
+      {tab === 'secrets' && <SecretsTab machine={machine} />}
       {tab === 'events' && <EventsTab machine={machine} />}
+      {tab === 'settings' && <SettingsTab machine={machine} onChange={load} />}
     </section>
   );
 }

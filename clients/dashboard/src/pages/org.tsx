@@ -1,6 +1,7 @@
 /** Organization: members and roles, invitations, API keys (the secret shown once, with a copy button). */
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from '../api.js';
+import { CopyButton } from '../copy.js';
 import type { ApiKey, CreatedApiKey, Invitation, Me, Member, Page } from '../types.js';
 
 const ROLES = ['member', 'admin', 'owner'] as const;
@@ -13,7 +14,6 @@ export function OrgPage({ me }: { me: Me }) {
   const [error, setError] = useState<string | null>(null);
   const [created, setCreated] = useState<CreatedApiKey | null>(null);
   const [inviteToken, setInviteToken] = useState<string | null>(null);
-  const [copied, setCopied] = useState(false);
   const [keyName, setKeyName] = useState('');
   const [invEmail, setInvEmail] = useState('');
   const [invRole, setInvRole] = useState<string>('member');
@@ -98,7 +98,6 @@ export function OrgPage({ me }: { me: Me }) {
         <form class="row" onSubmit={(e) => {
           e.preventDefault();
           void act(async () => {
-            setCopied(false);
             setCreated(await api<CreatedApiKey>('POST', '/v1/api-keys', { name: keyName || 'dashboard key', scopes: KEY_SCOPES }));
             setKeyName('');
           });
@@ -111,9 +110,7 @@ export function OrgPage({ me }: { me: Me }) {
         <div class="secret" role="region" aria-label="New API key">
           <p>Copy this key now: it is shown only once.</p>
           <code data-secret>{created.secret}</code>{' '}
-          <button type="button" onClick={() => void navigator.clipboard.writeText(created.secret).then(() => setCopied(true), () => setCopied(false))}>
-            {copied ? 'Copied' : 'Copy key'}
-          </button>{' '}
+          <CopyButton text={created.secret} label="Copy key" />{' '}
           <button type="button" onClick={() => setCreated(null)}>Done</button>
         </div>
       )}
