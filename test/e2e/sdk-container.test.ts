@@ -30,7 +30,7 @@ t.test('SDK on the container substrate', { timeout: 1_200_000 }, async (t) => {
   t.teardown(() => fs.rmSync(work, { recursive: true, force: true }));
   process.chdir(work);
   try {
-    t.equal(await quickstart(baseUrl, a.key), 'hi\n', 'typed into a remote terminal, read back from the file its shell wrote');
+    t.equal(await quickstart(baseUrl, a.key), 'hi\n', 'typed into a terminal window on the desktop, read back from the file its shell wrote');
   } finally {
     process.chdir(cwd);
   }
