@@ -74,6 +74,30 @@ t.test('sign up, trial checkout, machines, keys, sign out and in', async (t) => 
   t.notMatch(await page.content(), secret!, 'and gone from the page afterwards');
   t.same(await unnamedControls(page), [], 'organization: every control has a name');
 
+  // Usage: the running machine's seconds recorded by a metering flush show in the summary and the chart.
+  rig.services.metering.flush();
+  await page.getByRole('link', { name: 'Billing' }).click();
+  await page.getByRole('table', { name: 'Usage summary' }).waitFor();
+  await page.locator('.uplot canvas').waitFor();
+  t.pass('the usage chart is drawn');
+
+  // Another organization invites this user: accepting puts it in the switcher, switching shows its machines.
+  const other = await rig.tenant('pro');
+  const inv = await rig.call('POST', '/v1/invitations', { cookie: other.cookie, body: { email, role: 'member' } });
+  t.equal(inv.status, 201);
+  await page.getByRole('link', { name: 'Organization' }).click();
+  await page.getByLabel('Invitation token').fill(inv.json.token);
+  await page.getByRole('button', { name: 'Accept invitation' }).click();
+  await page.getByRole('status').filter({ hasText: /^You joined/ }).waitFor();
+  const switcher = page.getByRole('combobox', { name: 'Organization' });
+  t.equal(await switcher.locator('option').count(), 2, 'the switcher offers both organizations');
+  await switcher.selectOption(other.orgId);
+  await page.getByRole('heading', { name: 'Machines' }).waitFor();
+  await page.getByText('No machines yet.').waitFor();
+  t.equal(await switcher.inputValue(), other.orgId, 'switched: the other organization has no machines');
+  await switcher.selectOption({ index: 0 });
+  await page.getByRole('link', { name: 'fake-one', exact: true }).waitFor();
+
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.waitForURL(`${URL0}/signin`);
   await page.getByLabel('E-mail').fill(email);

@@ -196,6 +196,13 @@ t.test('the dashboard end to end on the container substrate', { timeout: 1_200_0
   await page.keyboard.type('echo dash-$((6*7))\n');
   await page.locator('.xterm-rows').filter({ hasText: 'dash-42' }).waitFor();
   t.pass('the terminal tab ran echo');
+  // A narrower window resizes the pty (fit addon → resize message on the terminal channel).
+  const termCols = async () => ((await rig.call('GET', `${base}/terminals`, { key })).json.terminals as Array<{ cols: number; attached: boolean }>).find((x) => x.attached)?.cols ?? 0;
+  const wide = await until('the attached terminal', termCols, 30_000);
+  await page.setViewportSize({ width: 700, height: 900 });
+  const narrow = await until('the pty to be resized', async () => { const c = await termCols(); return c > 0 && c < wide ? c : null; }, 30_000);
+  t.ok(narrow < wide, `the pty follows the window (${wide} → ${narrow} columns)`);
+  await page.setViewportSize({ width: 1280, height: 900 });
   await shot(page, 'machine-terminal');
 
   // --- files: upload then download -------------------------------------------------------------
@@ -219,6 +226,16 @@ t.test('the dashboard end to end on the container substrate', { timeout: 1_200_0
   await page.locator('.snapshots li', { hasText: 'first' }).locator('[data-state="ready"]').waitFor({ timeout: 300_000 });
   t.pass('a snapshot was created');
   await shot(page, 'machine-snapshots');
+
+  // --- connection state through a stop and a start ------------------------------------------------
+  await page.getByRole('link', { name: 'Screen' }).click();
+  await page.locator('[data-conn="live"]').waitFor();
+  await page.getByRole('button', { name: 'Stop desk' }).click();
+  await page.locator('[data-conn="machine stopped"]').waitFor();
+  t.pass('the screen says the machine is stopped');
+  await page.getByRole('button', { name: 'Start desk', exact: true }).click();
+  await page.locator('[data-conn="live"]').waitFor({ timeout: 180_000 });
+  t.pass('and comes back live by itself after a start');
 
   // --- ports, secrets, settings -----------------------------------------------------------------
   await page.getByRole('link', { name: 'Ports' }).click();

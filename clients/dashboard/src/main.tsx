@@ -54,7 +54,7 @@ function App() {
   let page;
   if (m) page = <MachinePage key={m[1]} id={m[1]!} tab={m[2] ?? 'screen'} me={me} />;
   else if (path === '/billing') page = <BillingPage me={me} />;
-  else if (path === '/organization') page = <OrgPage me={me} />;
+  else if (path === '/organization') page = <OrgPage me={me} onMembershipChange={refresh} />;
   else page = <MachinesPage />;
 
   const nav = [

@@ -7,7 +7,7 @@ import type { ApiKey, CreatedApiKey, Invitation, Me, Member, Page } from '../typ
 const ROLES = ['member', 'admin', 'owner'] as const;
 const KEY_SCOPES = ['machines:read', 'machines:write', 'machines:control', 'sessions:write'];
 
-export function OrgPage({ me }: { me: Me }) {
+export function OrgPage({ me, onMembershipChange }: { me: Me; onMembershipChange: () => Promise<void> }) {
   const [members, setMembers] = useState<Member[]>([]);
   const [invites, setInvites] = useState<Invitation[]>([]);
   const [keys, setKeys] = useState<ApiKey[]>([]);
@@ -93,6 +93,8 @@ export function OrgPage({ me }: { me: Me }) {
         ))}
       </ul>
 
+      <AcceptInvitation onAccepted={onMembershipChange} />
+
       <h2>API keys</h2>
       {can('api_keys:manage') && (
         <form class="row" onSubmit={(e) => {
@@ -127,5 +129,32 @@ export function OrgPage({ me }: { me: Me }) {
         </tbody>
       </table>
     </section>
+  );
+}
+
+/** Joining another organization with an invitation token (the switcher then offers it). */
+function AcceptInvitation({ onAccepted }: { onAccepted: () => Promise<void> }) {
+  const [token, setToken] = useState('');
+  const [status, setStatus] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(null);
+    try {
+      const r = await api<{ organization: { name: string } }>('POST', '/v1/invitations/accept', { token });
+      setToken('');
+      setStatus(`You joined ${r.organization.name}: switch to it with the organization menu.`);
+      await onAccepted();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <form class="row" onSubmit={submit}>
+      <label>Invitation token<input required autocomplete="off" value={token} onInput={(e) => setToken((e.currentTarget as HTMLInputElement).value)} /></label>
+      <button type="submit">Accept invitation</button>
+      {status && <p role="status">{status}</p>}
+      {error && <p role="alert" class="error">{error}</p>}
+    </form>
   );
 }

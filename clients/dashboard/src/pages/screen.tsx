@@ -9,17 +9,26 @@ import { api, errorText, wsUrl } from '../api.js';
 import { keyMessage } from '../keys.js';
 import type { LeaseGrant, LeaseState, Machine, Session } from '../types.js';
 
+/** What the socket says; shown together with the machine's state (a stopped machine is not "reconnecting"). */
+type Socket = 'connecting' | 'up' | 'down' | 'reconnecting' | 'deleted';
 type Conn = 'connecting' | 'live' | 'desktop starting' | 'machine stopped' | 'reconnecting' | 'machine deleted';
+
+export function connLabel(socket: Socket, state: Machine['state']): Conn {
+  if (socket === 'up') return 'live';
+  if (socket === 'deleted' || state === 'deleting') return 'machine deleted';
+  if (state === 'stopped' || state === 'stopping') return 'machine stopped';
+  if (socket === 'down') return 'desktop starting';
+  return socket;
+}
 type Control = { kind: 'view' } | { kind: 'taking' } | { kind: 'control'; fence: number } | { kind: 'lost'; holder: string };
 
 const RENEW_MS = 20_000;
 
 export function Screen({ machine }: { machine: Machine }) {
   const canvas = useRef<HTMLCanvasElement>(null);
-  const [conn, setConn] = useState<Conn>('connecting');
+  const [socket, setSocket] = useState<Socket>('connecting');
+  const conn = connLabel(socket, machine.state);
   const [detail, setDetail] = useState<string | null>(null);
-  const stateRef = useRef(machine.state);
-  stateRef.current = machine.state;
 
   // The screen channel, reconnected with a growing delay while the page is open.
   useEffect(() => {
@@ -41,8 +50,7 @@ export function Screen({ machine }: { machine: Machine }) {
             c.width = st.width;
             c.height = st.height;
           }
-          if (st.up) setConn('live');
-          else setConn(stateRef.current === 'stopped' || stateRef.current === 'stopping' ? 'machine stopped' : 'desktop starting');
+          setSocket(st.up ? 'up' : 'down');
           setDetail(st.up ? null : st.message);
           return;
         }
@@ -64,10 +72,10 @@ export function Screen({ machine }: { machine: Machine }) {
       ws.onclose = (ev) => {
         if (closed) return;
         if (ev.code === 4404) {
-          setConn('machine deleted');
+          setSocket('deleted');
           return;
         }
-        setConn(stateRef.current === 'stopped' ? 'machine stopped' : 'reconnecting');
+        setSocket('reconnecting');
         retry = setTimeout(connect, Math.min(5000, 500 * 2 ** attempt++));
       };
     };
