@@ -75,7 +75,16 @@ t.test('sign up, trial checkout, machines, keys, sign out and in', async (t) => 
   t.same(await unnamedControls(page), [], 'organization: every control has a name');
 
   // Usage: the running machine's seconds recorded by a metering flush show in the summary and the chart.
-  rig.services.metering.flush();
+  // Metering counts whole seconds: flush until the running machine's first second is recorded.
+  const cookie = (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+  const hour = new Date();
+  hour.setUTCMinutes(0, 0, 0);
+  const range = `start=${new Date(hour.getTime() - 3600_000).toISOString()}&end=${new Date(hour.getTime() + 3600_000).toISOString()}`;
+  for (let i = 0; i < 40; i++) {
+    rig.services.metering.flush();
+    if ((await rig.call('GET', `/v1/usage/series?${range}`, { cookie })).json?.data?.length) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
   await page.getByRole('link', { name: 'Billing' }).click();
   await page.getByRole('table', { name: 'Usage summary' }).waitFor();
   await page.locator('.uplot canvas').waitFor();
