@@ -7,19 +7,9 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import type { InputServerMessage, ScreenStatusMessage } from '../../../../shared/schemas/gateway.js';
 import { api, errorText, wsUrl } from '../api.js';
 import { keyMessage } from '../keys.js';
+import { connLabel, toDesktop, type Socket } from '../view-logic.js';
 import type { LeaseGrant, LeaseState, Machine, Session } from '../types.js';
 
-/** What the socket says; shown together with the machine's state (a stopped machine is not "reconnecting"). */
-type Socket = 'connecting' | 'up' | 'down' | 'reconnecting' | 'deleted';
-type Conn = 'connecting' | 'live' | 'desktop starting' | 'machine stopped' | 'reconnecting' | 'machine deleted';
-
-export function connLabel(socket: Socket, state: Machine['state']): Conn {
-  if (socket === 'up') return 'live';
-  if (socket === 'deleted' || state === 'deleting') return 'machine deleted';
-  if (state === 'stopped' || state === 'stopping') return 'machine stopped';
-  if (socket === 'down') return 'desktop starting';
-  return socket;
-}
 type Control = { kind: 'view' } | { kind: 'taking' } | { kind: 'control'; fence: number } | { kind: 'lost'; holder: string };
 
 const RENEW_MS = 20_000;
@@ -216,10 +206,7 @@ function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | nul
   };
   const at = (e: MouseEvent) => {
     const c = canvas.current!;
-    const fit = fitted(c.getBoundingClientRect(), c.width, c.height);
-    const x = Math.round((e.clientX - fit.left) / fit.scale);
-    const y = Math.round((e.clientY - fit.top) / fit.scale);
-    return { x: Math.max(0, Math.min(c.width - 1, x)), y: Math.max(0, Math.min(c.height - 1, y)) };
+    return toDesktop(c.getBoundingClientRect(), c.width, c.height, e.clientX, e.clientY);
   };
   const button = (b: number) => (b === 1 ? 'middle' : b === 2 ? 'right' : 'left');
   const active = state.kind === 'control';
@@ -257,11 +244,3 @@ function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | nul
   return { state, error, take, release, handlers };
 }
 
-/**
- * Where the desktop image sits inside the canvas element: CSS scales it with `object-fit: contain`, so it is
- * letterboxed when the element's aspect differs from the desktop's.
- */
-export function fitted(rect: { left: number; top: number; width: number; height: number }, w: number, h: number) {
-  const scale = Math.min(rect.width / w, rect.height / h);
-  return { scale, left: rect.left + (rect.width - w * scale) / 2, top: rect.top + (rect.height - h * scale) / 2 };
-}

@@ -1,0 +1,31 @@
+/** Pure decisions of the screen view (no DOM), unit-tested in test/dashboard/view-logic.test.ts. */
+import type { MachineState } from '../../../shared/schemas/machine.js';
+
+/** What the screen socket says; shown together with the machine's state (a stopped machine is not "reconnecting"). */
+export type Socket = 'connecting' | 'up' | 'down' | 'reconnecting' | 'deleted';
+export type Conn = 'connecting' | 'live' | 'desktop starting' | 'machine stopped' | 'reconnecting' | 'machine deleted';
+
+export function connLabel(socket: Socket, state: MachineState): Conn {
+  if (socket === 'up') return 'live';
+  if (socket === 'deleted' || state === 'deleting') return 'machine deleted';
+  if (state === 'stopped' || state === 'stopping') return 'machine stopped';
+  if (socket === 'down') return 'desktop starting';
+  return socket;
+}
+
+/**
+ * Where the desktop image sits inside the canvas element: CSS scales it with `object-fit: contain`, so it is
+ * letterboxed when the element's aspect differs from the desktop's.
+ */
+export function fitted(rect: { left: number; top: number; width: number; height: number }, w: number, h: number) {
+  const scale = Math.min(rect.width / w, rect.height / h);
+  return { scale, left: rect.left + (rect.width - w * scale) / 2, top: rect.top + (rect.height - h * scale) / 2 };
+}
+
+/** A client pixel → the desktop pixel under it, clamped to the desktop. */
+export function toDesktop(rect: { left: number; top: number; width: number; height: number }, w: number, h: number, clientX: number, clientY: number) {
+  const f = fitted(rect, w, h);
+  const x = Math.round((clientX - f.left) / f.scale);
+  const y = Math.round((clientY - f.top) / f.scale);
+  return { x: Math.max(0, Math.min(w - 1, x)), y: Math.max(0, Math.min(h - 1, y)) };
+}

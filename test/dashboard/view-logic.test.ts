@@ -1,0 +1,62 @@
+/**
+ * Pure parts of the dashboard: browser keys → input-channel messages, pointer mapping through the
+ * letterboxed canvas, the screen's connection label, and the page's Content-Security-Policy.
+ */
+import t from 'tap';
+import { keyMessage } from '../../clients/dashboard/src/keys.js';
+import { connLabel, toDesktop } from '../../clients/dashboard/src/view-logic.js';
+import { dashboardCsp } from '../../control-plane/src/dashboard.js';
+
+const k = (key: string, mods: { ctrlKey?: boolean; altKey?: boolean; metaKey?: boolean; shiftKey?: boolean } = {}) =>
+  keyMessage({ key, ctrlKey: false, altKey: false, metaKey: false, shiftKey: false, ...mods });
+
+t.test('keys', async (t) => {
+  t.same(k('a'), { type: 'keyboard.type', text: 'a' });
+  t.same(k('A', { shiftKey: true }), { type: 'keyboard.type', text: 'A' }, 'shifted characters are typed as themselves');
+  t.same(k('é'), { type: 'keyboard.type', text: 'é' });
+  t.same(k(' '), { type: 'keyboard.type', text: ' ' });
+  t.same(k('Enter'), { type: 'keyboard.key', key: 'Return' });
+  t.same(k('Backspace'), { type: 'keyboard.key', key: 'BackSpace' });
+  t.same(k('ArrowLeft'), { type: 'keyboard.key', key: 'Left' });
+  t.same(k('PageDown'), { type: 'keyboard.key', key: 'Page_Down' });
+  t.same(k('F5'), { type: 'keyboard.key', key: 'F5' });
+  t.same(k('c', { ctrlKey: true }), { type: 'keyboard.hotkey', keys: ['ctrl', 'c'] });
+  t.same(k('T', { ctrlKey: true, shiftKey: true }), { type: 'keyboard.hotkey', keys: ['ctrl', 'shift', 't'] });
+  t.same(k('Tab', { altKey: true }), { type: 'keyboard.hotkey', keys: ['alt', 'Tab'] });
+  t.same(k('l', { metaKey: true }), { type: 'keyboard.hotkey', keys: ['super', 'l'] });
+  t.equal(k('Shift', { shiftKey: true }), null, 'a lone modifier sends nothing');
+  t.equal(k('Dead'), null);
+  t.equal(k('é', { ctrlKey: true }), null, 'no hotkey for a character without a key name');
+});
+
+t.test('pointer mapping through the letterboxed canvas', async (t) => {
+  // A 1280x800 desktop in a 1000x800 element at (10, 20): scale 0.78125, 87.5 px bars above and below.
+  const rect = { left: 10, top: 20, width: 1000, height: 800 };
+  t.same(toDesktop(rect, 1280, 800, 10, 107.5), { x: 0, y: 0 });
+  t.same(toDesktop(rect, 1280, 800, 510, 420), { x: 640, y: 400 });
+  t.same(toDesktop(rect, 1280, 800, 244.375, 498.125), { x: 300, y: 500 });
+  t.same(toDesktop(rect, 1280, 800, 5, 30), { x: 0, y: 0 }, 'the bars clamp to the edge');
+  t.same(toDesktop(rect, 1280, 800, 2000, 2000), { x: 1279, y: 799 });
+  // Bars left and right: 1280x800 in 1600x800 → scale 1, 160 px each side.
+  t.same(toDesktop({ left: 0, top: 0, width: 1600, height: 800 }, 1280, 800, 460, 500), { x: 300, y: 500 });
+});
+
+t.test('connection label', async (t) => {
+  t.equal(connLabel('connecting', 'running'), 'connecting');
+  t.equal(connLabel('up', 'running'), 'live');
+  t.equal(connLabel('down', 'running'), 'desktop starting');
+  t.equal(connLabel('down', 'starting'), 'desktop starting');
+  t.equal(connLabel('down', 'stopped'), 'machine stopped');
+  t.equal(connLabel('reconnecting', 'stopping'), 'machine stopped');
+  t.equal(connLabel('reconnecting', 'running'), 'reconnecting');
+  t.equal(connLabel('deleted', 'running'), 'machine deleted');
+  t.equal(connLabel('down', 'deleting'), 'machine deleted');
+});
+
+t.test('content security policy', async (t) => {
+  t.equal(
+    dashboardCsp('https://computer.example.com'),
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self'; connect-src 'self' wss://computer.example.com; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  );
+  t.match(dashboardCsp('http://127.0.0.1:8080'), /connect-src 'self' ws:\/\/127\.0\.0\.1:8080;/);
+});
