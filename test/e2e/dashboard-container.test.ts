@@ -225,6 +225,10 @@ t.test('the dashboard end to end on the container substrate', { timeout: 1_200_0
   await page.getByRole('button', { name: 'Create snapshot' }).click();
   await page.locator('.snapshots li', { hasText: 'first' }).locator('[data-state="ready"]').waitFor({ timeout: 300_000 });
   t.pass('a snapshot was created');
+  await page.getByRole('button', { name: 'Restore first' }).click();
+  await page.locator('.snapshots li', { hasText: 'Before restore' }).locator('[data-state="ready"]').waitFor({ timeout: 300_000 });
+  await until('the machine to run again', async () => (await rig.call('GET', base, { key })).json?.state === 'running', 180_000);
+  t.pass('restored (the previous disk kept as "Before restore")');
   await shot(page, 'machine-snapshots');
 
   // --- connection state through a stop and a start ------------------------------------------------
@@ -272,7 +276,7 @@ t.test('the dashboard end to end on the container substrate', { timeout: 1_200_0
   t.match((await rig.call('GET', base, { key })).json, { name: 'desk2', metadata: { team: 'qa' } }, 'renamed, metadata saved');
 
   await page.getByRole('link', { name: 'Events' }).click();
-  await page.getByRole('list', { name: 'Events' }).getByText('snapshot.completed').first().waitFor();
+  await page.getByRole('list', { name: 'Events' }).getByText('machine.restore_completed').first().waitFor();
   await shot(page, 'machine-events');
 
   await page.getByRole('link', { name: 'Organization' }).click();
