@@ -361,7 +361,7 @@ t.test('errors: envelope, zod paths, unknown routes, unexpected failures, loggin
   await rig.call('POST', '/v1/auth/login', { body: { email: u.email, password: u.password } });
   const reqLines = rig.logs.filter((l) => l.event === 'request');
   t.ok(reqLines.length > 8);
-  for (const l of reqLines) t.same(Object.keys(l).sort(), ['event', 'method', 'ms', 'operation', 'org', 'request_id', 'status']);
+  for (const l of reqLines) t.same(Object.keys(l).sort(), ['event', 'machine_id', 'method', 'ms', 'operation', 'org', 'request_id', 'status']);
   t.ok(reqLines.some((l) => l.operation === 'api_keys.create' && l.org === u.orgId && l.status === 201));
   t.ok(reqLines.some((l) => l.operation === 'unmatched' && l.status === 404));
   const all = JSON.stringify(rig.logs);

@@ -84,7 +84,11 @@ t.test('config: parsed once from an env object, defaults, refusals', async (t) =
   t.equal(isRecognisedOrigin(d, undefined), false);
   t.equal(d.trustProxy, true);
   t.throws(() => parseConfig({ PORT: 'eighty' }), { code: 'invalid_request', details: [{ field: 'PORT' }] } as object as Error);
-  t.throws(() => parseConfig({ BILLING_PROVIDER: 'stripe' }), { details: [{ field: 'BILLING_PROVIDER' }] } as object as Error);
+  t.throws(() => parseConfig({ BILLING_PROVIDER: 'paypal' }), { details: [{ field: 'BILLING_PROVIDER' }] } as object as Error);
+  // Stripe is a provider now: choosing it without its settings names each missing one.
+  t.throws(() => parseConfig({ BILLING_PROVIDER: 'stripe' }), {
+    details: [{ field: 'STRIPE_SECRET_KEY' }, { field: 'STRIPE_WEBHOOK_SECRET' }, { field: 'STRIPE_PRICES' }],
+  } as object as Error);
   t.throws(() => parseConfig({ ALLOWED_ORIGINS: 'not a url' }));
 });
 
