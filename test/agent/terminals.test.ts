@@ -147,6 +147,15 @@ t.test('resize and kill', async (t) => {
   t.equal((await agent.client.request('DELETE', `/terminals/${term.id}`)).status, 404);
 });
 
+t.test('a killed terminal is gone for callers at once, even while its program is still exiting', async (t) => {
+  // The program ignores SIGHUP, so it outlives the kill by the 2 s grace before SIGKILL.
+  const term = (await open({ command: ['sh', '-c', 'trap "" HUP; sleep 30'] })).json();
+  t.equal((await agent.client.request('DELETE', `/terminals/${term.id}`)).status, 204);
+  t.equal((await agent.client.request('DELETE', `/terminals/${term.id}`)).status, 404, 'a second kill is a 404');
+  t.equal((await agent.client.request('POST', `/terminals/${term.id}/resize`, { cols: 10, rows: 10 })).status, 404, 'so is a resize');
+  t.notOk((await listed()).some((x) => x.id === term.id), 'and it is not listed');
+});
+
 t.test('open refusals', async (t) => {
   let r = await open({ command: ['no-such-program-xyz'] });
   t.equal(r.status, 400);

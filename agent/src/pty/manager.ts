@@ -108,9 +108,11 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
   const setpriv = opts.setprivPath === undefined ? (fs.existsSync('/usr/bin/setpriv') ? '/usr/bin/setpriv' : null) : opts.setprivPath;
   const terms = new Map<string, Entry>();
 
+  // A killed terminal stays in `terms` until its program exits (its output is drained first, so that can
+  // take a moment), but for callers it is gone at once: a second kill, a resize or an attach is a 404.
   const entryOf = (id: string): Entry => {
     const e = terms.get(id);
-    if (!e) throw new AppError('not_found', `No terminal ${id}.`);
+    if (!e || e.killed) throw new AppError('not_found', `No terminal ${id}.`);
     return e;
   };
   const view = (e: Entry): Terminal => ({ ...e.info, command: [...e.info.command], attached: e.sink !== null });
@@ -292,7 +294,7 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
 
   return {
     open,
-    list: () => [...terms.values()].filter((e) => !e.exited).map(view),
+    list: () => [...terms.values()].filter((e) => !e.exited && !e.killed).map(view),
     get: (id) => view(entryOf(id)),
     resize(id, cols, rows) {
       const e = entryOf(id);
