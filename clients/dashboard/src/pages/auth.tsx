@@ -7,21 +7,29 @@ function field(e: Event): string {
   return (e.currentTarget as HTMLInputElement).value;
 }
 
-export function SignIn({ onDone }: { onDone: () => Promise<void> }) {
-  const [email, setEmail] = useState('');
-  const [password, setPassword] = useState('');
+/** A form's submit handler: runs `action`, then shows the error envelope's text in the form if it failed. */
+function useSubmit(action: () => Promise<void>): [string | null, (e: Event) => Promise<void>] {
   const [error, setError] = useState<string | null>(null);
   const submit = async (e: Event) => {
     e.preventDefault();
     setError(null);
     try {
-      await api('POST', '/v1/auth/login', { email, password });
-      await onDone();
-      navigate('/');
+      await action();
     } catch (err) {
       setError(errorText(err));
     }
   };
+  return [error, submit];
+}
+
+export function SignIn({ onDone }: { onDone: () => Promise<void> }) {
+  const [email, setEmail] = useState('');
+  const [password, setPassword] = useState('');
+  const [error, submit] = useSubmit(async () => {
+    await api('POST', '/v1/auth/login', { email, password });
+    await onDone();
+    navigate('/');
+  });
   return (
     <main class="auth">
       <h1>Sign in</h1>
@@ -40,19 +48,12 @@ export function SignUp({ onDone }: { onDone: () => Promise<void> }) {
   const [name, setName] = useState('');
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
-  const [error, setError] = useState<string | null>(null);
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setError(null);
-    try {
-      await api('POST', '/v1/auth/signup', { email, password, ...(name ? { name } : {}) });
-      await onDone();
-      // A new organization has no subscription yet: the trial checkout comes first.
-      navigate('/billing');
-    } catch (err) {
-      setError(errorText(err));
-    }
-  };
+  const [error, submit] = useSubmit(async () => {
+    await api('POST', '/v1/auth/signup', { email, password, ...(name ? { name } : {}) });
+    await onDone();
+    // A new organization has no subscription yet: the trial checkout comes first.
+    navigate('/billing');
+  });
   return (
     <main class="auth">
       <h1>Create your account</h1>
