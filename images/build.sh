@@ -62,7 +62,7 @@ if [ "$STAGE" = base ]; then
     done
   }
   INITRD_MODS="virtio_mmio virtio_pci virtio_blk crc32c_generic ext4"
-  RUNTIME_MODS="$INITRD_MODS virtio_console qemu_fw_cfg virtio_net virtio_rng evdev button"
+  RUNTIME_MODS="$INITRD_MODS virtio_console virtio_net virtio_rng evdev button"
   work=$(mktemp -d)
   mkdir -p "$work/bin" "$work/modules" "$work/proc" "$work/sys" "$work/dev" "$work/newroot"
   cp "$ROOT/usr/bin/busybox" "$work/bin/busybox"

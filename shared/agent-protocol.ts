@@ -3,7 +3,8 @@
  *
  * Routes mirror the public machine routes with the `/v1/machines/{id}` prefix removed, so the control
  * plane's proxy is a pass-through. Bodies and errors use the same schemas and envelope as `/v1`.
- * Every request carries `Authorization: Bearer <machine token>`.
+ * Every request carries `Authorization: Bearer <key>`: the machine's agent key, which the control plane hands to
+ * each agent process once over the channel (`auth.enroll`; agent/src/enrollment.ts) and never stores in the guest.
  */
 import { z } from 'zod';
 import { Display, ResizeRequest, ScreenRegion, ScreenshotFormat, ScreenshotResult } from './schemas/display.js';
@@ -89,8 +90,17 @@ type RouteDef = {
   stream?: 'duplex' | 'frames';
 };
 
+/**
+ * The control plane's key for one agent process: 256 random bits, base64url. Sent with the enrollment's proof
+ * as bearer (the current key, or for a fresh agent the one-time secret the substrate dropped for it).
+ */
+export const EnrollRequest = z.strictObject({ key: z.string().regex(/^[A-Za-z0-9_-]{32,128}$/, 'key is 32-128 base64url characters') });
+export type EnrollRequest = z.infer<typeof EnrollRequest>;
+
 /** Every agent route. Operation names double as log and metrics labels. */
 export const AGENT_ROUTES = {
+  /** 204 once the key is installed; 401 when the proof is not accepted. The only route open without the key. */
+  'auth.enroll': { method: 'POST', path: '/auth/enroll', body: EnrollRequest },
   health: { method: 'GET', path: '/health', response: Health },
   'display.get': { method: 'GET', path: '/display', response: Display },
   'display.resize': { method: 'POST', path: '/display/resize', body: ResizeRequest, response: Display },

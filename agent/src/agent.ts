@@ -6,6 +6,7 @@ import { createAgentServer } from './channel/server.js';
 import { listenUnix } from './channel/unix-socket.js';
 import { openVirtioPort, serveByteChannel } from './channel/virtio-serial.js';
 import type { AgentConfig } from './config.js';
+import { Enrollment } from './enrollment.js';
 import { createDesktop } from './desktop/desktop.js';
 import { preloadEncoder } from './desktop/screen.js';
 import { createFileService } from './files/service.js';
@@ -26,11 +27,12 @@ export interface RunningAgent {
 }
 
 /** Wire every part of the agent from a validated config and serve it on the configured channel. */
-export async function startAgent(config: AgentConfig, token: { token: string; path: string }, log: LogSink): Promise<RunningAgent> {
+export async function startAgent(config: AgentConfig, log: LogSink): Promise<RunningAgent> {
   const channelPaths = config.socket ? [config.socket, path.dirname(config.socket)] : [config.virtioPort!];
-  // The token's source and the channel are never reachable through the files API (nor the secrets dir:
-  // values are never read back out of the agent).
-  const deny = { tokenFile: token.path, channelPaths, extraPaths: [config.secretsDir] };
+  const enrollment = new Enrollment(config.enrollFile ? { kind: 'file', path: config.enrollFile } : { kind: 'channel' });
+  // The enrollment secret's path and the channel are never reachable through the files API (nor the secrets
+  // dir: values are never read back out of the agent).
+  const deny = { enrollFile: config.enrollFile, channelPaths, extraPaths: [config.secretsDir] };
   const files = createFileService({ deny, agentUserName: config.agentUser });
   // Files requests that do not ask for root run in a worker with the agent user's credentials.
   const userFiles = createUserFiles({ deny, user: guestUser('agent', config.agentUser), identities: () => files.denylist.identities() });
@@ -45,7 +47,7 @@ export async function startAgent(config: AgentConfig, token: { token: string; pa
   const secrets = createSecretStore({ dir: config.secretsDir, profileScript: config.profileScript, userName: config.agentUser });
 
   const app = createAgentApp({
-    token: token.token,
+    enrollment,
     log,
     mounts: [
       desktopRoutes(desktop),

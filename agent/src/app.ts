@@ -1,10 +1,12 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { routePath } from 'hono/route';
+import { matchedRoutes } from 'hono/route';
+import { AGENT_ROUTES } from '../../shared/agent-protocol.js';
 import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import { MAX_MACHINE_BODY_BYTES, MAX_WRITE_BODY_BYTES } from '../../shared/schemas/files.js';
-import { bearerAuth } from './http/auth.js';
+import type { Enrollment } from './enrollment.js';
+import { enrollHandler, requireKey } from './http/auth.js';
 import { REQUEST_ID_HEADER, renderError } from './http/errors.js';
 import type { LogSink } from './http/log.js';
 import { isTcpConnectRequest } from './routes/tcp.js';
@@ -17,7 +19,8 @@ export const ROUTE_TEMPLATE = Symbol.for('computer.agent.route');
 
 
 export interface AgentAppOptions {
-  token: string;
+  /** Who may enroll, and the key every other route requires. */
+  enrollment: Enrollment;
   log: LogSink;
   /** Route groups (desktop, files, exec, terminals, secrets), each a Hono sub-app mounted at `/`. */
   mounts: Hono<AgentEnv>[];
@@ -36,14 +39,17 @@ export function createAgentApp(opts: AgentAppOptions): Hono<AgentEnv> {
     } finally {
       const incoming = (c.env as { incoming?: Record<symbol, unknown> } | undefined)?.incoming;
       if (incoming) {
-        const tpl = routePath(c, -1);
-        incoming[ROUTE_TEMPLATE] = tpl === '*' || tpl === '/*' ? 'unmatched' : tpl;
+        // The last route that is not a catch-all middleware (the enrollment route is matched before the gate).
+        const tpl = matchedRoutes(c).map((r) => r.path).filter((p) => p !== '*' && p !== '/*').at(-1);
+        incoming[ROUTE_TEMPLATE] = tpl ?? 'unmatched';
       }
     }
   });
 
-  // Security gate: nothing below this line runs without the machine's token.
-  app.use('*', bearerAuth(opts.token));
+  const enroll = AGENT_ROUTES['auth.enroll'];
+  app.on(enroll.method, enroll.path, enrollHandler(opts.enrollment));
+  // Security gate: nothing below this line runs without the key the control plane enrolled (enrollment.ts).
+  app.use('*', requireKey(opts.enrollment));
 
   app.use('*', async (c, next) => {
     // A pty attach or TCP stream body is open-ended: a body limit would buffer it to the end, forever.

@@ -4,15 +4,17 @@ import { z } from 'zod';
 export const AGENT_HELP = `computer-agent: the in-guest daemon of a computer machine.
 
 Serves HTTP/2 cleartext on a private channel handed to it (never a network address).
-Every request must carry "Authorization: Bearer <token>".
+Every request but the enrollment must carry "Authorization: Bearer <key>", the key the control plane
+installs with POST /auth/enroll (kept in memory only; see docs/security.md).
 
 Channel (exactly one):
   --socket PATH          listen on a unix socket (container substrate, tests); created 0600
   --virtio-port PATH     serve the virtio-serial port (VM), e.g. /dev/virtio-ports/computer.agent
 
-Token (exactly one):
-  --token-file PATH      read the token from a file that must not be group/world accessible
-  --token-fwcfg NAME     read the token from the QEMU fw_cfg entry NAME (e.g. opt/computer/token)
+Enrollment:
+  --enroll-file PATH     with --socket (required): where the control plane drops a one-time secret that
+                         proves its enrollment to a fresh agent process; read and unlinked on use, 0600 only.
+                         With --virtio-port there is no secret: the port's other end is only the host's
 
 Desktop:
   --display :N           X display to drive (default :0); the image's init starts Xvfb, not the agent
@@ -37,8 +39,7 @@ export const AgentConfig = z
   .object({
     socket: z.string().optional(),
     virtioPort: z.string().optional(),
-    tokenFile: z.string().optional(),
-    tokenFwcfg: z.string().optional(),
+    enrollFile: z.string().min(1).optional(),
     display: z.string().regex(/^:\d+$/, 'display is :N').default(':0'),
     fbdir: z.string().default('/run/xvfb'),
     displayReady: z.string().min(1).optional(),
@@ -51,7 +52,8 @@ export const AgentConfig = z
     quiet: z.boolean().default(false),
   })
   .refine((c) => Number(!!c.socket) + Number(!!c.virtioPort) === 1, 'give exactly one of --socket or --virtio-port')
-  .refine((c) => Number(!!c.tokenFile) + Number(!!c.tokenFwcfg) === 1, 'give exactly one of --token-file or --token-fwcfg');
+  .refine((c) => !c.socket || !!c.enrollFile, '--socket needs --enroll-file')
+  .refine((c) => !c.virtioPort || !c.enrollFile, '--enroll-file is for --socket only (a virtio port needs no secret)');
 export type AgentConfig = z.infer<typeof AgentConfig>;
 
 export type ParsedArgs = { help: true } | { help: false; config: AgentConfig };
@@ -64,8 +66,7 @@ export function parseAgentArgs(argv: string[]): ParsedArgs {
     options: {
       socket: { type: 'string' },
       'virtio-port': { type: 'string' },
-      'token-file': { type: 'string' },
-      'token-fwcfg': { type: 'string' },
+      'enroll-file': { type: 'string' },
       display: { type: 'string' },
       fbdir: { type: 'string' },
       'display-ready': { type: 'string' },
@@ -83,8 +84,7 @@ export function parseAgentArgs(argv: string[]): ParsedArgs {
   const r = AgentConfig.safeParse({
     socket: values.socket,
     virtioPort: values['virtio-port'],
-    tokenFile: values['token-file'],
-    tokenFwcfg: values['token-fwcfg'],
+    enrollFile: values['enroll-file'],
     display: values.display,
     fbdir: values.fbdir,
     displayReady: values['display-ready'],

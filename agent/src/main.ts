@@ -2,7 +2,6 @@
 import { startAgent } from './agent.js';
 import { AGENT_HELP, parseAgentArgs } from './config.js';
 import { stderrLog } from './http/log.js';
-import { loadToken } from './token.js';
 
 async function main(): Promise<void> {
   let parsed;
@@ -16,8 +15,7 @@ async function main(): Promise<void> {
     process.stdout.write(AGENT_HELP);
     return;
   }
-  const token = loadToken(parsed.config);
-  const agent = await startAgent(parsed.config, token, stderrLog);
+  const agent = await startAgent(parsed.config, stderrLog);
   const stop = () => {
     agent.close().finally(() => process.exit(0));
   };

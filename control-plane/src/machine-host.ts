@@ -10,12 +10,12 @@ import type { Duplex } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { AppError } from '../../shared/errors.js';
 import type { Config } from './config.js';
-import { ContainerSubstrate, containerChannelPath } from './substrate/container/driver.js';
+import { ContainerSubstrate, containerEarlyChannel } from './substrate/container/driver.js';
 import { FakeSubstrate } from './substrate/fake.js';
 import { defaultImageCacheDir, ensureImage } from './substrate/image.js';
-import { openUnixChannel, type Substrate, type SubstrateKind } from './substrate/substrate.js';
+import { openUnixChannel, type EarlyChannel, type Substrate, type SubstrateKind } from './substrate/substrate.js';
 import { probeKvm } from './substrate/vm/kvm-probe.js';
-import { VmSubstrate, vmChannelPath } from './substrate/vm/driver.js';
+import { VmSubstrate, vmEarlyChannel } from './substrate/vm/driver.js';
 
 /** The repository root: the nearest ancestor holding package.json and images/ (works from src and dist). */
 export function findRepoRoot(from = path.dirname(fileURLToPath(import.meta.url))): string {
@@ -43,11 +43,11 @@ export class DeferredSubstrate implements Substrate {
   readonly ready: Promise<Substrate>;
 
   /**
-   * `early`: where a machine's agent socket is, known before the substrate is ready. After a control-plane
-   * restart the guest image is checked (the agent staged and hashed: seconds) before the substrate exists;
-   * machines still running from the last run are reachable through their sockets meanwhile.
+   * `early`: where a machine's agent socket is and how its agent is enrolled, known before the substrate is
+   * ready. After a control-plane restart the guest image is checked (the agent staged and hashed: seconds)
+   * before the substrate exists; machines still running from the last run are reachable meanwhile.
    */
-  constructor(readonly kind: SubstrateKind, prepare: () => Promise<Substrate>, private readonly early?: (id: string) => string) {
+  constructor(readonly kind: SubstrateKind, prepare: () => Promise<Substrate>, private readonly early?: EarlyChannel) {
     this.ready = prepare().then(
       (s) => (this.impl = s),
       (e) => {
@@ -82,11 +82,16 @@ export class DeferredSubstrate implements Substrate {
   openChannel = async (id: string): Promise<Duplex> => {
     // A channel is wanted only for running machines, which exist only once the substrate does.
     if (this.impl) return this.impl.openChannel(id);
-    if (this.early) return openUnixChannel(this.early(id));
+    if (this.early) return openUnixChannel(this.early.channelPath(id));
+    throw new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: { 'retry-after': '5' } });
+  };
+  issueEnrollment = async (id: string): Promise<string | null> => {
+    if (this.impl) return this.impl.issueEnrollment(id);
+    if (this.early) return this.early.issueEnrollment(id);
     throw new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: { 'retry-after': '5' } });
   };
   channelPath(id: string): string {
-    return this.impl ? this.impl.channelPath(id) : this.early ? this.early(id) : '';
+    return this.impl ? this.impl.channelPath(id) : this.early ? this.early.channelPath(id) : '';
   }
   diskUsage: Substrate['diskUsage'] = async (id) => (await this.get()).diskUsage(id);
   reattach: Substrate['reattach'] = async () => (await this.get()).reattach();
@@ -118,5 +123,5 @@ export function prepareSubstrate(o: HostOptions, chosen?: SubstrateKind): Deferr
     return new VmSubstrate({
       root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, warn: (m) => o.say(`vm: ${m}`), network: o.config.vmNetwork,
     });
-  }, kind === 'container' ? (id) => containerChannelPath(root, id) : kind === 'vm' ? (id) => vmChannelPath(root, id) : undefined);
+  }, kind === 'container' ? containerEarlyChannel(root) : kind === 'vm' ? vmEarlyChannel(root) : undefined);
 }

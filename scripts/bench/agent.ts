@@ -11,6 +11,7 @@ import { decodeToRgb, encodeRgb } from '../../agent/src/desktop/screen.js';
 import { AGENT_ROUTES } from '../../shared/agent-protocol.js';
 import { readAgentAnswer } from '../../control-plane/src/agent-client/answer.js';
 import { AgentPool, type AgentRequest } from '../../control-plane/src/agent-client/pool.js';
+import { dropEnrollmentSecret } from '../../control-plane/src/substrate/substrate.js';
 import { runAnthropicTool, TOOL_SETTLE, type AgentCall } from '../../control-plane/src/computer-tools/anthropic.js';
 import { startXvfb } from '../../test/helpers/xvfb.js';
 import { fmt, line, measure } from './stats.js';
@@ -20,6 +21,7 @@ type Json = any;
 /** The agent, reached the way the control plane reaches it: through AgentPool over the unix socket. */
 function client(sock: string, token: string) {
   const pool = new AgentPool({
+    issueEnrollment: async () => dropEnrollmentSecret(path.dirname(sock)),
     openChannel: () =>
       new Promise<net.Socket>((resolve, reject) => {
         const s = net.connect(sock);
@@ -52,12 +54,10 @@ export async function benchAgent(): Promise<void> {
   const xvfb = await startXvfb();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-agent-'));
   const token = 'bench-token-' + 'b'.repeat(32);
-  const tokenFile = path.join(dir, 'token');
-  fs.writeFileSync(tokenFile, token, { mode: 0o600 });
   const sock = path.join(dir, 'agent.sock');
   const procs: ChildProcess[] = [];
   const agentMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../agent/src/main.js');
-  const agent = spawn(process.execPath, [agentMain, '--socket', sock, '--token-file', tokenFile, '--display', xvfb.display,
+  const agent = spawn(process.execPath, [agentMain, '--socket', sock, '--enroll-file', path.join(dir, 'enroll'), '--display', xvfb.display,
     '--fbdir', xvfb.fbdir, '--secrets-dir', path.join(dir, 'secrets'), '--profile-script', path.join(dir, 'profile.sh'), '--quiet'], {
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -17,6 +17,7 @@ import type { Duplex } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { Agent, request as undiciRequest } from 'undici';
 import { createAgentApp } from '../../agent/src/app.js';
+import { Enrollment } from '../../agent/src/enrollment.js';
 import { createAgentServer } from '../../agent/src/channel/server.js';
 import { createDesktop, type Desktop } from '../../agent/src/desktop/desktop.js';
 import { desktopRoutes } from '../../agent/src/routes/desktop.js';
@@ -59,7 +60,7 @@ async function hostAgent(): Promise<Host> {
     channelHandler: (id: string, end: Duplex) => {
       let s = servers.get(id);
       if (!s) {
-        const app = createAgentApp({ token: sub.machines.get(id)!.token, log: () => {}, mounts: [desktopRoutes(desktop), execRoutes({ display: `:${n}` })] });
+        const app = createAgentApp({ enrollment: new Enrollment({ kind: 'channel' }), log: () => {}, mounts: [desktopRoutes(desktop), execRoutes({ display: `:${n}` })] });
         apps.set(id, app);
         s = createAgentServer(app, () => {});
         servers.set(id, s);
@@ -185,7 +186,7 @@ export async function benchApi(o: ApiBenchOptions): Promise<void> {
     line('create → running (POST /v1/machines)', `p50 ${percentile(toRunning, 50).toFixed(0)} ms  (n=${samples})`);
     line('create → display up', `p50 ${percentile(toDisplay, 50).toFixed(0)} ms  (n=${samples})`);
 
-    const token = (host.substrate instanceof FakeSubstrate ? host.substrate.machines.get(id)!.token : null) ?? (await tokenOf(dataDir, id));
+    const token = await tokenOf(dataDir, id);
     const shotV1 = await measure(40, () => call('GET', `/v1/machines/${id}/screenshot?format=jpeg&quality=80`, { key }));
     const floor: number[] = [];
     for (let i = 0; i < 45; i++) {

@@ -18,6 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { WebSocket } from 'ws';
 import { AgentPool } from '../../control-plane/src/agent-client/pool.js';
+import { dropEnrollmentSecret } from '../../control-plane/src/substrate/substrate.js';
 import type { Principal } from '../../control-plane/src/context.js';
 import { AgentStreamDialer } from '../../control-plane/src/gateway/agent-streams.js';
 import type { GatewayDeps } from '../../control-plane/src/gateway/deps.js';
@@ -50,12 +51,10 @@ export async function benchGateway(): Promise<void> {
   const xvfb = await startXvfb({ width: 1280, height: 800 });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-gw-'));
   const token = 'bench-gw-token-' + 'g'.repeat(32);
-  const tokenFile = path.join(dir, 'token');
-  fs.writeFileSync(tokenFile, token, { mode: 0o600 });
   const sock = path.join(dir, 'agent.sock');
   const procs: ChildProcess[] = [];
   const agentMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../agent/src/main.js');
-  procs.push(spawn(process.execPath, [agentMain, '--socket', sock, '--token-file', tokenFile, '--display', xvfb.display,
+  procs.push(spawn(process.execPath, [agentMain, '--socket', sock, '--enroll-file', path.join(dir, 'enroll'), '--display', xvfb.display,
     '--fbdir', xvfb.fbdir, '--secrets-dir', path.join(dir, 'secrets'), '--profile-script', path.join(dir, 'profile.sh'), '--quiet'], {
     stdio: ['ignore', 'ignore', 'inherit'],
   }));
@@ -65,8 +64,8 @@ export async function benchGateway(): Promise<void> {
       s.once('connect', () => resolve(s));
       s.once('error', reject);
     });
-  const pool = new AgentPool({ openChannel });
-  const dialer = new AgentStreamDialer({ session: (id) => pool.session(id), drop: (id) => pool.drop(id) });
+  const pool = new AgentPool({ openChannel, issueEnrollment: async () => dropEnrollmentSecret(dir) });
+  const dialer = new AgentStreamDialer({ session: (id, key) => pool.session(id, key), drop: (id) => pool.drop(id) });
   const principal: Principal = {
     kind: 'api_key', user_id: 'usr_bench', auth_session_id: null, api_key_id: 'key_bench', org_id: 'org_bench', role: 'owner',
     scopes: null, permissions: new Set(['machines:control']) as Principal['permissions'], via_cookie: false,

@@ -28,7 +28,7 @@ export interface SubstrateBenchOptions {
  * session's frames).
  */
 function agentClient(sub: Substrate) {
-  const pool = new AgentPool({ openChannel: (id) => sub.openChannel(id), connectTimeoutMs: 3000 });
+  const pool = new AgentPool({ openChannel: (id) => sub.openChannel(id), issueEnrollment: (id) => sub.issueEnrollment(id), connectTimeoutMs: 3000 });
   return {
     async request(id: string, token: string, method: AgentRequest['method'], p: string, body?: unknown, timeoutMs = 10_000): Promise<number> {
       try {
@@ -86,7 +86,7 @@ async function benchOne(
       const id = `bench_${name}_${i}`;
       ids.push(id);
       const t0 = process.hrtime.bigint();
-      await sub.create({ id, resources: res, source: { kind: 'base' }, token });
+      await sub.create({ id, resources: res, source: { kind: 'base' } });
       await ready(id);
       toReady.push(ms(t0));
       await display(id);
@@ -106,7 +106,7 @@ async function benchOne(
         const id = `bench_${name}_net${i}`;
         ids.push(id);
         const t0 = process.hrtime.bigint();
-        await sub.create({ id, resources: res, source: { kind: 'base' }, token, network: 'outbound' });
+        await sub.create({ id, resources: res, source: { kind: 'base' }, network: 'outbound' });
         await display(id);
         out.push(ms(t0));
         dropSession(id);
@@ -140,7 +140,7 @@ async function benchOne(
         const fid = `bench_${name}_fork`;
         ids.push(fid);
         t0 = process.hrtime.bigint();
-        await sub.create({ id: fid, resources: res, source: { kind: 'layer', layerId: cap.layerId }, token });
+        await sub.create({ id: fid, resources: res, source: { kind: 'layer', layerId: cap.layerId } });
         await ready(fid);
         print(`${name}: fork → agent ready ${f(ms(t0))}`);
         dropSession(fid);

@@ -10,7 +10,7 @@ import { startAgent } from '../../agent/src/agent.js';
 import { decodeToRgb } from '../../agent/src/desktop/screen.js';
 import { parseAgentArgs } from '../../agent/src/config.js';
 import type { LogLine } from '../../agent/src/http/log.js';
-import { loadToken } from '../../agent/src/token.js';
+import { dropEnrollmentSecret, ENROLL_FILE_NAME } from '../../control-plane/src/substrate/substrate.js';
 import { H2Client } from '../helpers/h2-client.js';
 import { startXvfb } from '../helpers/xvfb.js';
 
@@ -21,23 +21,29 @@ t.test('startAgent serves every route group over the unix socket', async (t) => 
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const chanDir = path.join(dir, 'chan');
   fs.mkdirSync(chanDir, { mode: 0o700 });
-  const tokenFile = path.join(chanDir, 'token');
+  const enrollFile = path.join(chanDir, ENROLL_FILE_NAME);
   const TOKEN = 'whole-agent-token-' + 'z'.repeat(30);
-  fs.writeFileSync(tokenFile, TOKEN, { mode: 0o600 });
   const sock = path.join(chanDir, 'agent.sock');
 
   const parsed = parseAgentArgs([
-    '--socket', sock, '--token-file', tokenFile, '--display', xvfb.display, '--fbdir', xvfb.fbdir,
+    '--socket', sock, '--enroll-file', enrollFile, '--display', xvfb.display, '--fbdir', xvfb.fbdir,
     '--secrets-dir', path.join(dir, 'secrets'), '--profile-script', path.join(dir, 'profile.sh'),
     '--browser-sandbox', 'off',
   ]);
   if (parsed.help) throw new Error('unexpected help');
   const lines: LogLine[] = [];
-  const agent = await startAgent(parsed.config, loadToken(parsed.config), (l) => lines.push(l));
+  const agent = await startAgent(parsed.config, (l) => lines.push(l));
   t.teardown(() => agent.close());
 
   const c = new H2Client(sock, TOKEN);
   t.teardown(() => c.close());
+
+  // A fresh agent serves nothing until the control plane enrolls it with the secret it drops (host-side code).
+  t.equal((await c.request('GET', '/health')).status, 401, 'nothing is served before the enrollment');
+  t.equal((await c.request('POST', '/auth/enroll', { key: TOKEN })).status, 401, 'no secret dropped: refused');
+  const secret = dropEnrollmentSecret(chanDir);
+  t.equal((await c.request('POST', '/auth/enroll', { key: TOKEN }, { authorization: `Bearer ${secret}` })).status, 204, 'enrolled');
+  t.notOk(fs.existsSync(enrollFile), 'the secret is consumed: nothing lies in the channel directory');
 
   // The desktop comes up within the agent's poll interval.
   let health = await c.request('GET', '/health');
@@ -59,14 +65,14 @@ t.test('startAgent serves every route group over the unix socket', async (t) => 
   t.equal(ex.json().stdout, 'agent\n');
   t.equal(ex.json().exit_code, 3);
 
-  for (const p of [tokenFile, chanDir, sock, `${chanDir}/../chan/token`, '/proc/self/environ']) {
+  for (const p of [enrollFile, chanDir, sock, `${chanDir}/../chan/token`, '/proc/self/environ']) {
     const r = await c.request('GET', `/files/content?path=${encodeURIComponent(p)}`);
     t.equal(r.status, 403, `denied: ${p}`);
     t.equal(r.json().error.code, 'permission_denied');
     t.notOk(r.body.toString().includes(TOKEN));
   }
   const link = path.join(dir, 'innocent');
-  fs.symlinkSync(tokenFile, link);
+  fs.symlinkSync(enrollFile, link);
   t.equal((await c.request('GET', `/files/content?path=${encodeURIComponent(link)}`)).status, 403, 'symlink to the token');
 
   const term = await c.request('POST', '/terminals', { command: ['sleep', '30'] });
@@ -82,5 +88,5 @@ t.test('startAgent serves every route group over the unix socket', async (t) => 
   await new Promise((r) => setTimeout(r, 50));
   const logged = JSON.stringify(lines);
   t.ok(lines.some((l) => l.event === 'request' && l.route === '/exec'));
-  for (const s of [TOKEN, tokenFile, dir, 'id -un', 'environ']) t.notOk(logged.includes(s), `log never shows ${s}`);
+  for (const s of [TOKEN, enrollFile, dir, 'id -un', 'environ']) t.notOk(logged.includes(s), `log never shows ${s}`);
 });

@@ -9,6 +9,7 @@ import { listenUnix } from '../../agent/src/channel/unix-socket.js';
 import type { LogLine } from '../../agent/src/http/log.js';
 import { H2Client } from '../helpers/h2-client.js';
 import { AppError } from '../../shared/errors.js';
+import { enrolledWith } from '../helpers/agent-enrollment.js';
 
 const TOKEN = 'tok_' + 'x'.repeat(40);
 
@@ -24,7 +25,7 @@ t.test('auth, envelope, request id, logging over the real channel', async (t) =>
   mount.get('/refuse', () => {
     throw new AppError('conflict', 'nope');
   });
-  const app = createAgentApp({ token: TOKEN, log: (l) => lines.push(l), mounts: [mount] });
+  const app = createAgentApp({ enrollment: enrolledWith(TOKEN), log: (l) => lines.push(l), mounts: [mount] });
   const server = createAgentServer(app, (l) => lines.push(l));
   const listener = await listenUnix(server, sock);
   t.teardown(() => {

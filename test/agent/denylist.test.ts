@@ -65,8 +65,11 @@ function setup() {
   fs.mkdirSync(path.join(d, 'pub', 'sub'), { recursive: true });
   fs.writeFileSync(path.join(d, 'pub', 'file.txt'), 'public content');
   fs.writeFileSync(path.join(d, 'pub', 'sub', 'deep.txt'), 'deep content');
-  const svc = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock], configDir: path.join(d, 'conf') } });
-  return { ...p, d, svc };
+  // A credential file the wiring denies (as the agent's secrets store is): its identity is captured at start.
+  const credential = path.join(d, 'credential');
+  fs.writeFileSync(credential, TOKEN, { mode: 0o600 });
+  const svc = createFileService({ deny: { enrollFile: p.enrollFile, channelPaths: [p.sock], configDir: path.join(d, 'conf'), extraPaths: [credential] } });
+  return { ...p, d, svc, credential };
 }
 
 async function outcome(fn: () => Promise<unknown>): Promise<string> {
@@ -80,17 +83,17 @@ async function outcome(fn: () => Promise<unknown>): Promise<string> {
 }
 
 t.test('walker: symlink hops, chains, .., hard links, bind mounts, devices, /proc', async (t) => {
-  const { d, svc, tokenFile } = setup();
+  const { d, svc, enrollFile, credential } = setup();
   t.teardown(() => fs.rmSync(d, { recursive: true, force: true }));
   const read = (p: string) => svc.read({ path: p, offset: 0, length: 4096, encoding: 'utf8', user: 'root' });
   const pub = path.join(d, 'pub');
 
   t.equal((await read(path.join(pub, 'file.txt'))).content, 'public content');
-  t.equal(await outcome(() => read(tokenFile)), 'permission_denied', 'the token file itself');
+  t.equal(await outcome(() => read(enrollFile)), 'permission_denied', 'the token file itself');
   t.equal(await outcome(() => read(path.join(d, 'conf', 'key'))), 'permission_denied', 'under the config dir');
 
-  fs.symlinkSync(tokenFile, path.join(pub, 'tok-abs'));
-  fs.symlinkSync('../token', path.join(pub, 'tok-rel'));
+  fs.symlinkSync(enrollFile, path.join(pub, 'tok-abs'));
+  fs.symlinkSync('../enroll', path.join(pub, 'tok-rel'));
   fs.symlinkSync('tok-rel', path.join(pub, 'chain1'));
   fs.symlinkSync('chain1', path.join(pub, 'chain2'));
   fs.symlinkSync('../conf', path.join(pub, 'confdir'));
@@ -108,13 +111,17 @@ t.test('walker: symlink hops, chains, .., hard links, bind mounts, devices, /pro
   t.equal((await read(path.join(pub, 'sublink', 'deep.txt'))).content, 'deep content');
   t.equal(await outcome(() => read(path.join(pub, 'loop1'))), 'invalid_request', 'symlink loop is ELOOP-style 400');
 
-  fs.linkSync(tokenFile, path.join(pub, 'hardlink'));
-  t.equal(await outcome(() => read(path.join(pub, 'hardlink'))), 'permission_denied', 'hard link of the token (identity)');
+  fs.linkSync(credential, path.join(pub, 'hardlink'));
+  t.equal(await outcome(() => read(path.join(pub, 'hardlink'))), 'permission_denied', 'hard link of a denied file (identity)');
   t.equal(await outcome(() => svc.write(path.join(pub, 'hardlink'), { content: 'x', encoding: 'utf8', append: true, createDirs: true, user: 'agent' })), 'permission_denied', 'append through a hard link');
   t.equal(await outcome(() => svc.write(path.join(pub, 'tok-abs'), { content: 'x', encoding: 'utf8', append: false, createDirs: true, user: 'agent' })), 'permission_denied', 'write through a symlink');
   t.equal(await outcome(() => svc.write(path.join(pub, 'confdir', 'new'), { content: 'x', encoding: 'utf8', append: false, createDirs: true, user: 'agent' })), 'permission_denied', 'create inside a denied dir');
   t.equal(await outcome(() => svc.list(path.join(pub, 'confdir'))), 'permission_denied', 'list a denied dir');
-  t.equal(fs.readFileSync(tokenFile, 'utf8'), TOKEN, 'token untouched');
+  t.equal(fs.readFileSync(credential, 'utf8'), TOKEN, 'credential untouched');
+  // The enrollment secret is denied by path only: it is consumed at once, and the inode it frees is reused.
+  fs.rmSync(enrollFile);
+  fs.writeFileSync(path.join(pub, 'next-file'), 'an ordinary file');
+  t.equal((await read(path.join(pub, 'next-file'))).content, 'an ordinary file', 'a file made after the secret is gone is readable');
 
   const mnt = path.join(pub, 'mnt');
   fs.mkdirSync(mnt);
@@ -151,9 +158,9 @@ t.test('walker: symlink hops, chains, .., hard links, bind mounts, devices, /pro
     '/proc/self/cmdline',
     `/proc/${process.pid}/mem`,
     '/proc/thread-self/comm',
-    `/proc/self/root${tokenFile}`,
-    `/proc/${child.pid}/root${tokenFile}`,
-    `/proc/${child.pid}/cwd/../../..${tokenFile}`,
+    `/proc/self/root${enrollFile}`,
+    `/proc/${child.pid}/root${enrollFile}`,
+    `/proc/${child.pid}/cwd/../../..${enrollFile}`,
     `/proc/${process.pid}/task/${tasks[0]}/environ`,
     `/proc/${tasks[0]}/environ`,
     '/proc/kcore',
@@ -178,7 +185,7 @@ t.test('swap race: a component flips between a real dir and a symlink to the den
   fs.symlinkSync(path.join(d, 'conf'), path.join(race, 'linkStore'));
   // Leaf race: `leaf` flips between a harmless file and a symlink to the token.
   fs.writeFileSync(path.join(race, 'leafFile'), 'harmless');
-  fs.symlinkSync(path.join(d, 'token'), path.join(race, 'leafLink'));
+  fs.symlinkSync(path.join(d, 'credential'), path.join(race, 'leafLink'));
   const flipper = spawn(
     process.execPath,
     [
@@ -219,20 +226,23 @@ t.test('swap race: a component flips between a real dir and a symlink to the den
 t.test('denylist over the real channel: 403 envelope, and nothing logged', async (t) => {
   const p = agentPaths('deny-h2-');
   fs.mkdirSync(path.join(p.dir, 'pub'));
-  fs.symlinkSync(p.tokenFile, path.join(p.dir, 'pub', 'innocent-name'));
-  const svc = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock, p.dir + '/chan'] } });
+  fs.symlinkSync(p.enrollFile, path.join(p.dir, 'pub', 'innocent-name'));
+  const svc = createFileService({ deny: { enrollFile: p.enrollFile, channelPaths: [p.sock, p.dir + '/chan'] } });
   // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
   const agent = await startAgent(p, [filesRoutes({ root: svc, agent: svc })]);
   t.teardown(() => agent.close());
-  for (const target of [p.tokenFile, path.join(p.dir, 'pub', 'innocent-name'), p.sock, '/proc/self/environ']) {
+  // Enrollment consumed the secret; a next one (the host's, for a restarted agent) is as unreachable.
+  t.notOk(fs.existsSync(p.enrollFile), 'the enrollment consumed the secret');
+  fs.writeFileSync(p.enrollFile, TOKEN, { mode: 0o600 });
+  for (const target of [p.enrollFile, path.join(p.dir, 'pub', 'innocent-name'), p.sock, '/proc/self/environ']) {
     const r = await agent.client.request('GET', `/files/content?path=${q(target)}`);
     t.equal(r.status, 403, target);
     t.equal(r.json().error.code, 'permission_denied');
     t.notOk(r.body.toString().includes(TOKEN));
   }
-  const w = await agent.client.request('PUT', `/files/content?path=${q(p.tokenFile)}`, { content: 'overwritten' });
+  const w = await agent.client.request('PUT', `/files/content?path=${q(p.enrollFile)}`, { content: 'overwritten' });
   t.equal(w.status, 403);
-  t.equal(fs.readFileSync(p.tokenFile, 'utf8'), TOKEN);
+  t.equal(fs.readFileSync(p.enrollFile, 'utf8'), TOKEN);
   await new Promise((r) => setTimeout(r, 20));
   const log = agent.logText();
   for (const s of [p.dir, 'innocent-name', 'environ', TOKEN, 'overwritten']) t.notOk(log.includes(s), `log never shows ${s}`);

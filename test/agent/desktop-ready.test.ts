@@ -35,10 +35,10 @@ async function switchToDefaultMode(display: string): Promise<void> {
 }
 
 t.test('--display-ready is a flag of the agent', async (t) => {
-  const r = parseAgentArgs(['--socket', '/s', '--token-file', '/t', '--display-ready', '/run/xvfb/display-ready']);
+  const r = parseAgentArgs(['--socket', '/s', '--enroll-file', '/e', '--display-ready', '/run/xvfb/display-ready']);
   t.equal(r.help, false);
   if (!r.help) t.equal(r.config.displayReady, '/run/xvfb/display-ready');
-  const none = parseAgentArgs(['--socket', '/s', '--token-file', '/t']);
+  const none = parseAgentArgs(['--socket', '/s', '--enroll-file', '/e']);
   if (!none.help) t.equal(none.config.displayReady, undefined, 'absent: the display is used as soon as it answers');
 });
 

@@ -26,7 +26,7 @@ t.before(async () => {
   fs.writeFileSync(path.join(work, 'public'), 'hello\n', { mode: 0o644 });
   fs.mkdirSync(path.join(work, 'mine'));
   fs.chownSync(path.join(work, 'mine'), agentUser.uid, agentUser.gid);
-  const deny = { tokenFile: p.tokenFile, channelPaths: [p.sock] };
+  const deny = { enrollFile: p.enrollFile, channelPaths: [p.sock] };
   const svc = createFileService({ deny });
   userFiles = createUserFiles({ deny, user: agentUser, identities: () => svc.denylist.identities() });
   agent = await startAgent(p, [filesRoutes({ root: svc, agent: userFiles })]);

@@ -18,7 +18,7 @@ t.before(async () => {
   const p = agentPaths('files-');
   root = path.join(p.dir, 'work');
   fs.mkdirSync(root);
-  const svc = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock] } });
+  const svc = createFileService({ deny: { enrollFile: p.enrollFile, channelPaths: [p.sock] } });
   // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
   agent = await startAgent(p, [filesRoutes({ root: svc, agent: svc })]);
 });
@@ -203,5 +203,5 @@ t.test('logs never carry paths or contents', async (t) => {
   const log = agent.logText();
   for (const s of [root, 'w.txt', CONTENT_MARK, 'replaced', 'upload.bin', '/proc/version']) t.notOk(log.includes(s), `log never shows ${s}`);
   t.ok(agent.lines.filter((l) => l.event === 'request').length > 20);
-  t.ok(agent.lines.every((l) => l.event !== 'request' || ['/files', '/files/content'].includes(l.route as string)));
+  t.ok(agent.lines.every((l) => l.event !== 'request' || ['/auth/enroll', '/files', '/files/content'].includes(l.route as string)));
 });

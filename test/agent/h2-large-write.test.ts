@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { AgentPool } from '../../control-plane/src/agent-client/pool.js';
+import { dropEnrollmentSecret } from '../../control-plane/src/substrate/substrate.js';
 import { createFileService } from '../../agent/src/files/service.js';
 import { filesRoutes } from '../../agent/src/routes/files.js';
 import { MAX_WRITE_BODY_BYTES } from '../../shared/schemas/files.js';
@@ -19,10 +20,10 @@ let agent: TestAgent;
 let pool: AgentPool;
 t.before(async () => {
   const p = agentPaths('h2-large-');
-  const svc = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock] } });
+  const svc = createFileService({ deny: { enrollFile: p.enrollFile, channelPaths: [p.sock] } });
   // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
   agent = await startAgent(p, [filesRoutes({ root: svc, agent: svc })]);
-  pool = new AgentPool({ openChannel: async () => net.connect(p.sock), requestTimeoutMs: 120_000 });
+  pool = new AgentPool({ openChannel: async () => net.connect(p.sock), issueEnrollment: async () => dropEnrollmentSecret(p.dir), requestTimeoutMs: 120_000 });
 });
 t.teardown(async () => {
   await pool.close();
@@ -33,7 +34,7 @@ const MB = 1024 * 1024;
 const writeBody = (bytes: number) => JSON.stringify({ content: Buffer.alloc(bytes, 0x5a).toString('base64'), encoding: 'base64' });
 
 t.test('a 31 MB write and a concurrent request on the same session both succeed', async (t) => {
-  const session = await pool.session('m');
+  const session = await pool.session('m', TOKEN);
   const target = path.join(agent.dir, 'big.bin');
   const big = pool.request('m', TOKEN, { method: 'PUT', path: `/files/content?path=${q(target)}`, body: writeBody(31 * MB) });
   // Issued while the big body is still in flight on the shared session.
@@ -43,11 +44,11 @@ t.test('a 31 MB write and a concurrent request on the same session both succeed'
   t.equal(b.status, 200, 'the large write succeeds');
   t.same(JSON.parse(b.body.toString()), { path: target, size: 31 * MB, written: 31 * MB });
   t.equal(fs.statSync(target).size, 31 * MB);
-  t.equal(await pool.session('m'), session, 'the same session carries on');
+  t.equal(await pool.session('m', TOKEN), session, 'the same session carries on');
 });
 
 t.test('a body over the limit fails alone, as its own stream', async (t) => {
-  const session = await pool.session('m');
+  const session = await pool.session('m', TOKEN);
   const over = 'x'.repeat(MAX_WRITE_BODY_BYTES + MB);
   const big = pool.request('m', TOKEN, { method: 'PUT', path: `/files/content?path=${q(path.join(agent.dir, 'over.bin'))}`, body: over });
   const small = pool.request('m', TOKEN, { method: 'GET', path: `/files?path=${q(agent.dir)}` });
@@ -55,7 +56,7 @@ t.test('a body over the limit fails alone, as its own stream', async (t) => {
   t.equal(b.status, 400, 'the oversize body is refused in the envelope');
   t.equal(JSON.parse(b.body.toString()).error.code, 'invalid_request');
   t.equal(s.status, 200, 'the concurrent request is answered');
-  t.equal(await pool.session('m'), session, 'the same session carries on');
+  t.equal(await pool.session('m', TOKEN), session, 'the same session carries on');
   const after = await pool.request('m', TOKEN, { method: 'GET', path: `/files?path=${q(agent.dir)}` });
   t.equal(after.status, 200, 'and serves the next request');
 });

@@ -44,7 +44,7 @@ t.before(async () => {
   // A real profile.d entry (unique name) so a real login shell loads it; removed at teardown.
   profileScript = `/etc/profile.d/zz-computer-test-${randomBytes(4).toString('hex')}.sh`;
   const store = createSecretStore({ dir: secretsDir, profileScript, userName: 'agent' });
-  const files = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock], extraPaths: [secretsDir] } });
+  const files = createFileService({ deny: { enrollFile: p.enrollFile, channelPaths: [p.sock], extraPaths: [secretsDir] } });
   // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
   agent = await startAgent(p, [secretsRoutes(store), execRoutes(), filesRoutes({ root: files, agent: files })]);
 });

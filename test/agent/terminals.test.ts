@@ -20,7 +20,7 @@ t.before(async () => {
   fs.mkdirSync(work);
   fs.chmodSync(p.dir, 0o755);
   fs.chmodSync(work, 0o777);
-  const files = createFileService({ deny: { tokenFile: p.tokenFile, channelPaths: [p.sock] } });
+  const files = createFileService({ deny: { enrollFile: p.enrollFile, channelPaths: [p.sock] } });
   // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
   agent = await startAgent(p, [terminalsRoutes(mgr), execRoutes(), filesRoutes({ root: files, agent: files })]);
 });

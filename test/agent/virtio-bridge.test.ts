@@ -5,6 +5,7 @@ import { Hono } from 'hono';
 import { createAgentApp, type AgentEnv } from '../../agent/src/app.js';
 import { createAgentServer } from '../../agent/src/channel/server.js';
 import { serveByteChannel, type ByteChannel } from '../../agent/src/channel/virtio-serial.js';
+import { enrolledWith } from '../helpers/agent-enrollment.js';
 
 const TOKEN = 'virtio-test-token-0123456789';
 
@@ -113,7 +114,7 @@ t.test('HTTP/2 over a virtio-like port survives host disconnects and reconnects'
     served++;
     return c.json({ i: Number(c.req.param('i')) });
   });
-  const app = createAgentApp({ token: TOKEN, log: () => {}, mounts: [mount] });
+  const app = createAgentApp({ enrollment: enrolledWith(TOKEN), log: () => {}, mounts: [mount] });
   const server = createAgentServer(app, () => {});
   const port = new FakePort();
   const bridge = serveByteChannel(server, port, { log: () => {}, idlePollMs: 5 });

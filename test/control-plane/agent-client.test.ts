@@ -12,13 +12,16 @@ import { createAgentServer } from '../../agent/src/channel/server.js';
 import { listenUnix } from '../../agent/src/channel/unix-socket.js';
 import { execRoutes } from '../../agent/src/routes/exec.js';
 import { AgentPool } from '../../control-plane/src/agent-client/pool.js';
+import { ENROLL_FILE_NAME, dropEnrollmentSecret } from '../../control-plane/src/substrate/substrate.js';
+import { Enrollment } from '../../agent/src/enrollment.js';
 import { readAgentAnswer } from '../../control-plane/src/agent-client/answer.js';
 import { AppError } from '../../shared/errors.js';
 
 const TOKEN = 'agent-token-' + 'z'.repeat(32);
 
 async function startAgent(sock: string) {
-  const app = createAgentApp({ token: TOKEN, log: () => {}, mounts: [execRoutes()] });
+  // A fresh agent process each time: it holds no key until the pool enrolls it with the secret dropped beside it.
+  const app = createAgentApp({ enrollment: new Enrollment({ kind: 'file', path: path.join(path.dirname(sock), ENROLL_FILE_NAME) }), log: () => {}, mounts: [execRoutes()] });
   const server = createAgentServer(app, () => {});
   const listener = await listenUnix(server, sock);
   const sockets = new Set<net.Socket>();
@@ -42,6 +45,8 @@ function dialer(sock: string) {
     get dials() {
       return dials;
     },
+    /** The container substrate's own secret drop, into the socket's directory. */
+    issueEnrollment: async (_id: string) => dropEnrollmentSecret(path.dirname(sock)),
     open: (_id: string) =>
       new Promise<net.Socket>((resolve, reject) => {
         dials++;
@@ -50,6 +55,10 @@ function dialer(sock: string) {
         s.once('error', (e) => reject(e));
       }),
   };
+}
+
+function poolChannel(d: ReturnType<typeof dialer>) {
+  return { openChannel: d.open, issueEnrollment: d.issueEnrollment };
 }
 
 async function expect503(t: Test, p: Promise<unknown>, what: string) {
@@ -66,7 +75,7 @@ t.test('pooled requests, envelopes, restart and dead agent', async (t) => {
   const sock = path.join(dir, 'agent.sock');
   let agent = await startAgent(sock);
   const d = dialer(sock);
-  const pool = new AgentPool({ openChannel: d.open, connectTimeoutMs: 1000, requestTimeoutMs: 2000 });
+  const pool = new AgentPool({ ...poolChannel(d), connectTimeoutMs: 1000, requestTimeoutMs: 2000 });
   t.teardown(async () => {
     await pool.close();
     await agent.kill().catch(() => {});
@@ -118,7 +127,7 @@ t.test('a silent peer (accepts, never speaks HTTP/2) gives 503 within the connec
   const held: net.Socket[] = [];
   const silent = net.createServer((s) => held.push(s));
   await new Promise<void>((r) => silent.listen(sock, () => r()));
-  const pool = new AgentPool({ openChannel: dialer(sock).open, connectTimeoutMs: 300 });
+  const pool = new AgentPool({ ...poolChannel(dialer(sock)), connectTimeoutMs: 300 });
   t.teardown(async () => {
     await pool.close();
     for (const s of held) s.destroy();
@@ -140,7 +149,7 @@ t.test('a peer that completes the handshake and then goes silent (a SIGSTOPped a
     s.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]));
   });
   await new Promise<void>((r) => wedged.listen(sock, () => r()));
-  const pool = new AgentPool({ openChannel: dialer(sock).open, connectTimeoutMs: 5_000, requestTimeoutMs: 600_000, pingTimeoutMs: 300 });
+  const pool = new AgentPool({ ...poolChannel(dialer(sock)), connectTimeoutMs: 5_000, requestTimeoutMs: 600_000, pingTimeoutMs: 300 });
   t.teardown(async () => {
     await pool.close();
     for (const s of held) s.destroy();
@@ -156,4 +165,38 @@ t.test('a peer that completes the handshake and then goes silent (a SIGSTOPped a
     t.equal((e as AppError).message, 'The machine agent is not responding.');
   }
   t.equal(pool.size, 0, 'the wedged session is not kept');
+});
+
+t.test('a fresh agent whose enrollment proof is refused (a guest raced for the secret) is a 503, then recovers', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-client-'));
+  const sock = path.join(dir, 'agent.sock');
+  const agent = await startAgent(sock);
+  const d = dialer(sock);
+  let raced = true;
+  const pool = new AgentPool({
+    openChannel: d.open,
+    issueEnrollment: async (id) => {
+      const secret = await d.issueEnrollment(id);
+      // Guest root takes the secret before the agent reads it: the host's proof then matches nothing.
+      if (raced) fs.rmSync(path.join(dir, ENROLL_FILE_NAME));
+      return secret;
+    },
+    connectTimeoutMs: 2000,
+  });
+  t.teardown(async () => {
+    await pool.close();
+    await agent.kill();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  try {
+    await pool.request('mch_r', TOKEN, { method: 'POST', path: '/exec', body: JSON.stringify({ command: ['true'], user: 'root' }) });
+    t.fail('expected a rejection');
+  } catch (e) {
+    t.ok(e instanceof AppError && e.code === 'compute_unavailable', '503 compute_unavailable');
+    t.equal((e as AppError).message, 'The machine agent refused its enrollment.');
+  }
+  t.equal(pool.size, 0, 'the unenrolled session is not kept');
+  raced = false;
+  const r = await pool.request('mch_r', TOKEN, { method: 'POST', path: '/exec', body: JSON.stringify({ command: ['echo', 'ok'], user: 'root' }) });
+  t.equal(JSON.parse(r.body.toString()).stdout, 'ok\n', 'the next request enrolls it with a fresh secret');
 });

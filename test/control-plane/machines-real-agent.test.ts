@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
+import { Enrollment } from '../../agent/src/enrollment.js';
 import { createAgentApp } from '../../agent/src/app.js';
 import { createAgentServer } from '../../agent/src/channel/server.js';
 import { createDesktop } from '../../agent/src/desktop/desktop.js';
@@ -26,20 +27,20 @@ import { startXvfb } from '../helpers/xvfb.js';
 t.test('the /v1 machine routes against the real agent', { timeout: 180_000 }, async (t) => {
   const xvfb = await startXvfb();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-real-agent-'));
-  const tokenFile = path.join(dir, 'token');
   const channel = path.join(dir, 'agent.sock');
+  // A secret as the container substrate drops it beside the socket: denied with the channel directory.
+  const enrollFile = path.join(dir, 'enroll');
+  fs.writeFileSync(enrollFile, 'enroll-secret-' + 'q'.repeat(30), { mode: 0o600 });
   const desktop = await createDesktop({ display: xvfb.display, fbdir: xvfb.fbdir, log: () => {}, browser: { command: 'chromium', sandbox: false, userName: 'agent' } });
   const ptys = createPtyManager({ display: xvfb.display });
   let server: ReturnType<typeof createAgentServer> | null = null;
-  // The machine's token is only known once the control plane created it: the agent starts then, as in a guest.
+  // The agent starts when the control plane first dials the machine, as in a guest, and is enrolled then.
   const sub: FakeSubstrate = new FakeSubstrate({
     channelHandler: (id: string, end: Duplex) => {
       if (!server) {
-        const token = sub.machines.get(id)!.token;
-        fs.writeFileSync(tokenFile, token, { mode: 0o600 });
-        const files = createFileService({ deny: { tokenFile, channelPaths: [channel, dir] } });
+        const files = createFileService({ deny: { channelPaths: [channel, dir] } });
         // One root FileService for both users: this file tests file semantics, not the user switch (files-user.test.ts).
-        const app = createAgentApp({ token, log: () => {}, mounts: [desktopRoutes(desktop), filesRoutes({ root: files, agent: files }), execRoutes({ display: xvfb.display }), terminalsRoutes(ptys)] });
+        const app = createAgentApp({ enrollment: new Enrollment({ kind: 'channel' }), log: () => {}, mounts: [desktopRoutes(desktop), filesRoutes({ root: files, agent: files }), execRoutes({ display: xvfb.display }), terminalsRoutes(ptys)] });
         server = createAgentServer(app, () => {});
       }
       server.emit('connection', end);
@@ -107,7 +108,7 @@ t.test('the /v1 machine routes against the real agent', { timeout: 180_000 }, as
   t.equal(bad.json.error.request_id, bad.headers.get('x-request-id'), "relayed with the control plane's request id");
   const b64 = await rig.call('GET', `${base}/files/content?path=${encodeURIComponent(file)}&encoding=base64`, { key: a.key });
   t.same([...Buffer.from(b64.json.content, 'base64')], [0xff, 0xfe, 0x41]);
-  assertEnvelope(t, await rig.call('GET', `${base}/files/content?path=${encodeURIComponent(tokenFile)}`, { key: a.key }), 'permission_denied', 403);
+  assertEnvelope(t, await rig.call('GET', `${base}/files/content?path=${encodeURIComponent(enrollFile)}`, { key: a.key }), 'permission_denied', 403);
   assertEnvelope(t, await rig.call('GET', `${base}/files/content?path=relative`, { key: a.key }), 'invalid_request', 400);
 
   const ex = await rig.call('POST', `${base}/exec`, { key: a.key, body: { command: ['id', '-un'] } });
@@ -121,5 +122,5 @@ t.test('the /v1 machine routes against the real agent', { timeout: 180_000 }, as
   assertEnvelope(t, await rig.call('DELETE', `${base}/terminals/${term.json.id}`, { key: a.key }), 'not_found', 404);
 
   const all = rig.bodies.join('\n');
-  t.notOk(all.includes(fs.readFileSync(tokenFile, 'utf8')), 'the token never appears in a response');
+  t.notOk(all.includes(fs.readFileSync(enrollFile, 'utf8')), 'the secret never appears in a response');
 });

@@ -49,7 +49,7 @@ t.test('machines API end to end on the vm substrate', { timeout: 1_500_000 }, as
   const ex = await rig.call('POST', `${base}/exec`, { key: a.key, body: { command: ['sh', '-c', 'id -un > /home/agent/who && cat /home/agent/who && sync'] } });
   t.equal(ex.json.stdout, 'agent\n', 'exec as the agent user');
   const denied = await rig.call('GET', `${base}/files/content?path=${encodeURIComponent('/sys/firmware/qemu_fw_cfg/by_name/opt/computer/token/raw')}`, { key: a.key });
-  t.equal(denied.status, 403, 'the fw_cfg token is denied through /v1');
+  t.equal(denied.status, 403, 'fw_cfg is denied through /v1');
 
   t.equal((await rig.call('POST', `${base}/stop`, { key: a.key })).json.state, 'stopped');
   t.equal((await rig.call('POST', `${base}/start`, { key: a.key })).json.state, 'running');

@@ -12,7 +12,7 @@ import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import { DeferredSubstrate } from '../../control-plane/src/machine-host.js';
-import { containerChannelPath } from '../../control-plane/src/substrate/container/driver.js';
+import { containerEarlyChannel } from '../../control-plane/src/substrate/container/driver.js';
 import { unmount } from '../../control-plane/src/substrate/disks/overlay-backend.js';
 import { containerName } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { makeMachinesRig } from '../helpers/machines-rig.js';
@@ -34,7 +34,7 @@ t.test('control-plane restarts', { timeout: 900_000 }, async (t) => {
     await cp.rig.close({ keepDir: true });
     const never = () => new Promise<never>(() => {});
     for (const early of [true, false]) {
-      const deferred = new DeferredSubstrate('container', never, early ? (id) => containerChannelPath(cp.root, id) : undefined);
+      const deferred = new DeferredSubstrate('container', never, early ? containerEarlyChannel(cp.root) : undefined);
       const rig = makeMachinesRig({ substrate: deferred, dir: cp.dir, services: { readyProbe: false } });
       const r = await rig.call('POST', `/v1/machines/${keep}/exec`, { key, body: { command: ['echo', 'early'] } });
       if (early) {

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Hono } from 'hono';
 import { createAgentApp, type AgentEnv } from '../../agent/src/app.js';
+import { Enrollment } from '../../agent/src/enrollment.js';
 import { createAgentServer } from '../../agent/src/channel/server.js';
 import { listenUnix } from '../../agent/src/channel/unix-socket.js';
 import type { LogLine } from '../../agent/src/http/log.js';
@@ -14,7 +15,7 @@ export const TOKEN = 'tok_' + 'f'.repeat(40);
 export interface TestAgent {
   dir: string;
   sock: string;
-  tokenFile: string;
+  enrollFile: string;
   client: H2Client;
   lines: LogLine[];
   /** Everything logged so far, as one string, for scanning. */
@@ -22,21 +23,26 @@ export interface TestAgent {
   close(): Promise<void>;
 }
 
-/** Directory and token file first (the denylist needs them), then the server. */
-export function agentPaths(prefix: string): { dir: string; sock: string; tokenFile: string } {
+/**
+ * Directory and enrollment secret first (the denylist needs the path), then the server. The secret is TOKEN
+ * itself, and the agent is enrolled with TOKEN as its key, so tests speak with one value throughout.
+ */
+export function agentPaths(prefix: string): { dir: string; sock: string; enrollFile: string } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  const tokenFile = path.join(dir, 'token');
-  fs.writeFileSync(tokenFile, TOKEN, { mode: 0o600 });
-  return { dir, sock: path.join(dir, 'agent.sock'), tokenFile };
+  const enrollFile = path.join(dir, 'enroll');
+  fs.writeFileSync(enrollFile, TOKEN, { mode: 0o600 });
+  return { dir, sock: path.join(dir, 'agent.sock'), enrollFile };
 }
 
-export async function startAgent(p: { dir: string; sock: string; tokenFile: string }, mounts: Hono<AgentEnv>[]): Promise<TestAgent> {
+export async function startAgent(p: { dir: string; sock: string; enrollFile: string }, mounts: Hono<AgentEnv>[]): Promise<TestAgent> {
   const lines: LogLine[] = [];
   const log = (l: LogLine) => lines.push(l);
-  const app = createAgentApp({ token: TOKEN, log, mounts });
+  const app = createAgentApp({ enrollment: new Enrollment({ kind: 'file', path: p.enrollFile }), log, mounts });
   const server = createAgentServer(app, log);
   const listener = await listenUnix(server, p.sock);
   const client = new H2Client(p.sock, TOKEN);
+  const enrolled = await client.request('POST', '/auth/enroll', { key: TOKEN });
+  if (enrolled.status !== 204) throw new Error(`test agent refused its enrollment (${enrolled.status})`);
   return {
     ...p,
     client,

@@ -15,6 +15,7 @@ import type { LogLine } from '../../agent/src/http/log.js';
 import { desktopRoutes } from '../../agent/src/routes/desktop.js';
 import { H2Client } from './h2-client.js';
 import { startXvfb, type TestDisplay } from './xvfb.js';
+import { enrolledWith } from './agent-enrollment.js';
 
 export const DESKTOP_TOKEN = 'tok_desktop_' + 'k'.repeat(32);
 
@@ -44,7 +45,7 @@ export async function startDesktopAgent(t: Test, opts: { pollMs?: number; readyF
     readyFile: opts.readyFile,
     readyTimeoutMs: opts.readyTimeoutMs,
   });
-  const app = createAgentApp({ token: DESKTOP_TOKEN, log, mounts: [desktopRoutes(desktop)] });
+  const app = createAgentApp({ enrollment: enrolledWith(DESKTOP_TOKEN), log, mounts: [desktopRoutes(desktop)] });
   const server = createAgentServer(app, log);
   const listener = await listenUnix(server, socket);
   const client = new H2Client(socket, DESKTOP_TOKEN);

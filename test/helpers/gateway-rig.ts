@@ -22,6 +22,7 @@ import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { makeMachinesRig, type MachinesRig } from './machines-rig.js';
 import { serveWithGateway } from './serve-gateway.js';
 import { startXvfb, type TestDisplay } from './xvfb.js';
+import { Enrollment } from '../../agent/src/enrollment.js';
 
 export interface GatewayRig {
   rig: MachinesRig;
@@ -49,12 +50,11 @@ export async function startGatewayRig(t: Test, opts: { gateway?: GatewayOptions;
   const desktop = await createDesktop({ display: xvfb.display, fbdir: xvfb.fbdir, log: () => {}, browser: { command: 'chromium', sandbox: false, userName: 'agent' } });
   const ptys = createPtyManager({ display: xvfb.display });
   let agentServer: ReturnType<typeof createAgentServer> | null = null;
-  // The machine's token exists once the control plane created it: the agent starts then, as in a guest.
+  // The agent starts when the control plane first dials the machine, as in a guest, and is enrolled then.
   const sub: FakeSubstrate = new FakeSubstrate({
     channelHandler: (id: string, end: Duplex) => {
       if (!agentServer) {
-        const token = sub.machines.get(id)!.token;
-        const app = createAgentApp({ token, log: () => {}, mounts: [desktopRoutes(desktop), execRoutes({ display: xvfb.display }), terminalsRoutes(ptys)] });
+        const app = createAgentApp({ enrollment: new Enrollment({ kind: 'channel' }), log: () => {}, mounts: [desktopRoutes(desktop), execRoutes({ display: xvfb.display }), terminalsRoutes(ptys)] });
         agentServer = createAgentServer(app, () => {});
       }
       agentServer.emit('connection', end);

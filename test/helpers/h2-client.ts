@@ -18,8 +18,10 @@ export class H2Client {
 
   request(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<H2Response> {
     return new Promise((resolve, reject) => {
-      const h: http2.OutgoingHttpHeaders = { ':method': method, ':path': path, ...headers };
+      // Given headers win over the client's own token (an enrollment presents another proof).
+      const h: http2.OutgoingHttpHeaders = { ':method': method, ':path': path };
       if (this.token !== null) h.authorization = `Bearer ${this.token}`;
+      Object.assign(h, headers);
       let payload: Buffer | undefined;
       if (body !== undefined) {
         payload = Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body));

@@ -73,6 +73,12 @@ export async function startHostileAgent(): Promise<HostileAgent> {
       stream.respond({ ':status': status, 'content-type': 'application/json' });
       stream.end(typeof body === 'string' ? body : JSON.stringify(body));
     };
+    // A replacement agent takes any enrollment (it wants the key) unless its plan says otherwise.
+    if (p === '/auth/enroll' && !agent.plan.has(p)) {
+      stream.respond({ ':status': 204 });
+      stream.end();
+      return;
+    }
     switch (how) {
       case 'not_json':
         return json(200, '<html>owned</html>');

@@ -15,6 +15,7 @@ import { tcpRoutes } from '../../agent/src/routes/tcp.js';
 import { AGENT_ROUTES } from '../../shared/agent-protocol.js';
 import { AppError } from '../../shared/errors.js';
 import { FakeSubstrate, type FakeSubstrateOptions } from '../../control-plane/src/substrate/fake.js';
+import { Enrollment } from '../../agent/src/enrollment.js';
 
 export interface FakeDesktopState {
   width: number;
@@ -78,7 +79,7 @@ function memorySecretStore(delivered: Map<string, string>): SecretStore {
 }
 
 /**
- * A FakeSubstrate serving each machine's channel with an agent that checks that machine's token.
+ * A FakeSubstrate serving each machine's channel with an agent the control plane enrolls with that machine's key.
  * `replaced` names machines whose guest replaced the agent: their channel goes to that handler instead.
  * `mountsFirst` adds route groups ahead of the stock ones (a hostile agent's routes).
  */
@@ -105,8 +106,7 @@ export function fakeSubstrateWithAgents(
     if (other) return other(guestEnd);
     let server = servers.get(id);
     if (!server) {
-      const token = sub.machines.get(id)!.token;
-      const app = createAgentApp({ token, log: () => {}, mounts: [...(opts.mountsFirst?.() ?? []), desktopMount(desktopOf(id)), execRoutes(), secretsRoutes(memorySecretStore(secretsOf(id))), tcpRoutes()] });
+      const app = createAgentApp({ enrollment: new Enrollment({ kind: 'channel' }), log: () => {}, mounts: [...(opts.mountsFirst?.() ?? []), desktopMount(desktopOf(id)), execRoutes(), secretsRoutes(memorySecretStore(secretsOf(id))), tcpRoutes()] });
       server = createAgentServer(app, () => {});
       servers.set(id, server);
     }

@@ -5,6 +5,8 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defaultImageCacheDir, ensureImage, type GuestImage, type ImageArtifacts } from '../../control-plane/src/substrate/image.js';
+import type { Substrate } from '../../control-plane/src/substrate/substrate.js';
+import { enrollOver } from './agent-enrollment.js';
 import { H2Client } from './h2-client.js';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -20,15 +22,21 @@ export async function testImage(artifacts: ImageArtifacts, log: (l: string) => v
   return ensureImage({ repoRoot: REPO_ROOT, cacheDir: process.env.COMPUTER_IMAGE_CACHE || defaultImageCacheDir(), artifacts, log });
 }
 
-/** Poll the agent's /health over the channel socket until it answers 200 (or the deadline passes). */
-export async function waitForAgent(socketPath: string, token: string, timeoutMs: number): Promise<{ client: H2Client; health: any }> {
+/**
+ * Enroll the machine's agent with `key` the way AgentPool does, then poll its /health over the channel socket
+ * until it answers 200 (or the deadline passes).
+ */
+export async function waitForAgent(sub: Pick<Substrate, 'channelPath' | 'issueEnrollment'>, id: string, key: string, timeoutMs: number): Promise<{ client: H2Client; health: any }> {
   const end = Date.now() + timeoutMs;
   let last: unknown = null;
   while (Date.now() < end) {
-    const c = new H2Client(socketPath, token);
+    const c = new H2Client(sub.channelPath(id), key);
     try {
       const r = await Promise.race([
-        c.request('GET', '/health'),
+        (async () => {
+          const enrolled = await enrollOver(c, key, () => sub.issueEnrollment(id));
+          return enrolled === 204 ? c.request('GET', '/health') : { status: enrolled, json: (): unknown => null };
+        })(),
         new Promise<never>((_, rej) => setTimeout(() => rej(new Error('health timeout')), 5000)),
       ]);
       if (r.status === 200) return { client: c, health: r.json() };

@@ -15,7 +15,7 @@ import type { LogLine } from '../../control-plane/src/log.js';
 
 t.setTimeout(900_000);
 
-/** The guest's replacement agent: every route answers wrongly; it notes each path it served. */
+/** The guest's replacement agent: it accepts any enrollment, then every route answers wrongly; it notes each path it served. */
 const EVIL = String.raw`
 const http2 = require('node:http2');
 const fs = require('node:fs');
@@ -26,7 +26,8 @@ server.on('stream', (s, h) => {
   const p = String(h[':path']).split('?')[0];
   fs.appendFileSync('/root/evil.log', p + '\n');
   s.on('error', () => {});
-  if (p === '/display') { s.respond({ ':status': 200 }); s.end('<owned>'); }
+  if (p === '/auth/enroll') { s.respond({ ':status': 204 }); s.end(); }
+  else if (p === '/display') { s.respond({ ':status': 200 }); s.end('<owned>'); }
   else if (p === '/screenshot') { s.respond({ ':status': 200, 'content-type': 'application/json' }); s.end('{"image":5,"format":"gif"}'); }
   else if (p === '/screen/stream') {
     s.respond({ ':status': 200 });

@@ -5,6 +5,10 @@
  * so guest root can replace the agent's socket with a symlink to any host unix socket; the control plane
  * (host root) dials the channel with the machine token and request bodies. It must dial only the socket the
  * agent made there: a link is refused with a clean compute_unavailable and the host socket sees nothing.
+ *
+ * Item 9, guest credentials. Guest root could read the agent token from the channel directory. Now nothing the
+ * agent accepts is at rest in the guest: the key lives in the agent's memory, handed over once per agent
+ * process with a one-time secret that the agent consumes (agent/src/enrollment.ts).
  */
 import t from 'tap';
 import crypto from 'node:crypto';
@@ -16,15 +20,17 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { containerRig } from '../helpers/container-guest.js';
+import { H2Client } from '../helpers/h2-client.js';
 import { waitForAgent } from '../helpers/substrate-image.js';
 
 const run = promisify(execFile);
 t.setTimeout(900_000);
 
 const { sub, root, guest } = await containerRig(t);
+// The machine's agent key, as the control plane holds it (its database; never in the guest).
 const token = crypto.randomBytes(24).toString('hex');
-await sub.create({ id: 'mch_sock1', resources: { vcpu: 1, memory_mb: 512, disk_gb: 1 }, source: { kind: 'base' }, token });
-const ready = await waitForAgent(sub.channelPath('mch_sock1'), token, 120_000);
+await sub.create({ id: 'mch_sock1', resources: { vcpu: 1, memory_mb: 512, disk_gb: 1 }, source: { kind: 'base' } });
+const ready = await waitForAgent(sub, 'mch_sock1', token, 120_000);
 ready.client.session.destroy();
 
 t.test('item 1: guest root has no raw sockets, device nodes or audit writes', async (t) => {
@@ -47,6 +53,32 @@ t.test('item 10: guest files name neither the machine, the container nor host pa
   t.notMatch(files.out, 'host.containers.internal', 'no podman-written hosts entries');
   t.match(files.out, /^127\.0\.0\.1\s+localhost$/m, 'localhost still resolves');
   t.match(files.out, /^0::\/$/m, 'a private cgroup namespace');
+});
+
+t.test('item 9: no credential the agent accepts is at rest in the guest, even across agent restarts', async (t) => {
+  // What guest root can find: the channel directory, every process's environment and command line, and the
+  // places a credential could be written (the agent's own files, /run, /etc, /tmp, home directories).
+  // The pattern is the key with one character in brackets, so the sweep's own command line does not match.
+  const pattern = `${token[0]}[${token[1]}]${token.slice(2)}`;
+  const sweep = `ls -A /run/computer-channel; echo ---; grep -rlsE -- '${pattern}' /run /etc /tmp /root /home /opt/computer /proc/[0-9]*/environ /proc/[0-9]*/cmdline; echo ---`;
+  const before = await guest('mch_sock1', sweep);
+  t.equal(before.out, 'agent.sock\n---\n---\n', 'only the socket in the channel directory, and the key nowhere');
+
+  // Guest root kills the agent; the init restarts it, and the new process holds no key.
+  const killed = await guest('mch_sock1', 'kill -9 "$(cat /run/computer/agent.pid)"');
+  t.equal(killed.code, 0);
+  let fresh = 0;
+  for (let i = 0; i < 100 && fresh !== 401; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const c = new H2Client(sub.channelPath('mch_sock1'), token);
+    fresh = await c.request('GET', '/health').then((r) => r.status, () => 0);
+    c.session.destroy();
+  }
+  t.equal(fresh, 401, 'the restarted agent does not accept the key it was never given');
+  // The host enrolls it again with a fresh one-time secret (what AgentPool does), and it serves again.
+  const again = await waitForAgent(sub, 'mch_sock1', token, 60_000);
+  again.client.session.destroy();
+  t.equal((await guest('mch_sock1', sweep)).out, 'agent.sock\n---\n---\n', 'after the re-enrollment, the secret is consumed and the key still nowhere');
 });
 
 t.test('item 3: guest root cannot point the host at a host socket', async (t) => {
@@ -97,7 +129,7 @@ t.test('item 3: guest root cannot point the host at a host socket', async (t) =>
 
 t.test('item 6: a machine cannot write past its disk size, and its neighbour keeps writing', async (t) => {
   // A 256 MiB disk (tests may size disks below the catalog's): its writable layer is limited to that.
-  await sub.create({ id: 'mch_disk1', resources: { vcpu: 1, memory_mb: 512, disk_gb: 0.25 }, source: { kind: 'base' }, token: crypto.randomBytes(24).toString('hex') });
+  await sub.create({ id: 'mch_disk1', resources: { vcpu: 1, memory_mb: 512, disk_gb: 0.25 }, source: { kind: 'base' } });
   const fill = await guest('mch_disk1', 'dd if=/dev/zero of=/root/fill bs=1M count=400 2>&1; echo "rc=$?"; sync; ls -s --block-size=1M /root/fill');
   t.match(fill.out, /Disk quota exceeded|No space left on device/, 'writing past the disk fails with EDQUOT/ENOSPC in the guest');
   t.match(fill.out, /rc=1/);

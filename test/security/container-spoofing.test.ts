@@ -78,8 +78,8 @@ print(' '.join(sorted(set(seen))) or 'nothing', flush=True)
 t.test('a machine cannot poison ARP, forge addresses or steal a neighbour\'s MAC', async (t) => {
   const { sub, root, guest } = await containerRig(t);
   const res = { vcpu: 1, memory_mb: 512, disk_gb: 1 };
-  await sub.create({ id: 'mch_spoofA', resources: res, source: { kind: 'base' }, token: crypto.randomBytes(24).toString('hex'), network: 'outbound' });
-  await sub.create({ id: 'mch_spoofB', resources: res, source: { kind: 'base' }, token: crypto.randomBytes(24).toString('hex'), network: 'outbound' });
+  await sub.create({ id: 'mch_spoofA', resources: res, source: { kind: 'base' }, network: 'outbound' });
+  await sub.create({ id: 'mch_spoofB', resources: res, source: { kind: 'base' }, network: 'outbound' });
   const rec = (id: string) => JSON.parse(fs.readFileSync(path.join(root, 'machines', id, 'machine.json'), 'utf8')) as { address: string; port: string };
   const a = rec('mch_spoofA');
   const b = rec('mch_spoofB');
@@ -165,8 +165,8 @@ t.test('two substrate roots get two bridges and subnets', async (t) => {
   t.not(one.sub.net.bridge, two.sub.net.bridge);
   t.not(one.sub.net.subnet, two.sub.net.subnet);
   const res = { vcpu: 1, memory_mb: 512, disk_gb: 1 };
-  await one.sub.create({ id: 'mch_r1', resources: res, source: { kind: 'base' }, token: 'r'.repeat(32), network: 'outbound' });
-  await two.sub.create({ id: 'mch_r1', resources: res, source: { kind: 'base' }, token: 'r'.repeat(32), network: 'outbound' });
+  await one.sub.create({ id: 'mch_r1', resources: res, source: { kind: 'base' }, network: 'outbound' });
+  await two.sub.create({ id: 'mch_r1', resources: res, source: { kind: 'base' }, network: 'outbound' });
   const addr1 = (await one.guest('mch_r1', "ip -4 -o addr show dev eth0 | awk '{print $4}'")).out.trim();
   const addr2 = (await two.guest('mch_r1', "ip -4 -o addr show dev eth0 | awk '{print $4}'")).out.trim();
   t.not(addr1, addr2, 'the same machine id in two roots gets two different addresses');

@@ -55,7 +55,7 @@ t.test('outbound machines cannot reach host services; none has no network', { ti
     fs.rmSync(env.runDir!, { recursive: true, force: true });
   });
 
-  await sub.create({ id: 'mch_net1', resources: res, source: { kind: 'base' }, token: 'n'.repeat(32), network: 'outbound' });
+  await sub.create({ id: 'mch_net1', resources: res, source: { kind: 'base' }, network: 'outbound' });
   const addr = await inGuest('mch_net1', "ip -4 -o addr show dev eth0 | awk '{print $4}'; ip route | awk '/default/{print $3}'");
   const [cidr, gateway] = addr.out.trim().split('\n');
   t.match(sub.net.subnet, /^10\.20[0-7]\.\d+\.0\/22$/, 'a subnet of its own');
@@ -83,13 +83,13 @@ t.test('outbound machines cannot reach host services; none has no network', { ti
   await installHostGuard(CONTAINER_BRIDGE);
   t.equal((await run('iptables', ['-w', '-S', 'INPUT'])).stdout.split('\n').filter((l) => l === jump).length, 1, 'installing again is idempotent');
 
-  await sub.create({ id: 'mch_net2', resources: res, source: { kind: 'base' }, token: 'n'.repeat(32) });
+  await sub.create({ id: 'mch_net2', resources: res, source: { kind: 'base' } });
   const links = await inGuest('mch_net2', "ip -o link | awk -F': ' '{print $2}'");
   t.same(links.out.trim().split('\n'), ['lo'], 'network none: loopback only');
   t.not((await inGuest('mch_net2', probe)).code, 0);
 
   // Machine to machine: a service in one outbound machine is out of reach of another on the same bridge.
-  await sub.create({ id: 'mch_net3', resources: res, source: { kind: 'base' }, token: 'n'.repeat(32), network: 'outbound' });
+  await sub.create({ id: 'mch_net3', resources: res, source: { kind: 'base' }, network: 'outbound' });
   const peer = cidr!.split('/')[0]!;
   await run('podman', [...globalArgs(env), 'exec', '-d', containerName('mch_net1'), 'node', '-e', "require('net').createServer((s) => s.end('peer-service\\n')).listen(7777)"], {
     env: { ...process.env, ...podmanEnv(env) },

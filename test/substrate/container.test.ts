@@ -45,13 +45,13 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   // setup-host.sh installs btrfs-progs: disks live on a loop-mounted btrfs volume and live captures snapshot.
   t.equal(sub.diskMode, 'snapshot');
   t.equal(await sub.status('mch_ct1'), 'absent');
-  await sub.create({ id: 'mch_ct1', resources: res, source: { kind: 'base' }, token: token1 });
+  await sub.create({ id: 'mch_ct1', resources: res, source: { kind: 'base' } });
   t.equal(await sub.status('mch_ct1'), 'running');
   const chanDir = path.dirname(sub.channelPath('mch_ct1'));
   t.equal(fs.statSync(chanDir).mode & 0o777, 0o700, 'channel dir is 0700');
   t.equal(fs.statSync(path.join(chanDir, 'token')).mode & 0o777, 0o600, 'token file is 0600');
 
-  const a1 = await waitForAgent(sub.channelPath('mch_ct1'), token1, READY_MS);
+  const a1 = await waitForAgent(sub, 'mch_ct1', token1, READY_MS);
   clients.push(a1.client);
   t.equal(a1.health.ok, true, 'agent ready through the channel');
   const wrong = new H2Client(sub.channelPath('mch_ct1'), 'wrong-token-wrong-token');
@@ -95,8 +95,8 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   // written after the capture: must not appear in the fork
   await exec(a1.client, ['sh', '-c', 'echo later > /home/agent/later.txt']);
 
-  await sub.create({ id: 'mch_ct2', resources: res, source: { kind: 'layer', layerId: cap.layerId }, token: token2 });
-  const a2 = await waitForAgent(sub.channelPath('mch_ct2'), token2, READY_MS);
+  await sub.create({ id: 'mch_ct2', resources: res, source: { kind: 'layer', layerId: cap.layerId } });
+  const a2 = await waitForAgent(sub, 'mch_ct2', token2, READY_MS);
   clients.push(a2.client);
   t.equal((await exec(a2.client, ['cat', '/home/agent/note.txt'])).stdout, content, 'fork reads the captured file');
   t.not((await exec(a2.client, ['test', '-e', '/home/agent/later.txt'])).exit_code, 0, 'fork does not see later writes');
@@ -112,7 +112,7 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   t.equal(await sub.status('mch_ct1'), 'stopped');
   t.notOk(isMounted(path.join(root, 'machines', 'mch_ct1', 'merged')), 'overlay unmounted while stopped');
   await sub.start('mch_ct1');
-  const a1b = await waitForAgent(sub.channelPath('mch_ct1'), token1, READY_MS);
+  const a1b = await waitForAgent(sub, 'mch_ct1', token1, READY_MS);
   clients.push(a1b.client);
   t.equal((await exec(a1b.client, ['cat', '/home/agent/note.txt'])).stdout, content, 'file survives stop/start');
   t.equal((await exec(a1b.client, ['cat', '/home/agent/later.txt'])).stdout, 'later\n');
@@ -137,7 +137,7 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   await sub.replaceDisk('mch_ct1', { kind: 'layer', layerId: cap.layerId });
   t.same((await sub.diskUsage('mch_ct1')).chain, [cap.layerId], 'restored onto the first capture');
   await sub.start('mch_ct1');
-  const a1c = await waitForAgent(sub.channelPath('mch_ct1'), token1, READY_MS);
+  const a1c = await waitForAgent(sub, 'mch_ct1', token1, READY_MS);
   clients.push(a1c.client);
   t.equal((await exec(a1c.client, ['cat', '/home/agent/note.txt'])).stdout, content, 'restored disk has the captured file');
   t.not((await exec(a1c.client, ['test', '-e', '/home/agent/later.txt'])).exit_code, 0, 'and not what was written after it');

@@ -7,13 +7,13 @@ t.test('fake substrate: lifecycle, capture/fork, injected failures and delays, c
   const echo = new FakeSubstrate({
     channelHandler: (_id, guest) => guest.on('data', (d: Buffer) => guest.write(Buffer.concat([Buffer.from('echo:'), d]))),
   });
-  await echo.create({ id: 'm1', resources: res, source: { kind: 'base' }, token: 't'.repeat(32) });
+  await echo.create({ id: 'm1', resources: res, source: { kind: 'base' } });
   t.equal(await echo.status('m1'), 'running');
   echo.machines.get('m1')!.files.set('/home/agent/a.txt', 'hello');
   const cap = await echo.capture('m1', 'snap1');
   t.equal(cap.live, true);
   t.equal(cap.bytes, 5);
-  await echo.create({ id: 'm2', resources: res, source: { kind: 'layer', layerId: cap.layerId }, token: 't'.repeat(32) }, { start: false });
+  await echo.create({ id: 'm2', resources: res, source: { kind: 'layer', layerId: cap.layerId } }, { start: false });
   t.equal(await echo.status('m2'), 'stopped');
   t.equal(echo.machines.get('m2')!.files.get('/home/agent/a.txt'), 'hello', 'fork sees the captured file');
 
@@ -41,8 +41,8 @@ t.test('fake substrate: lifecycle, capture/fork, injected failures and delays, c
   await echo.destroy('m1');
   t.equal(await echo.status('m1'), 'absent');
   await t.rejects(echo.start('m1'), { code: 'not_found' });
-  await t.rejects(echo.create({ id: 'm2', resources: res, source: { kind: 'base' }, token: 'x' }), { code: 'conflict' });
-  await t.rejects(echo.create({ id: 'bad id!', resources: res, source: { kind: 'base' }, token: 'x' }), { code: 'invalid_request' });
+  await t.rejects(echo.create({ id: 'm2', resources: res, source: { kind: 'base' } }), { code: 'conflict' });
+  await t.rejects(echo.create({ id: 'bad id!', resources: res, source: { kind: 'base' } }), { code: 'invalid_request' });
 
   echo.setDelay('stop', 30);
   let done = false;

@@ -30,7 +30,6 @@ t.test('qemu argv is pinned (tcg, no network)', async (t) => {
     '-chardev', 'socket,id=agent,path=/v/machines/mch_1/agent.sock,server=on,wait=off',
     '-device', 'virtserialport,chardev=agent,name=computer.agent',
     '-qmp', 'unix:/v/machines/mch_1/qmp.sock,server=on,wait=off',
-    '-fw_cfg', 'name=opt/computer/token,file=/v/machines/mch_1/token',
     '-device', 'virtio-rng-device',
     '-nic', 'none',
     '-pidfile', '/v/machines/mch_1/qemu.pid',

@@ -246,7 +246,7 @@ t.test('a real VM on the guarded bridge cannot reach the host; none has only lo'
   });
 
   const token1 = crypto.randomBytes(24).toString('hex');
-  await sub.create({ id: 'mch_vn1', resources: res, source: { kind: 'base' }, token: token1, network: 'outbound' });
+  await sub.create({ id: 'mch_vn1', resources: res, source: { kind: 'base' }, network: 'outbound' });
   const rec = JSON.parse(fs.readFileSync(path.join(root, 'machines', 'mch_vn1', 'machine.json'), 'utf8'));
   t.equal(rec.address, '10.213.77.2', 'the address is recorded with the machine');
   const tap = sub.tapName('mch_vn1');
@@ -262,7 +262,7 @@ t.test('a real VM on the guarded bridge cannot reach the host; none has only lo'
   t.match(await iptS('iptables', 'POSTROUTING', 'nat'), `-A POSTROUTING -s ${SUBNET} ! -o ${BRIDGE} -j MASQUERADE`);
   t.equal(fs.readFileSync(`/proc/sys/net/ipv6/conf/${BRIDGE}/disable_ipv6`, 'utf8').trim(), '1', 'no IPv6 on the bridge');
 
-  const a1 = await waitForAgent(sub.channelPath('mch_vn1'), token1, BOOT_MS);
+  const a1 = await waitForAgent(sub, 'mch_vn1', token1, BOOT_MS);
   clients.push(a1.client);
   const cfg = await exec(a1.client, ['sh', '-c', "ip -4 -o addr show dev eth0 | awk '{print $4}'; ip route | awk '/^default/{print $3}'; cat /etc/resolv.conf; cat /sys/class/net/eth0/address"]);
   t.equal(cfg.stdout, `10.213.77.2/24\n${GATEWAY}\nnameserver 192.0.2.53\nnameserver 198.51.100.53\n52:54:0a:d5:4d:02\n`, 'guest: address, default route, nameservers, MAC');
@@ -292,8 +292,8 @@ t.test('a real VM on the guarded bridge cannot reach the host; none has only lo'
   // isolated bridge ports (L2) and the bridge's FORWARD chain (bridge-to-bridge drop; on hosts with
   // br_netfilter it also sees bridged frames). Each layer is shown to hold alone; both removed is the control.
   const token4 = crypto.randomBytes(24).toString('hex');
-  await sub.create({ id: 'mch_vn4', resources: res, source: { kind: 'base' }, token: token4, network: 'outbound' });
-  const a4 = await waitForAgent(sub.channelPath('mch_vn4'), token4, BOOT_MS);
+  await sub.create({ id: 'mch_vn4', resources: res, source: { kind: 'base' }, network: 'outbound' });
+  const a4 = await waitForAgent(sub, 'mch_vn4', token4, BOOT_MS);
   clients.push(a4.client);
   t.equal((await exec(a4.client, ['sh', '-c', "ip -4 -o addr show dev eth0 | awk '{print $4}'"])).stdout, '10.213.77.3/24\n', 'the second machine gets the next address');
   const guestPort = 7000 + crypto.randomInt(1000);
@@ -344,9 +344,9 @@ t.test('a real VM on the guarded bridge cannot reach the host; none has only lo'
 
   // a machine without networking: no NIC, no tap
   const token2 = crypto.randomBytes(24).toString('hex');
-  await sub.create({ id: 'mch_vn2', resources: res, source: { kind: 'base' }, token: token2 });
+  await sub.create({ id: 'mch_vn2', resources: res, source: { kind: 'base' } });
   t.notOk(fs.existsSync(`/sys/class/net/${sub.tapName('mch_vn2')}`), 'no tap for network none');
-  const a2 = await waitForAgent(sub.channelPath('mch_vn2'), token2, BOOT_MS);
+  const a2 = await waitForAgent(sub, 'mch_vn2', token2, BOOT_MS);
   clients.push(a2.client);
   const links = await exec(a2.client, ['sh', '-c', "ip -o link | awk -F': ' '{print $2}'; cat /etc/resolv.conf"]);
   t.equal(links.stdout, 'lo\n', 'network none: loopback only, no nameservers');
@@ -354,11 +354,11 @@ t.test('a real VM on the guarded bridge cannot reach the host; none has only lo'
   await sub.destroy('mch_vn2');
 
   // the address is held until destroy, then handed out again
-  await sub.create({ id: 'mch_vn3', resources: res, source: { kind: 'base' }, token: token2, network: 'outbound' }, { start: false });
+  await sub.create({ id: 'mch_vn3', resources: res, source: { kind: 'base' }, network: 'outbound' }, { start: false });
   t.equal(JSON.parse(fs.readFileSync(path.join(root, 'machines', 'mch_vn3', 'machine.json'), 'utf8')).address, '10.213.77.3', 'a lost machine keeps its address');
   await sub.destroy('mch_vn1');
   await sub.destroy('mch_vn3');
-  await sub.create({ id: 'mch_vn3', resources: res, source: { kind: 'base' }, token: token2, network: 'outbound' }, { start: false });
+  await sub.create({ id: 'mch_vn3', resources: res, source: { kind: 'base' }, network: 'outbound' }, { start: false });
   t.equal(JSON.parse(fs.readFileSync(path.join(root, 'machines', 'mch_vn3', 'machine.json'), 'utf8')).address, '10.213.77.2', 'destroy released the addresses');
   await sub.destroy('mch_vn3');
   t.notOk(fs.existsSync(`/sys/class/net/${tap}`));

@@ -37,10 +37,10 @@ t.test('vm substrate end to end', { timeout: 1_500_000 }, async (t) => {
   if (sub.accel === 'tcg') t.ok(warnings.some((w) => w.includes('TCG')), 'running under TCG is warned about');
 
   const token1 = crypto.randomBytes(24).toString('hex');
-  await sub.create({ id: 'mch_vm1', resources: res, source: { kind: 'base' }, token: token1 });
+  await sub.create({ id: 'mch_vm1', resources: res, source: { kind: 'base' } });
   t.equal(await sub.status('mch_vm1'), 'running');
   t.equal(fs.statSync(path.join(root, 'machines', 'mch_vm1')).mode & 0o777, 0o700, 'run dir is 0700');
-  const a1 = await waitForAgent(sub.channelPath('mch_vm1'), token1, BOOT_MS);
+  const a1 = await waitForAgent(sub, 'mch_vm1', token1, BOOT_MS);
   clients.push(a1.client);
   t.equal(a1.health.ok, true, 'agent ready over virtio-serial');
 
@@ -78,8 +78,8 @@ t.test('vm substrate end to end', { timeout: 1_500_000 }, async (t) => {
   t.equal(await sub.status('mch_vm1'), 'stopped');
 
   const token2 = crypto.randomBytes(24).toString('hex');
-  await sub.create({ id: 'mch_vm2', resources: res, source: { kind: 'layer', layerId: cap.layerId }, token: token2 });
-  const a2 = await waitForAgent(sub.channelPath('mch_vm2'), token2, BOOT_MS);
+  await sub.create({ id: 'mch_vm2', resources: res, source: { kind: 'layer', layerId: cap.layerId } });
+  const a2 = await waitForAgent(sub, 'mch_vm2', token2, BOOT_MS);
   clients.push(a2.client);
   t.equal((await exec(a2.client, ['cat', '/home/agent/note.txt'])).stdout, content, 'fork boots with the file');
   a2.client.session.destroy();

@@ -11,8 +11,8 @@ import path from 'node:path';
 
 /** What the agent's wiring tells the denylist. Fixed at start; never client input. */
 export interface DenySpec {
-  /** The token file the agent was started with. */
-  tokenFile: string;
+  /** Where the control plane drops the one-time enrollment secret (container agents; none in a VM). */
+  enrollFile?: string;
   /** The agent's channel: unix socket path and its directory, or the virtio-serial port. */
   channelPaths: string[];
   /** The agent's own configuration directory, if it has one. */
@@ -23,8 +23,7 @@ export interface DenySpec {
 
 /**
  * Always denied, whatever the wiring says: the host's channels into the guest (virtio-serial ports,
- * vsock, fw_cfg, which carries the token in a VM) and the devices and proc files that expose the
- * agent's memory (and therefore the token in it).
+ * vsock, fw_cfg) and the devices and proc files that expose the agent's memory (and therefore the key in it).
  */
 export const BUILTIN_DENIED_PATHS: readonly string[] = [
   '/dev/virtio-ports',
@@ -144,7 +143,7 @@ export function createDenyPolicy(input: DenyPolicyInput): DenyPolicy {
 
 /** The paths a spec denies, before realpath expansion. */
 export function specPaths(spec: DenySpec): string[] {
-  const out = [spec.tokenFile, ...spec.channelPaths];
+  const out = [...(spec.enrollFile ? [spec.enrollFile] : []), ...spec.channelPaths];
   if (spec.configDir) out.push(spec.configDir);
   if (spec.extraPaths) out.push(...spec.extraPaths);
   for (const p of out) if (!path.posix.isAbsolute(p)) throw new Error('denylist paths must be absolute');

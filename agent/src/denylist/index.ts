@@ -47,8 +47,11 @@ export function createDenylist(
   });
   const ids: DeniedIdentities = { inodes: new Set(opts.identities?.inodes), rdevs: new Set([...MEM_DEVICES, ...(opts.identities?.rdevs ?? [])]) };
 
+  // The enrollment secret is denied by path only: it is unlinked within milliseconds of being written, and
+  // the inode number it frees is reused by whatever file comes next, which its captured identity would deny.
+  const transient = new Set(spec.enrollFile ? [lexicalNormalize(spec.enrollFile)] : []);
   const capture = () => {
-    const roots = [...policy.entries, `/proc/${agentPid}`];
+    const roots = [...[...policy.entries].filter((p) => !transient.has(p)), `/proc/${agentPid}`];
     try {
       for (const n of fs.readdirSync('/dev')) if (n.startsWith('vport')) roots.push('/dev/' + n);
     } catch {

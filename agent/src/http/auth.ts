@@ -1,21 +1,58 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
-import type { MiddlewareHandler } from 'hono';
+import type { Handler, MiddlewareHandler } from 'hono';
+import { EnrollRequest } from '../../../shared/agent-protocol.js';
 import { AppError } from '../../../shared/errors.js';
+import type { Enrollment } from '../enrollment.js';
+
+/** An enrollment body is one short key: anything longer is refused unread. */
+const MAX_ENROLL_BODY_BYTES = 1024;
+
+function bearerOf(header: string | undefined): string | null {
+  const m = /^Bearer (.+)$/.exec(header ?? '');
+  return m ? m[1]! : null;
+}
 
 /**
- * Every request must carry the machine's bearer token. Digests are compared so that the comparison
- * takes the same time whatever the token's length or content.
+ * `POST /auth/enroll`: install the control plane's key (enrollment.ts says who may). Registered ahead of
+ * the gate below, so it is the one route served without the key.
  */
-export function bearerAuth(token: string): MiddlewareHandler {
-  if (token.length < 16) throw new Error('agent token is too short (need at least 16 characters)');
-  const expected = createHash('sha256').update(token, 'utf8').digest();
+export function enrollHandler(enrollment: Enrollment): Handler {
+  return async (c) => {
+    const text = await readBounded(c.req.raw);
+    let key: string;
+    try {
+      key = EnrollRequest.parse(JSON.parse(text)).key;
+    } catch {
+      throw new AppError('invalid_request', 'The body must be {"key": <32-128 base64url characters>}.');
+    }
+    if (!enrollment.enroll(bearerOf(c.req.header('authorization')), key)) throw new AppError('unauthenticated', 'Enrollment refused.');
+    return c.body(null, 204);
+  };
+}
+
+/** The agent's gate: every other route requires the enrolled key; before the first enrollment nothing is served. */
+export function requireKey(enrollment: Enrollment): MiddlewareHandler {
   return async (c, next) => {
-    const header = c.req.header('authorization') ?? '';
-    const m = /^Bearer (.+)$/.exec(header);
-    const given = createHash('sha256').update(m ? m[1]! : '', 'utf8').digest();
-    if (!m || !timingSafeEqual(given, expected)) {
-      throw new AppError('unauthenticated', 'Missing or invalid agent token.');
+    if (!enrollment.authorized(bearerOf(c.req.header('authorization')))) {
+      throw new AppError('unauthenticated', enrollment.enrolled ? 'Missing or invalid agent key.' : 'The agent is not enrolled.');
     }
     await next();
   };
+}
+
+async function readBounded(req: Request): Promise<string> {
+  if (!req.body) return '';
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > MAX_ENROLL_BODY_BYTES) {
+      await reader.cancel().catch(() => {});
+      throw new AppError('invalid_request', `An enrollment body is at most ${MAX_ENROLL_BODY_BYTES} bytes.`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }

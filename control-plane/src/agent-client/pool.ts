@@ -5,7 +5,7 @@
  */
 import http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { AGENT_SESSION_MEMORY_MB } from '../../../shared/agent-protocol.js';
+import { AGENT_ROUTES, AGENT_SESSION_MEMORY_MB } from '../../../shared/agent-protocol.js';
 import { AppError } from '../../../shared/errors.js';
 
 export interface AgentRequest {
@@ -27,6 +27,8 @@ export interface AgentResponse {
 
 export interface AgentPoolOptions {
   openChannel: (machineId: string) => Promise<Duplex>;
+  /** Proof for a fresh agent process's enrollment: a one-time secret, or null (Substrate.issueEnrollment). */
+  issueEnrollment: (machineId: string) => Promise<string | null>;
   /** Deadline for dialing and for the HTTP/2 settings exchange. */
   connectTimeoutMs?: number;
   /** Default deadline for a whole request. */
@@ -171,7 +173,7 @@ export class AgentPool {
     return this.entries.size;
   }
 
-  private dial(machineId: string): Promise<http2.ClientHttp2Session> {
+  private dial(machineId: string, key: string): Promise<http2.ClientHttp2Session> {
     let session: http2.ClientHttp2Session | null = null;
     let channel: Duplex | null = null;
     const drop = () => {
@@ -203,6 +205,15 @@ export class AgentPool {
         s.once('remoteSettings', () => resolve());
         s.once('close', () => reject(unavailable('The machine agent closed the connection.')));
       });
+      // Under the health ping like any request: an agent stopped right after its handshake fails fast.
+      const release = this.heartbeat(machineId, s);
+      try {
+        await this.enroll(s, machineId, key);
+      } catch (e) {
+        throw this.wedged(s) ? unavailable(NOT_RESPONDING, e) : e;
+      } finally {
+        release();
+      }
       return s;
     })();
     const guarded = withDeadline(connecting, this.connectTimeoutMs, () => {
@@ -217,14 +228,30 @@ export class AgentPool {
   }
 
   /**
-   * The machine's one HTTP/2 session (dialed if needed). The gateway borrows it for long-lived streams:
-   * a VM's virtio-serial chardev accepts a single host connection, so everything must share it.
+   * Every new connection first makes sure the agent process behind it holds `key` (agent/src/enrollment.ts):
+   * one round trip confirms it where it does (a reconnect, a restarted control plane); a fresh agent process
+   * (the machine booted, or its init restarted the agent) gets it with the substrate's one-time proof.
    */
-  session(machineId: string): Promise<http2.ClientHttp2Session> {
-    return this.sessionFor(machineId);
+  private async enroll(s: http2.ClientHttp2Session, machineId: string, key: string): Promise<void> {
+    if ((await enrollRequest(s, key, key)) === 204) return;
+    let proof: string | null;
+    try {
+      proof = await this.opts.issueEnrollment(machineId);
+    } catch (e) {
+      throw unavailable('The machine agent could not be enrolled.', e);
+    }
+    if ((await enrollRequest(s, proof, key)) !== 204) throw unavailable('The machine agent refused its enrollment.');
   }
 
-  private async sessionFor(machineId: string): Promise<http2.ClientHttp2Session> {
+  /**
+   * The machine's one HTTP/2 session (dialed and enrolled with `key` if needed). The gateway borrows it for
+   * long-lived streams: a VM's virtio-serial chardev accepts a single host connection, so everything must share it.
+   */
+  session(machineId: string, key: string): Promise<http2.ClientHttp2Session> {
+    return this.sessionFor(machineId, key);
+  }
+
+  private async sessionFor(machineId: string, key: string): Promise<http2.ClientHttp2Session> {
     if (this.closed) throw unavailable('The control plane is shutting down.');
     const e = this.entries.get(machineId);
     if (e) {
@@ -232,7 +259,7 @@ export class AgentPool {
       if (!s.closed && !s.destroyed) return s;
       if (this.entries.get(machineId) === e) this.entries.delete(machineId);
     }
-    return this.dial(machineId);
+    return this.dial(machineId, key);
   }
 
   /**
@@ -257,7 +284,7 @@ export class AgentPool {
 
   private async requestOnce(machineId: string, token: string, req: AgentRequest): Promise<AgentResponse> {
     const timeoutMs = req.timeoutMs ?? this.requestTimeoutMs;
-    const session = await this.sessionFor(machineId);
+    const session = await this.sessionFor(machineId, token);
     const release = this.heartbeat(machineId, session);
     let stream: http2.ClientHttp2Stream | null = null;
     const run = new Promise<AgentResponse>((resolve, reject) => {
@@ -342,4 +369,26 @@ export class AgentPool {
     this.closed = true;
     for (const id of [...this.entries.keys()]) this.drop(id);
   }
+}
+
+/** One `POST /auth/enroll` on a fresh session; resolves with the status (the answer's body is not read). */
+function enrollRequest(s: http2.ClientHttp2Session, bearer: string | null, key: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const headers: http2.OutgoingHttpHeaders = { ':method': 'POST', ':path': AGENT_ROUTES['auth.enroll'].path, 'content-type': 'application/json' };
+    if (bearer !== null) headers.authorization = `Bearer ${bearer}`;
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = s.request(headers);
+    } catch (e) {
+      reject(unavailable('The machine agent connection failed.', e));
+      return;
+    }
+    stream.on('error', (e) => reject(unavailable('The machine agent connection failed.', e)));
+    stream.once('response', (h) => {
+      resolve(Number(h[':status']));
+      stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    });
+    stream.once('close', () => reject(unavailable('The machine agent closed the request without answering.')));
+    stream.end(JSON.stringify({ key }));
+  });
 }

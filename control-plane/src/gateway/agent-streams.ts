@@ -11,8 +11,8 @@ import { readAgentAnswer } from '../agent-client/answer.js';
 import type { OpenedStream } from './deps.js';
 
 export interface AgentStreamDialerOptions {
-  /** The machine's HTTP/2 session (AgentPool.session). */
-  session: (machineId: string) => Promise<http2.ClientHttp2Session>;
+  /** The machine's HTTP/2 session, enrolled with the agent key (AgentPool.session). */
+  session: (machineId: string, key: string) => Promise<http2.ClientHttp2Session>;
   /** Tell the session's owner that its session failed (AgentPool.drop). */
   drop?: (machineId: string) => void;
   /** Deadline for an opened stream's response headers. */
@@ -31,14 +31,14 @@ export class AgentStreamDialer {
     this.timeoutMs = opts.timeoutMs ?? 10_000;
   }
 
-  private session(machineId: string): Promise<http2.ClientHttp2Session> {
+  private session(machineId: string, key: string): Promise<http2.ClientHttp2Session> {
     if (this.closed) return Promise.reject(unavailable('The control plane is shutting down.'));
-    return this.opts.session(machineId);
+    return this.opts.session(machineId, key);
   }
 
   /** Opens one stream with the machine's bearer token; resolves when the agent's response headers arrive. */
   async open(machineId: string, token: string, req: { method: 'GET' | 'POST'; path: string; duplex: boolean }): Promise<OpenedStream> {
-    const s = await this.session(machineId);
+    const s = await this.session(machineId, token);
     let stream: http2.ClientHttp2Stream;
     try {
       const headers: http2.OutgoingHttpHeaders = { ':method': req.method, ':path': req.path, authorization: `Bearer ${token}` };

@@ -37,7 +37,7 @@ export function principalFromUpgrade(s: Services, req: IncomingMessage): Princip
 export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}): { deps: GatewayDeps; egress: EgressMeter; close(): void } {
   const egress = o.egress ?? s.metering.egress;
   // Streams share the pool's one session per machine (a VM's channel takes a single connection).
-  const dialer = new AgentStreamDialer({ session: (id) => s.pool.session(id), drop: (id) => s.pool.drop(id), timeoutMs: o.agentTimeoutMs });
+  const dialer = new AgentStreamDialer({ session: (id, key) => s.pool.session(id, key), drop: (id) => s.pool.drop(id), timeoutMs: o.agentTimeoutMs });
   // Streams must not outlive the machine's run even where the substrate leaves a channel open: a stop,
   // delete or failure ends them (viewers then see compute_unavailable, terminals close with 4503).
   const watched = new Map<string, () => void>();

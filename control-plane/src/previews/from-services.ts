@@ -23,7 +23,7 @@ export interface PreviewsFromServicesOptions {
 export function previewProxyFromServices(s: Services, o: PreviewsFromServicesOptions): (PreviewProxy & { close(): void }) | null {
   if (!s.ports.domain) return null;
   // Streams share the pool's one session per machine (a VM's channel takes a single connection).
-  const dialer = new AgentStreamDialer({ session: (id) => s.pool.session(id), drop: (id) => s.pool.drop(id), timeoutMs: o.agentTimeoutMs });
+  const dialer = new AgentStreamDialer({ session: (id, key) => s.pool.session(id, key), drop: (id) => s.pool.drop(id), timeoutMs: o.agentTimeoutMs });
   const proxy = createPreviewProxy({
     ports: s.ports,
     agentTarget: (orgId, machineId) => s.machines.agentTarget(orgId, machineId),

@@ -99,6 +99,7 @@ export function createServices(d: ServiceDeps) {
   const substrate = d.substrate ?? NO_SUBSTRATE;
   const pool = new AgentPool({
     openChannel: (id) => substrate.openChannel(id),
+    issueEnrollment: (id) => substrate.issueEnrollment(id),
     connectTimeoutMs: d.agentTimeouts?.connectMs,
     requestTimeoutMs: d.agentTimeouts?.requestMs,
     maxResponseBytes: d.agentMaxAnswerBytes,

@@ -218,7 +218,7 @@ export function createMachineService(d: MachineServiceDeps) {
     try {
       await locks.run(row.id, () => {
         faultPoint('machines.create.before_substrate');
-        return substrate.create({ id: row.id, resources, source, token: row.agent_token, network: d.network ?? 'none' }, { start });
+        return substrate.create({ id: row.id, resources, source, network: d.network ?? 'none' }, { start });
       });
     } catch (e) {
       if (!start) {
@@ -841,6 +841,7 @@ export const NO_SUBSTRATE: Substrate = {
   layerPins: async () => [],
   destroy: async () => {},
   openChannel: () => Promise.reject(unconfigured()),
+  issueEnrollment: () => Promise.reject(unconfigured()),
   channelPath: () => '',
   diskUsage: () => Promise.reject(unconfigured()),
   reattach: async () => [],

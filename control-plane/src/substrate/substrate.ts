@@ -2,6 +2,7 @@
  * The one interface every machine substrate (vm, container, fake) implements. The control plane's services
  * decide and record; a substrate only acts on the host. Machine ids are the control plane's (mch_…).
  */
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -25,8 +26,6 @@ export interface CreateSpec {
   id: string;
   resources: MachineResources;
   source: DiskSource;
-  /** The agent's bearer token; delivered privately (0600 file in the channel dir, or fw_cfg). */
-  token: string;
   /** Outbound-only network (never the host's own services) or none. Default none. */
   network?: 'none' | 'outbound';
 }
@@ -94,12 +93,25 @@ export interface Substrate {
   destroy(id: string): Promise<void>;
   /** A connected byte stream to the guest agent (HTTP/2 runs over it). */
   openChannel(id: string): Promise<Duplex>;
+  /**
+   * A fresh agent process (boot, or restarted by the guest's init) accepts its key only with proof that the
+   * enrollment comes from the control plane (agent/src/enrollment.ts): a one-time secret delivered through
+   * the substrate's private path (container: a file in the channel directory), returned here; or null where
+   * the channel itself is the proof (VM: only the host holds the virtio-serial port's other end).
+   */
+  issueEnrollment(id: string): Promise<string | null>;
   /** Filesystem path of the channel's unix socket (for clients that connect themselves). */
   channelPath(id: string): string;
   diskUsage(id: string): Promise<DiskUsage>;
   /** After a control-plane restart: find machines left by the last run and report each one's state. */
   reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>>;
 }
+
+/**
+ * What reaches a running machine's agent without the substrate object (machine-host.ts): after a control-plane
+ * restart, machines still running are served while the guest image is checked.
+ */
+export type EarlyChannel = Pick<Substrate, 'channelPath' | 'issueEnrollment'>;
 
 /** Map a catalog size to resources; the catalog (server-owned) is passed in, never hard-coded here. */
 export function resourcesForSize(
@@ -123,6 +135,42 @@ export function notFound(): AppError {
 
 /** Linux open(2) flag (not in fs.constants): a handle on the path itself, no read or write access. */
 const O_PATH = 0o10000000;
+
+/** The one-time enrollment secret's name in a container's channel directory (the agent's `--enroll-file`). */
+export const ENROLL_FILE_NAME = 'enroll';
+
+/**
+ * Drop a fresh one-time enrollment secret into a channel directory the guest can write (see openUnixChannel
+ * for why every name is resolved through the directory's own fd without following links): written under a
+ * random name with O_EXCL|O_NOFOLLOW, so a planted symlink never redirects host root's write, then renamed
+ * over `enroll`, so the agent never reads half a secret. It belongs to the directory's owner (guest root's host
+ * uid), like the directory.
+ */
+export function dropEnrollmentSecret(channelDir: string): string {
+  const secret = randomBytes(32).toString('base64url');
+  const dirFd = fs.openSync(channelDir, O_PATH | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+  try {
+    const owner = fs.fstatSync(dirFd);
+    const dir = `/proc/self/fd/${dirFd}`;
+    const tmp = `.enroll-${randomBytes(8).toString('hex')}`;
+    const fd = fs.openSync(`${dir}/${tmp}`, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o600);
+    try {
+      fs.fchownSync(fd, owner.uid, owner.gid);
+      fs.writeSync(fd, secret);
+    } finally {
+      fs.closeSync(fd);
+    }
+    try {
+      fs.renameSync(`${dir}/${tmp}`, `${dir}/${ENROLL_FILE_NAME}`);
+    } catch (e) {
+      fs.rmSync(`${dir}/${tmp}`, { force: true });
+      throw e;
+    }
+  } finally {
+    fs.closeSync(dirFd);
+  }
+  return secret;
+}
 
 /**
  * Connect to a machine's agent channel (a unix socket on the host, whatever the substrate behind it).

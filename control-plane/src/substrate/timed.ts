@@ -37,6 +37,7 @@ export function timedSubstrate(inner: Substrate, sink: TimingSink): Substrate {
     replaceDisk: (id, source) => inner.replaceDisk(id, source),
     destroy: (id) => inner.destroy(id),
     openChannel: (id) => inner.openChannel(id),
+    issueEnrollment: (id) => inner.issueEnrollment(id),
     channelPath: (id) => inner.channelPath(id),
     diskUsage: (id) => inner.diskUsage(id),
     reattach: () => inner.reattach(),

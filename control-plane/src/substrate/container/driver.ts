@@ -19,11 +19,13 @@ import { isMounted, mountOverlay, unmount, OverlayBackend } from '../disks/overl
 import {
   assertMachineId,
   notFound,
+  dropEnrollmentSecret,
   openUnixChannel,
   type CaptureResult,
   type CreateSpec,
   type DiskSource,
   type DiskUsage,
+  type EarlyChannel,
   type LayerPin,
   type Liveness,
   type MachineResources,
@@ -137,6 +139,14 @@ function isolateBridgePorts(bridge: string): void {
 export function containerChannelPath(root: string, id: string): string {
   assertMachineId(id);
   return path.join(root, 'machines', id, 'channel', 'agent.sock');
+}
+
+/** The channel of a machine under a substrate root, usable before the substrate object exists (machine-host.ts). */
+export function containerEarlyChannel(root: string): EarlyChannel {
+  return {
+    channelPath: (id) => containerChannelPath(root, id),
+    issueEnrollment: async (id) => dropEnrollmentSecret(path.dirname(containerChannelPath(root, id))),
+  };
 }
 
 export class ContainerSubstrate implements Substrate {
@@ -268,10 +278,10 @@ export class ContainerSubstrate implements Substrate {
     if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     if (this.uidBase !== null) this.guestTraversable(dir);
-    // The channel directory is the agent's only door: 0700 guest root (host root otherwise), token file 0600.
+    // The channel directory is the agent's only door: 0700 guest root (host root otherwise). Nothing that
+    // opens it is stored there: a fresh agent gets a one-time secret just before its enrollment (issueEnrollment).
     fs.mkdirSync(this.channelDir(spec.id), { mode: 0o700 });
-    fs.writeFileSync(path.join(this.channelDir(spec.id), 'token'), spec.token, { mode: 0o600 });
-    if (this.uidBase !== null) for (const f of ['', 'token']) fs.chownSync(path.join(this.channelDir(spec.id), f), this.uidBase, this.uidBase);
+    if (this.uidBase !== null) fs.chownSync(this.channelDir(spec.id), this.uidBase, this.uidBase);
     const disk = await this.disks.newDisk({
       id: `disk-${spec.id}`,
       base: this.cfg.baseRootfs,
@@ -320,7 +330,7 @@ export class ContainerSubstrate implements Substrate {
    * Replace a container podman can no longer drive. When its monitor (conmon) is killed, podman waits for an
    * exit file nobody writes: `stop` fails after its timeout and leaves the container `stopping` (or `stopped`
    * with exit code -1), and `start` can fail the same way. Everything the machine is lives outside podman
-   * (disk chain, channel directory with the token, address), so whatever is left of the container's processes
+   * (disk chain, channel directory, address), so whatever is left of the container's processes
    * is killed, the container is force-removed and created again on the same disk.
    */
   private async recreate(rec: MachineRecord): Promise<void> {
@@ -381,8 +391,10 @@ export class ContainerSubstrate implements Substrate {
 
   async start(id: string): Promise<void> {
     const rec = this.record(id);
-    // A stale socket from the last run would look like a live agent to a client probing the path.
+    // A stale socket from the last run would look like a live agent to a client probing the path. A machine made
+    // before enrollment existed also has the agent key itself in the channel directory (`token`): never again.
     fs.rmSync(this.channelPath(id), { force: true });
+    fs.rmSync(path.join(this.channelDir(id), 'token'), { force: true });
     await this.mount(rec);
     if (rec.network === 'outbound') {
       // The bridge is never used without the guard that keeps machines off the host's own services.
@@ -645,6 +657,11 @@ export class ContainerSubstrate implements Substrate {
   openChannel(id: string): Promise<Duplex> {
     this.record(id);
     return openUnixChannel(this.channelPath(id));
+  }
+
+  async issueEnrollment(id: string): Promise<string | null> {
+    this.record(id);
+    return containerEarlyChannel(this.cfg.root).issueEnrollment(id);
   }
 
   async diskUsage(id: string): Promise<DiskUsage> {

@@ -7,14 +7,13 @@ import type { MachineResources } from '../substrate.js';
 import { kernelNetArgs, type VmNic } from './network.js';
 
 export const AGENT_PORT_NAME = 'computer.agent';
-export const TOKEN_FWCFG_NAME = 'opt/computer/token';
 
 export interface VmPaths {
   kernel: string;
   initrd: string;
   /** The machine's writable qcow2 layer (its backing chain is recorded in the file). */
   disk: string;
-  /** The machine's 0700 runtime directory: sockets, pid file, token file, console log. */
+  /** The machine's 0700 runtime directory: sockets, pid file, console log. */
   runDir: string;
 }
 
@@ -39,7 +38,6 @@ export function vmFiles(runDir: string) {
     agentSocket: path.join(runDir, 'agent.sock'),
     qmpSocket: path.join(runDir, 'qmp.sock'),
     pidFile: path.join(runDir, 'qemu.pid'),
-    tokenFile: path.join(runDir, 'token'),
     consoleLog: path.join(runDir, 'console.log'),
   };
 }
@@ -104,9 +102,6 @@ export function buildQemuArgv(s: VmArgvSpec): string[] {
     `virtserialport,chardev=agent,name=${AGENT_PORT_NAME}`,
     '-qmp',
     `unix:${f.qmpSocket},server=on,wait=off`,
-    // The token reaches the guest through fw_cfg: never on the command line, never on the disk.
-    '-fw_cfg',
-    `name=${TOKEN_FWCFG_NAME},file=${f.tokenFile}`,
     '-device',
     'virtio-rng-device',
   ];

@@ -20,6 +20,7 @@ import {
   type CreateSpec,
   type DiskSource,
   type DiskUsage,
+  type EarlyChannel,
   type LayerPin,
   type Liveness,
   type MachineResources,
@@ -79,6 +80,18 @@ interface VmRecord {
 export function vmChannelPath(root: string, id: string): string {
   assertMachineId(id);
   return vmFiles(path.join(root, 'machines', id)).agentSocket;
+}
+
+/** The channel of a machine under a substrate root, usable before the substrate object exists (machine-host.ts). */
+export function vmEarlyChannel(root: string): EarlyChannel {
+  return {
+    channelPath: (id) => vmChannelPath(root, id),
+    // No secret: only the host holds the virtio-serial port's other end, so the channel is the proof.
+    issueEnrollment: async (id) => {
+      assertMachineId(id);
+      return null;
+    },
+  };
 }
 
 export class VmSubstrate implements Substrate {
@@ -200,9 +213,8 @@ export class VmSubstrate implements Substrate {
   }
 
   private async prepare(spec: CreateSpec, dir: string, network: 'none' | 'outbound', address: string | undefined): Promise<void> {
-    // Only the control plane enters the run dir: it holds the agent and QMP sockets and the token file.
+    // Only the control plane enters the run dir: it holds the agent and QMP sockets.
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    fs.writeFileSync(vmFiles(dir).tokenFile, spec.token, { mode: 0o600 });
     const disk = await this.disks.newDisk({
       id: `disk-${spec.id}`,
       base: this.cfg.baseDisk,
@@ -434,6 +446,11 @@ export class VmSubstrate implements Substrate {
   openChannel(id: string): Promise<Duplex> {
     this.record(id);
     return openUnixChannel(this.channelPath(id));
+  }
+
+  async issueEnrollment(id: string): Promise<string | null> {
+    this.record(id);
+    return vmEarlyChannel(this.cfg.root).issueEnrollment(id);
   }
 
   async diskUsage(id: string): Promise<DiskUsage> {
