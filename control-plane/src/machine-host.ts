@@ -13,7 +13,7 @@ import type { Config } from './config.js';
 import { ContainerSubstrate, containerEarlyChannel } from './substrate/container/driver.js';
 import { FakeSubstrate } from './substrate/fake.js';
 import { defaultImageCacheDir, ensureImage } from './substrate/image.js';
-import { openUnixChannel, type EarlyChannel, type Substrate, type SubstrateKind } from './substrate/substrate.js';
+import { openUnixChannel, type DiskVolume, type EarlyChannel, type Substrate, type SubstrateKind } from './substrate/substrate.js';
 import { probeKvm } from './substrate/vm/kvm-probe.js';
 import { VmSubstrate, vmEarlyChannel } from './substrate/vm/driver.js';
 
@@ -95,6 +95,12 @@ export class DeferredSubstrate implements Substrate {
   }
   diskUsage: Substrate['diskUsage'] = async (id) => (await this.get()).diskUsage(id);
   reattach: Substrate['reattach'] = async () => (await this.get()).reattach();
+  diskVolume = (): DiskVolume | null => this.impl?.diskVolume?.() ?? null;
+  remountDiskVolume = async (): Promise<void> => {
+    const impl = await this.get();
+    if (!impl.remountDiskVolume) throw new AppError('compute_unavailable', 'This substrate has no disk volume to mount again.');
+    await impl.remountDiskVolume();
+  };
 }
 
 export interface HostOptions {

@@ -2,6 +2,7 @@
  * The machines rig on a real substrate, with its teardown: a short temp root (unix socket paths are limited to
  * 107 bytes), the guest image, and every machine the test created destroyed at the end.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { CATALOG } from '../../control-plane/src/domain/catalog.js';
 import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
@@ -19,10 +20,15 @@ export async function containerMachinesRig(
   prefix = '/tmp/cpe-',
   services: Partial<ServiceDeps> = {},
   rigOptions: Pick<MachinesRigOptions, 'dashboardDir' | 'env'> = {},
+  /** `rootTmpfs`: the root on a tmpfs of this size (`512m`), so the disk volume's backing filesystem can fill. */
+  substrateOptions: { rootTmpfs?: string; volumeBytes?: number } = {},
 ): Promise<{ rig: MachinesRig; substrate: ContainerSubstrate; root: string; created: string[] }> {
   const image = await testImage('container');
   const root = fs.mkdtempSync(prefix);
-  const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
+  if (substrateOptions.rootTmpfs) execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${substrateOptions.rootTmpfs},mode=0700`, 'tmpfs', root]);
+  const substrate = new ContainerSubstrate({
+    root, baseRootfs: image.rootfs, stopTimeoutMs: 5000, ...(substrateOptions.volumeBytes ? { volumeBytes: substrateOptions.volumeBytes } : {}),
+  });
   const rig = makeMachinesRig({ ...rigOptions, substrate, services: { agentTimeouts: { connectMs: 5000, requestMs: 60_000 }, ...services } });
   const created: string[] = [];
   t.teardown(async () => {

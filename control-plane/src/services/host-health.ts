@@ -4,7 +4,8 @@
  * volume never fills under running machines because of new work; on entering the low state every live machine's
  * log gets `host.unhealthy {reason: disk_low}` (the spec's event for the organizations with machines here),
  * and again only after space came back and ran low once more. The same event with `reason:
- * substrate_unavailable` when the substrate stops answering.
+ * substrate_unavailable` when the substrate stops answering, and `reason: disk_read_only` when the machines' disk
+ * volume went read-only (new work refused too, until the machine service brought the volume back).
  */
 import fs from 'node:fs';
 import { AppError } from '../../../shared/errors.js';
@@ -26,6 +27,8 @@ export interface HostHealthDeps {
 
 /** Room frees when someone deletes data: a minute is a reasonable first retry. */
 const LOW_DISK_RETRY_AFTER_S = 60;
+/** A read-only volume is brought back within a watch pass or two of space coming back. */
+const READ_ONLY_RETRY_AFTER_S = 30;
 
 function statfs(dir: string): { free: number; total: number } {
   const s = fs.statfsSync(dir);
@@ -40,9 +43,10 @@ export function createHostHealth(d: HostHealthDeps) {
   const read = d.statfs ?? statfs;
   let low = false;
   let substrateDown = false;
+  let readOnly = false;
 
   /** host.unhealthy to every live machine's log (the organizations with machines on this host). */
-  function tellEveryone(reason: 'disk_low' | 'substrate_unavailable'): void {
+  function tellEveryone(reason: 'disk_low' | 'substrate_unavailable' | 'disk_read_only'): void {
     d.store.db.tx(() => {
       for (const m of d.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error'])) {
         d.events.append(m.org_id, m.id, 'host.unhealthy', { reason });
@@ -50,10 +54,10 @@ export function createHostHealth(d: HostHealthDeps) {
     });
   }
 
-  function isLow(): boolean {
+  function isLow(dir = d.dir): boolean {
     let s: { free: number; total: number };
     try {
-      s = read(d.dir);
+      s = read(dir);
     } catch {
       return false;
     }
@@ -66,6 +70,11 @@ export function createHostHealth(d: HostHealthDeps) {
      * tenant's creates cannot take the last of the space the running machines (and the database) need.
      */
     checkReserve(): void {
+      if (readOnly) {
+        throw new AppError('compute_unavailable', 'The host\'s machine disks are read-only after it ran out of disk space: new machines, starts and snapshots are refused until they are recovered. Retry later.', {
+          headers: { 'retry-after': String(READ_ONLY_RETRY_AFTER_S) },
+        });
+      }
       if (!isLow()) return;
       // No figures in the message: they would tell a tenant about the host.
       throw new AppError('compute_unavailable', 'The host is low on disk space: new machines, starts and snapshots are refused until space is freed. Retry later.', {
@@ -79,6 +88,17 @@ export function createHostHealth(d: HostHealthDeps) {
       if (now && !low) tellEveryone('disk_low');
       low = now;
       return now;
+    },
+
+    /** Whether the filesystem holding `dir` (a loop volume's backing file) has its reserve free. */
+    hasRoom(dir: string): boolean {
+      return !isLow(dir);
+    },
+
+    /** The machines' disk volume is read-only (or not): host.unhealthy {reason: disk_read_only} once per episode. */
+    volumeReadOnly(ro: boolean): void {
+      if (ro && !readOnly) tellEveryone('disk_read_only');
+      readOnly = ro;
     },
 
     /**

@@ -298,6 +298,8 @@ export function createMachineService(d: MachineServiceDeps) {
     } catch (e) {
       d.onFailure?.('*', 'host_health', e);
     }
+    // The machines just stopped and started again by a volume recovery need no liveness check this pass.
+    if (await watchDiskVolume()) return out;
     // Machines are handled side by side: one dead machine's cleanup (seconds when podman lost its monitor)
     // does not delay noticing the next.
     const running = store.machines.inStates(['running']);
@@ -353,11 +355,107 @@ export function createMachineService(d: MachineServiceDeps) {
     return out;
   }
 
+  /** Machines a disk-volume recovery stopped, to start again once the volume is back (this process only). */
+  const toRestart = new Map<string, MachineRow>();
+  let recovering = false;
+
+  /**
+   * The machines' disk volume, in each watch pass: while it is read-only new work is refused (host health,
+   * which also tells every organization once). Once the filesystem under a loop volume has its reserve back,
+   * the volume is recovered. Returns whether a recovery ran.
+   */
+  async function watchDiskVolume(): Promise<boolean> {
+    if (recovering) return false;
+    const vol = substrate.diskVolume?.() ?? null;
+    d.hostHealth?.volumeReadOnly(vol?.readOnly === true);
+    if (!vol || (!vol.readOnly && toRestart.size === 0)) return false;
+    if (vol.readOnly && (vol.backingDir === null || !(d.hostHealth?.hasRoom(vol.backingDir) ?? true))) return false;
+    // Acts in flight (a create, start, stop or delete decided before the volume failed) finish first.
+    if (store.machines.inStates(['creating', 'starting', 'stopping', 'deleting']).length) return false;
+    recovering = true;
+    try {
+      if (vol.readOnly) await recoverDiskVolume();
+      else await restartRecovered();
+    } finally {
+      recovering = false;
+    }
+    return true;
+  }
+
+  /**
+   * Bring a read-only volume back (the kernel forced it read-only when its backing filesystem filled; btrfs
+   * cannot be made writable again without a new mount). Decide and record: every running machine is `stopping`
+   * (its guest cannot write anyway) and remembered; act: each is stopped (`machine.stopped {reason:
+   * disk_read_only}`), the substrate mounts the volume again, and the remembered machines are started again.
+   */
+  async function recoverDiskVolume(): Promise<void> {
+    const victims = store.db.tx(() =>
+      store.machines.inStates(['running']).map((m) => {
+        transition(m, 'stop');
+        d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', SYSTEM);
+        return m;
+      }),
+    );
+    await Promise.all(victims.map(async (m) => {
+      d.pool.drop(m.id);
+      try {
+        await locks.run(m.id, () => substrate.stop(m.id, { timeoutMs: 5_000 }));
+      } catch (e) {
+        fail(m, 'stopping', 'stop', e);
+        return;
+      }
+      d.pool.drop(m.id);
+      if (settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by: SYSTEM, reason: 'disk_read_only' })) toRestart.set(m.id, store.machines.byId(m.id)!);
+    }));
+    try {
+      await substrate.remountDiskVolume!();
+    } catch (e) {
+      // Still read-only: the next pass tries again; the stopped machines wait (they are stopped, honestly).
+      d.onFailure?.('*', 'volume_remount', e);
+      return;
+    }
+    d.hostHealth?.volumeReadOnly(false);
+    await restartRecovered();
+  }
+
+  /** Start again the machines a recovery stopped: `machine.started {reason: host_recovered}`. */
+  async function restartRecovered(): Promise<void> {
+    const rows = [...toRestart.values()];
+    toRestart.clear();
+    await Promise.all(rows.map(async (m) => {
+      // Only a machine still as the recovery left it: a user who deleted it meanwhile wins. Its compute was
+      // held until the recovery stopped it, so no quota or capacity is asked again.
+      const go = store.db.tx(() => {
+        const now = store.machines.byId(m.id);
+        if (!now || now.state !== 'stopped' || now.state_changed_at !== m.state_changed_at) return false;
+        transition(now, 'start');
+        return true;
+      });
+      if (go) await systemStart(m, 'host_recovered');
+    }));
+  }
+
+  /**
+   * The act after the host (not a user) recorded a machine `starting` to keep it running: booted →
+   * `machine.started {reason}`; a start that fails leaves it `stopped` with `machine.stopped {reason,
+   * restarted: false, code}`: the user's intent (running) could not be kept, but nothing is broken that a
+   * start could not fix.
+   */
+  async function systemStart(m: MachineRow, reason: 'host_restart' | 'host_recovered'): Promise<void> {
+    try {
+      await locks.run(m.id, () => substrate.start(m.id));
+    } catch (e) {
+      d.onFailure?.(m.id, 'recover', e);
+      const code = e instanceof AppError ? e.code : 'internal_error';
+      settle(m, 'starting', 'abandon', 'machine.stopped', { by: SYSTEM, reason, restarted: false, code });
+      return;
+    }
+    if (settle(m, 'starting', 'boot_complete', 'machine.started', { by: SYSTEM, reason })) watchReady(m);
+  }
+
   /**
    * A machine the user left running that the host lost (a host reboot, or killed while the control plane was
-   * down) is started again: `running → starting` and, once booted, `machine.started {reason: host_restart}`. A
-   * start that fails leaves it `stopped` with `machine.stopped {reason: host_restart, restarted: false, code}`:
-   * the user's intent (running) could not be kept, but nothing is broken that a start could not fix.
+   * down) is started again (`running → starting`, then systemStart with reason `host_restart`).
    * Returns whether it moved the row.
    */
   async function recoverLost(m: MachineRow): Promise<boolean> {
@@ -369,15 +467,7 @@ export function createMachineService(d: MachineServiceDeps) {
     });
     if (!moved) return false;
     d.pool.drop(m.id);
-    try {
-      await locks.run(m.id, () => substrate.start(m.id));
-    } catch (e) {
-      d.onFailure?.(m.id, 'recover', e);
-      const code = e instanceof AppError ? e.code : 'internal_error';
-      settle(m, 'starting', 'abandon', 'machine.stopped', { by: SYSTEM, reason: 'host_restart', restarted: false, code });
-      return true;
-    }
-    if (settle(m, 'starting', 'boot_complete', 'machine.started', { by: SYSTEM, reason: 'host_restart' })) watchReady(m);
+    await systemStart(m, 'host_restart');
     return true;
   }
 

@@ -66,6 +66,18 @@ export interface DiskUsage {
   chain: string[];
 }
 
+/** The shared volume machine disks live on (the container substrate's btrfs volume). */
+export interface DiskVolume {
+  /** Read-only: the kernel forced it (btrfs aborted a transaction after a write error) or it was mounted so. */
+  readOnly: boolean;
+  /**
+   * A directory on the filesystem holding the volume's file (a loop volume): once that filesystem has room
+   * again, `remountDiskVolume` can bring the volume back. Null: native (the root's own filesystem; only the
+   * operator can mount it again).
+   */
+  backingDir: string | null;
+}
+
 export interface Substrate {
   readonly kind: SubstrateKind;
   /** Prepare the machine (disk, runtime directory, token). Starts it unless start is false. */
@@ -105,6 +117,14 @@ export interface Substrate {
   diskUsage(id: string): Promise<DiskUsage>;
   /** After a control-plane restart: find machines left by the last run and report each one's state. */
   reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>>;
+  /** The disk volume's health, cheap (the substrate watch asks every pass); absent or null: no shared volume. */
+  diskVolume?(): DiskVolume | null;
+  /**
+   * Mount a read-only loop volume again (btrfs allows no `remount,rw` after an abort). The control plane stops
+   * the machines it records running first; whatever else keeps the volume busy (a container still running,
+   * machines' overlay mounts) is let go here. Disks survive; machines start again as usual afterwards.
+   */
+  remountDiskVolume?(): Promise<void>;
 }
 
 /**

@@ -41,5 +41,7 @@ export function timedSubstrate(inner: Substrate, sink: TimingSink): Substrate {
     channelPath: (id) => inner.channelPath(id),
     diskUsage: (id) => inner.diskUsage(id),
     reattach: () => inner.reattach(),
+    diskVolume: () => inner.diskVolume?.() ?? null,
+    ...(inner.remountDiskVolume ? { remountDiskVolume: () => inner.remountDiskVolume!() } : {}),
   };
 }

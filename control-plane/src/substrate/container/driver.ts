@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
 import { faultPoint } from '../../fault-points.js';
 import { LayerStore } from '../disks/layer-store.js';
-import { defaultVolumeBytes, ensureBtrfsVolume } from '../disks/btrfs.js';
+import { defaultVolumeBytes, ensureBtrfsVolume, readOnlyFs, remountLoopVolume } from '../disks/btrfs.js';
 import { isMounted, mountOverlay, unmount, OverlayBackend } from '../disks/overlay-backend.js';
 import {
   assertMachineId,
@@ -25,6 +25,7 @@ import {
   type CreateSpec,
   type DiskSource,
   type DiskUsage,
+  type DiskVolume,
   type EarlyChannel,
   type LayerPin,
   type Liveness,
@@ -168,6 +169,8 @@ export class ContainerSubstrate implements Substrate {
    * that already held machines before ranges existed (their layers hold host uid 0 files).
    */
   readonly uidBase: number | null;
+  /** Where the disks' btrfs lives: the root's own filesystem, a loop volume file, or none (plain directory). */
+  private volume: 'native' | 'loop' | null = null;
 
   constructor(private readonly cfg: ContainerSubstrateConfig) {
     fs.mkdirSync(cfg.root, { recursive: true, mode: 0o700 });
@@ -191,6 +194,7 @@ export class ContainerSubstrate implements Substrate {
     if (cfg.disks !== 'copy') {
       const vol = ensureBtrfsVolume({ dir: disksDir, image: path.join(cfg.root, 'disks.btrfs'), sizeBytes: cfg.volumeBytes ?? defaultVolumeBytes(fs.statfsSync(cfg.root)) });
       snapshots = vol.kind === 'btrfs';
+      this.volume = vol.kind === 'btrfs' ? vol.how : null;
       quotas = vol.kind === 'btrfs' && vol.quotas;
       if (vol.kind === 'plain') cfg.warn?.(`container substrate: live captures copy files and machines' disks are not limited (${vol.reason})`);
       else if (!quotas) cfg.warn?.('container substrate: btrfs quotas unavailable: machines\' disks are not limited to their size');
@@ -666,6 +670,28 @@ export class ContainerSubstrate implements Substrate {
 
   async diskUsage(id: string): Promise<DiskUsage> {
     return this.disks.diskUsage(this.record(id).disk);
+  }
+
+  diskVolume(): DiskVolume | null {
+    if (!this.volume) return null;
+    return { readOnly: readOnlyFs(this.disks.root), backingDir: this.volume === 'loop' ? this.cfg.root : null };
+  }
+
+  /**
+   * Mount the loop volume again after the kernel forced it read-only. What keeps it busy is let go first: every
+   * machine's overlay (its upper directory is on the volume) and any container still running on one (stopped
+   * as a user's stop would). Then the layer store writes its state again and collects blobs nothing names: a
+   * state file or deletion the aborted transaction never committed.
+   */
+  async remountDiskVolume(): Promise<void> {
+    if (this.volume !== 'loop') throw new AppError('compute_unavailable', 'the disk volume is not a loop volume this host can mount again');
+    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
+      if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) continue;
+      await this.stop(id, { timeoutMs: 1000 }).catch(() => unmount(this.mergedDir(id)));
+    }
+    await this.disks.settled();
+    await remountLoopVolume({ dir: this.disks.root, image: path.join(this.cfg.root, 'disks.btrfs') });
+    await this.disks.resync();
   }
 
   async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {

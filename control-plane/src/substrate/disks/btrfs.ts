@@ -53,6 +53,38 @@ export function isMounted(target: string): boolean {
     .some((l) => l.split(' ')[4] === abs);
 }
 
+/**
+ * Whether `dir` is on a read-only filesystem: access(2) answers EROFS for a read-only mount and for a
+ * filesystem the kernel forced read-only (btrfs after it aborted a transaction, e.g. because its loop volume's
+ * backing filesystem filled; the mount's own options still say `rw` then). No write is made to find out.
+ */
+export function readOnlyFs(dir: string): boolean {
+  try {
+    fs.accessSync(dir, fs.constants.W_OK);
+    return false;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EROFS';
+  }
+}
+
+/** `mount` argv for the loop volume (pure; pinned by a test). */
+export function loopMountArgs(image: string, dir: string): string[] {
+  return ['-o', 'loop,discard=async,noatime', image, dir];
+}
+
+/**
+ * Mount the loop volume `image` on `dir` again: btrfs refuses `remount,rw` after it aborted a transaction, so
+ * the only way back is a new mount (which reads the last committed state and replays fsync'd writes from its
+ * log). Plain `umount`, never lazy: a lazily detached old mount would keep its loop device and filesystem
+ * alive, and a second mount of the same file beside it could corrupt it. EBUSY (something still uses the
+ * volume) is thrown to the caller, who retries.
+ */
+export async function remountLoopVolume(opts: { dir: string; image: string }): Promise<void> {
+  if (isMounted(opts.dir)) await run('umount', [opts.dir]);
+  await run('mount', loopMountArgs(opts.image, opts.dir));
+  if (!isBtrfs(opts.dir) || readOnlyFs(opts.dir)) throw new Error('the btrfs volume did not mount read-write');
+}
+
 export type VolumeOutcome =
   /** `quotas`: qgroups are on, so each writable blob can be limited to its disk's size (limitSubvolume). */
   | { kind: 'btrfs'; how: 'native' | 'loop'; quotas: boolean }
@@ -114,7 +146,7 @@ export function ensureBtrfsVolume(opts: { dir: string; image: string; sizeBytes:
       execFileSync('mkfs.btrfs', ['-q', tmp], { stdio: 'ignore' });
       fs.renameSync(tmp, image);
     }
-    execFileSync('mount', ['-o', 'loop,discard=async,noatime', image, dir], { stdio: 'ignore' });
+    execFileSync('mount', loopMountArgs(image, dir), { stdio: 'ignore' });
   } catch (e) {
     return { kind: 'plain', reason: `could not mount a btrfs volume (${(e as Error).message.split('\n')[0]})` };
   }

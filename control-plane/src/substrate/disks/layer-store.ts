@@ -142,6 +142,18 @@ export class LayerStore {
     return out;
   }
 
+  /**
+   * After the store's filesystem was mounted again (it had been forced read-only): what this process holds is
+   * the truth, so the state file is written again, and blobs nothing names (a deletion the filesystem never
+   * committed) are collected.
+   */
+  resync(): Promise<string[]> {
+    return this.serial(async () => {
+      this.save();
+      return this.sweepOrphans();
+    });
+  }
+
   /** Waits for the mutations queued so far (tests: the orphan sweep at open). */
   settled(): Promise<void> {
     return this.serial(async () => {});
