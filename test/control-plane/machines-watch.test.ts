@@ -1,7 +1,9 @@
 /**
  * The substrate watch's decisions (services/machines.ts watchPass) on the fake substrate: a crashed guest →
  * error + machine.failed, a clean guest shutdown → stopped + machine.stopped, a running guest untouched, and a
- * user's stop decided first always wins (no event from the watch, no second transition).
+ * user's stop decided first always wins (no event from the watch, no second transition). A read-only disk
+ * volume (the two optional substrate calls on the fake): recovery waits for acts in flight, a failed remount
+ * leaves the machines stopped until the next pass, only machines it stopped are started again.
  */
 import t from 'tap';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
@@ -70,4 +72,85 @@ t.test('a substrate that stops answering: host.unhealthy once per episode', asyn
   await rig.services.machines.watchPass();
   t.equal((await unhealthy()).length, 2, 'again after it answered in between');
   t.equal(rig.store.machines.byId(id)!.state, 'running', 'a probe failure moves no machine');
+});
+
+t.test('a read-only disk volume: recovery waits for acts in flight, survives a failed remount, keeps stopped machines stopped', async (t) => {
+  const fake = new FakeSubstrate();
+  // The fake has no volume: the two optional substrate calls are added to this instance.
+  let readOnly = false;
+  const remounts: string[] = [];
+  let remountFails = 0;
+  Object.assign(fake, {
+    diskVolume: () => ({ readOnly, backingDir: '/nonexistent-backing-dir' }),
+    remountDiskVolume: async () => {
+      if (remountFails > 0) {
+        remountFails--;
+        remounts.push('failed');
+        throw new Error('umount: target is busy');
+      }
+      remounts.push('ok');
+      readOnly = false;
+    },
+  });
+  const rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
+  t.teardown(() => rig.close());
+  const { key } = await rig.tenant();
+  const make = async (name: string, start = true) => {
+    const r = await rig.call('POST', '/v1/machines', { key, body: { name, start } });
+    t.equal(r.status, 201, r.text);
+    return r.json.id as string;
+  };
+  const events = async (id: string) =>
+    ((await rig.call('GET', `/v1/machines/${id}/events?limit=100`, { key })).json.data as Array<{ type: string; data: any }>).reverse();
+  const state = (id: string) => rig.store.machines.byId(id)!.state;
+  const running = await make('running');
+  const resting = await make('resting', false);
+  const booting = await make('booting', false);
+
+  // A start decided before the volume failed is still in flight: the recovery waits for it.
+  fake.setDelay('start', 400);
+  const inFlight = rig.call('POST', `/v1/machines/${booting}/start`, { key });
+  await new Promise((r) => setTimeout(r, 50));
+  readOnly = true;
+  remountFails = 1;
+  await rig.services.machines.watchPass();
+  t.same(remounts, [], 'no recovery while a start is in flight');
+  t.equal(state(running), 'running');
+  t.equal((await inFlight).status, 200, 'the start in flight completes');
+  fake.setDelay('start', 0);
+
+  // Space is there (the backing directory cannot be read: not low), nothing in flight: stop, remount (fails).
+  await rig.services.machines.watchPass();
+  t.same(remounts, ['failed']);
+  t.equal(state(running), 'stopped', 'stopped, honestly, while the volume could not be mounted again');
+  t.equal(state(booting), 'stopped');
+  const refused = await rig.call('POST', `/v1/machines/${running}/start`, { key });
+  t.equal(refused.status, 503, 'a user start is refused while read-only');
+  t.equal(refused.headers.get('retry-after'), '30');
+
+  // The next pass mounts it and starts again exactly the machines it stopped.
+  await rig.services.machines.watchPass();
+  t.same(remounts, ['failed', 'ok']);
+  for (const id of [running, booting]) {
+    t.equal(state(id), 'running');
+    t.same((await events(id)).filter((e) => e.type === 'host.unhealthy').map((e) => e.data), [{ reason: 'disk_read_only' }]);
+    t.match((await events(id)).filter((e) => ['machine.stopped', 'machine.started'].includes(e.type)).slice(-2), [
+      { type: 'machine.stopped', data: { from: 'stopping', to: 'stopped', reason: 'disk_read_only' } },
+      { type: 'machine.started', data: { from: 'starting', to: 'running', reason: 'host_recovered' } },
+    ]);
+  }
+  t.equal(state(resting), 'stopped', 'a machine that was stopped stays stopped');
+  t.same((await events(resting)).filter((e) => e.type === 'host.unhealthy').map((e) => e.data), [{ reason: 'disk_read_only' }]);
+  t.same(await rig.services.machines.watchPass(), []);
+  t.same(remounts, ['failed', 'ok'], 'nothing more once the volume is writable');
+
+  // A second episode where the start after the remount fails: stopped, with the cause, never error.
+  readOnly = true;
+  fake.failNext('start');
+  await rig.services.machines.watchPass();
+  const failedStart = [running, booting].filter((id) => state(id) === 'stopped');
+  t.equal(failedStart.length, 1, 'one start failed');
+  t.match((await events(failedStart[0]!)).at(-1), { type: 'machine.stopped', data: { reason: 'host_recovered', restarted: false, code: 'compute_unavailable' } });
+  t.equal((await rig.call('POST', `/v1/machines/${failedStart[0]}/start`, { key })).status, 200, 'and a start works');
+  t.equal((await events(running)).filter((e) => e.type === 'host.unhealthy').length, 2, 'host.unhealthy once per episode');
 });
