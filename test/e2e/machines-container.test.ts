@@ -110,8 +110,8 @@ t.test('machines API end to end on the container substrate', { timeout: 1_200_00
   const list = await rig.call('GET', `${base}/files?path=${encodeURIComponent('/home/agent/e2e')}`, { key });
   t.same(list.json.entries.map((e: any) => e.name), ['bytes.bin']);
 
-  const denied = await rig.call('GET', `${base}/files/content?path=${encodeURIComponent('/run/computer-channel/token')}`, { key });
-  t.equal(denied.status, 403, 'the agent token file is denied through /v1');
+  const denied = await rig.call('GET', `${base}/files/content?path=${encodeURIComponent('/run/computer-channel/enroll')}`, { key });
+  t.equal(denied.status, 403, 'the enrollment secret path is denied through /v1');
   t.equal(denied.json.error.code, 'permission_denied');
   const deniedDir = await rig.call('GET', `${base}/files?path=${encodeURIComponent('/run/computer-channel')}`, { key });
   t.equal(deniedDir.status, 403, 'so is its directory');

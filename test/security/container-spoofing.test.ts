@@ -122,9 +122,20 @@ t.test('a machine cannot poison ARP, forge addresses or steal a neighbour\'s MAC
     const onB = sniff('B', marker);
     await Promise.all([host.ready, onB.ready]);
     const sent = await run('nsenter', [`--net=/proc/${pidA}/ns/net`, PY, '-c', ATTACK, b.address, macFor(b.address), gwIp, gwMac, marker, macFor(a.address)]);
-    const neigh = (await run('ip', ['neigh', 'show', b.address, 'dev', bridge])).stdout;
-    const fdb = (await run('bridge', ['fdb', 'show', 'br', bridge])).stdout.split('\n').find((l) => l.startsWith(macFor(b.address))) ?? '';
-    return { sent: sent.stdout.trim(), host: await host.done, onB: await onB.done, neigh, fdb };
+    // The frames are sent, but a loaded host may handle them (ARP, bridge learning) a little later: the host's
+    // view of B is watched for 3 s, and any moment it named A counts (a guarded run must never show one).
+    let neigh = '';
+    let fdb = '';
+    let poisoned = false;
+    let learned = false;
+    for (const end = Date.now() + 3_000; Date.now() < end && !(poisoned && learned); ) {
+      neigh = (await run('ip', ['neigh', 'show', b.address, 'dev', bridge])).stdout;
+      fdb = (await run('bridge', ['fdb', 'show', 'br', bridge])).stdout.split('\n').find((l) => l.startsWith(macFor(b.address))) ?? '';
+      poisoned ||= neigh.includes(`lladdr ${macFor(a.address)}`);
+      learned ||= fdb.includes(`dev ${a.port}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return { sent: sent.stdout.trim(), host: await host.done, onB: await onB.done, neigh, fdb, poisoned, learned };
   };
 
   const guarded = await attack('GUARDED-ATTACK');
@@ -132,23 +143,24 @@ t.test('a machine cannot poison ARP, forge addresses or steal a neighbour\'s MAC
   t.equal(guarded.host, 'nothing', 'the host received none of the forged frames (nor routed them)');
   t.equal(guarded.onB, 'nothing', 'B saw nothing');
   t.match(guarded.neigh, `lladdr ${macFor(b.address)}`, "the host's neighbour entry for B still names B's MAC");
+  t.equal(guarded.poisoned, false, "and never named A's in 3 s of watching");
   t.notMatch(guarded.fdb, `dev ${a.port}`, "the bridge does not send B's frames to A's port");
+  t.equal(guarded.learned, false, "nor did it at any point in 3 s of watching");
 
   // Control: the same attacks with A's port guard removed are seen.
-  // The control must see the attacks land. Other test files start machines on other bridges meanwhile, and a
-  // concurrent host rule change was seen (in full-suite runs only) to undo the poisoning before it was read:
-  // a few fresh attempts, each with the guard removed again, before the control may fail.
-  let open = { sent: '', host: '', onB: '', neigh: '', fdb: '' };
+  // The control must see the attacks land; in full-suite runs (a loaded host) a single attempt was seen to miss,
+  // so a few fresh attempts, each with the guard removed again, before the control may fail.
+  let open = { sent: '', host: '', onB: '', neigh: '', fdb: '', poisoned: false, learned: false };
   try {
     for (let i = 0; i < 4; i++) {
       await removePortGuard(a.port).catch(() => {});
       await run('ip', ['neigh', 'del', b.address, 'dev', bridge]).catch(() => {});
       open = await attack(`OPEN-ATTACK-${i}`);
-      if (open.neigh.includes(`lladdr ${macFor(a.address)}`) && open.fdb.includes(`dev ${a.port}`)) break;
+      if (open.poisoned && open.learned) break;
     }
     t.equal(open.host, '-forwarded -mac -to-host', 'control: without the guard the host receives the forged frames');
-    t.match(open.neigh, `lladdr ${macFor(a.address)}`, "control: without the guard the host's entry for B is poisoned with A's MAC");
-    t.match(open.fdb, `dev ${a.port}`, "control: without the guard the bridge learns B's MAC on A's port");
+    t.ok(open.poisoned, `control: without the guard the host's entry for B is poisoned with A's MAC (${open.neigh.trim()})`);
+    t.ok(open.learned, `control: without the guard the bridge learns B's MAC on A's port (${open.fdb.trim()})`);
   } finally {
     await guardPort(a.port, macFor(a.address), a.address);
     await run('ip', ['neigh', 'del', b.address, 'dev', bridge]).catch(() => {});
