@@ -131,6 +131,37 @@ t.test('a machine through running, stopped and deleted: every meter to the secon
   t.equal((await rig.call('GET', '/v1/billing/usage-summary', { key: none.key })).status, 404, 'no period before subscribing');
 });
 
+t.test('a snapshot and a template deleted between flushes: their last stored seconds are recorded with the removal', async (t) => {
+  const { rig, fake } = setup(t);
+  const a = await rig.tenant('pro', [...ALL, 'templates:read', 'templates:write']);
+  const id = await running(rig, a.key, { size: 'small' });
+  fake.substrate.machines.get(id)!.files.set('/home/agent/data', 'x'.repeat(5000));
+  set(rig, '2026-11-22T06:10:00.000Z');
+  const snap = await rig.call('POST', '/v1/snapshots?wait=true', { key: a.key, body: { machine_id: id } });
+  t.equal(snap.json.state, 'ready');
+  const tpl = await rig.call('POST', '/v1/templates?wait=true', { key: a.key, body: { name: 'tpl', snapshot_id: snap.json.id } });
+  t.equal(tpl.json.state, 'ready');
+  const snapBytes = rig.store.db.get<{ size_bytes: number }>('SELECT size_bytes FROM snapshots WHERE id = ?', [snap.json.id])!.size_bytes;
+  const tplBytes = rig.store.db.get<{ size_bytes: number }>('SELECT size_bytes FROM templates WHERE id = ?', [tpl.json.id])!.size_bytes;
+  t.ok(snapBytes > 0 && tplBytes > 0, 'both are stored with a size');
+
+  set(rig, '2026-11-22T06:10:10.000Z');
+  rig.services.metering.flush();
+  // Removed 15 s and 30 s after that flush; the next flush comes long after.
+  set(rig, '2026-11-22T06:10:25.000Z');
+  t.equal((await rig.call('DELETE', `/v1/templates/${tpl.json.id}`, { key: a.key })).status, 204);
+  set(rig, '2026-11-22T06:10:40.000Z');
+  t.equal((await rig.call('DELETE', `/v1/snapshots/${snap.json.id}`, { key: a.key })).status, 204);
+  await until('the snapshot is gone', 100, async () => ((await rig.call('GET', `/v1/snapshots/${snap.json.id}`, { key: a.key })).status === 404 ? true : null));
+  set(rig, '2026-11-22T06:20:00.000Z');
+  rig.services.metering.flush();
+
+  const cold = await rig.call('GET', '/v1/usage?start=2026-11-22T06:00:00Z&end=2026-11-22T07:00:00Z&meter=cold_storage_byte_seconds', { key: a.key });
+  const by = (f: (r: any) => boolean) => cold.json.data.filter(f).reduce((n: bigint, r: any) => n + BigInt(r.quantity), 0n);
+  t.equal(by((r) => r.template_id === tpl.json.id), BigInt(tplBytes) * 25n, 'the template: 25 s, the 15 after the flush included');
+  t.equal(by((r) => r.template_id === null && r.machine_id === id), BigInt(snapBytes) * 40n, 'the snapshot: 40 s, its last 30 included');
+});
+
 t.test('a paid plan with overage, then the period closes into a final summary', async (t) => {
   // A catalog whose pro plan includes 1 standard-hour and no hot storage, so small usage is billable.
   const base = CATALOG[0]!;

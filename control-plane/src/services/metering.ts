@@ -15,6 +15,7 @@ import type { MachineSize } from '../../../shared/schemas/machine.js';
 import { CATALOG, catalogAt, type CatalogVersion } from '../domain/catalog.js';
 import { accrue, GIB, hourOf, machineRates, type Accrual } from '../domain/metering.js';
 import type { Store } from '../store/store.js';
+import type { ColdSubject } from '../store/repos/usage.js';
 
 /** How often usage is recorded while machines run: the most a crash can lose. */
 export const FLUSH_MS = 30_000;
@@ -72,6 +73,28 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
     if (to === null) store.usage.dropCursor(m.id);
   });
 
+  /** Inside a transaction: a stored snapshot's or template's cold storage from its cursor to `at`. */
+  function meterCold(c: ColdSubject, at: string): void {
+    const from = Date.parse(store.usage.cursor(c.id) ?? c.since);
+    const to = Date.parse(at);
+    if (to <= from) return;
+    const acc = accrue([{ meter: 'cold_storage_byte_seconds', size: null, rate: BigInt(c.size_bytes) }], from, to);
+    const source = c.kind === 'snapshot'
+      ? { source_id: c.machine_id!, machine_id: c.machine_id, template_id: null }
+      : { source_id: c.id, machine_id: null, template_id: c.id };
+    record(c.org_id, source, acc, at);
+    store.usage.setCursor(c.id, c.kind, at);
+  }
+
+  // A snapshot or template removed between two flushes: its last interval is recorded with the removal.
+  const removed = (kind: 'snapshot' | 'template', id: string) => {
+    const c = store.usage.coldSubject(kind, id);
+    if (c) meterCold(c, d.now().toISOString());
+    store.usage.dropCursor(id);
+  };
+  store.snapshots.onRemove(removed);
+  store.templates.onRemove(removed);
+
   function flush(opts: { notify?: boolean } = {}): Set<string> {
     const at = d.now().toISOString();
     const served = egress.take();
@@ -83,16 +106,7 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
           touched.add(m.org_id);
         }
         for (const c of store.usage.coldSubjects()) {
-          const from = Date.parse(store.usage.cursor(c.id) ?? c.since);
-          const to = Date.parse(at);
-          if (to > from) {
-            const acc = accrue([{ meter: 'cold_storage_byte_seconds', size: null, rate: BigInt(c.size_bytes) }], from, to);
-            const source = c.kind === 'snapshot'
-              ? { source_id: c.machine_id!, machine_id: c.machine_id, template_id: null }
-              : { source_id: c.id, machine_id: null, template_id: c.id };
-            record(c.org_id, source, acc, at);
-            store.usage.setCursor(c.id, c.kind, at);
-          }
+          meterCold(c, at);
           touched.add(c.org_id);
         }
         for (const o of store.usage.orphanCursors()) store.usage.dropCursor(o.source_id);

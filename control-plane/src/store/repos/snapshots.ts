@@ -39,8 +39,18 @@ export interface TemplateRow {
 
 const inList = (xs: readonly string[]) => xs.map((s) => `'${s}'`).join(',');
 
+/**
+ * Called inside the transaction that removes a snapshot or template row, before the row goes: metering closes
+ * its last stored interval atomically with the removal (between two flushes it would otherwise be lost).
+ */
+export type RemoveHook = (kind: 'snapshot' | 'template', id: string) => void;
+
 export function snapshotsRepo(db: Db) {
+  const hooks: RemoveHook[] = [];
   return {
+    onRemove(h: RemoveHook): void {
+      hooks.push(h);
+    },
     insert(s: SnapshotRow): void {
       db.run(
         `INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,layer_id,size_bytes,created_at,completed_at)
@@ -84,13 +94,21 @@ export function snapshotsRepo(db: Db) {
       return db.run("UPDATE snapshots SET state = 'error', completed_at = ? WHERE id = ? AND state = 'pending'", [at, id]).changes === 1;
     },
     remove(id: string): boolean {
-      return db.run("DELETE FROM snapshots WHERE id = ? AND state = 'deleting'", [id]).changes === 1;
+      return db.tx(() => {
+        if (!db.get("SELECT 1 FROM snapshots WHERE id = ? AND state = 'deleting'", [id])) return false;
+        for (const h of hooks) h('snapshot', id);
+        return db.run("DELETE FROM snapshots WHERE id = ? AND state = 'deleting'", [id]).changes === 1;
+      });
     },
   };
 }
 
 export function templatesRepo(db: Db) {
+  const hooks: RemoveHook[] = [];
   return {
+    onRemove(h: RemoveHook): void {
+      hooks.push(h);
+    },
     insert(t: TemplateRow): void {
       db.run(
         `INSERT INTO templates (id,org_id,name,state,source,size,snapshot_id,machine_id,layer_id,size_bytes,created_at,completed_at)
@@ -119,7 +137,11 @@ export function templatesRepo(db: Db) {
       return db.run("UPDATE templates SET state = 'error', completed_at = ? WHERE id = ? AND state = 'building'", [at, id]).changes === 1;
     },
     remove(id: string): boolean {
-      return db.run('DELETE FROM templates WHERE id = ?', [id]).changes === 1;
+      return db.tx(() => {
+        if (!db.get('SELECT 1 FROM templates WHERE id = ?', [id])) return false;
+        for (const h of hooks) h('template', id);
+        return db.run('DELETE FROM templates WHERE id = ?', [id]).changes === 1;
+      });
     },
   };
 }

@@ -25,6 +25,22 @@ export interface UsageRecordRow {
 
 export type CursorKind = 'machine' | 'snapshot' | 'template';
 
+/** A stored snapshot or template that accrues cold storage: ready ones, and snapshots still being deleted. */
+export interface ColdSubject {
+  kind: 'snapshot' | 'template';
+  id: string;
+  org_id: string;
+  machine_id: string | null;
+  size_bytes: number;
+  since: string;
+}
+
+const COLD_SUBJECTS = `SELECT 'snapshot' AS kind, id, org_id, machine_id, size_bytes, COALESCE(completed_at, created_at) AS since FROM snapshots
+    WHERE state IN ('ready','deleting') AND size_bytes IS NOT NULL
+  UNION ALL
+  SELECT 'template' AS kind, id, org_id, NULL AS machine_id, size_bytes, COALESCE(completed_at, created_at) AS since FROM templates
+    WHERE state = 'ready' AND size_bytes IS NOT NULL`;
+
 export function usageRepo(db: Db) {
   return {
     /** Adds `quantity` to the subject's record for that meter and hour (creating it). */
@@ -79,14 +95,10 @@ export function usageRepo(db: Db) {
         [orgId, first, end, meter, meter],
       ),
     /** What holds cold storage: ready (or deleting) snapshots and ready templates with a captured size. */
-    coldSubjects: () =>
-      db.all<{ kind: 'snapshot' | 'template'; id: string; org_id: string; machine_id: string | null; size_bytes: number; since: string }>(
-        `SELECT 'snapshot' AS kind, id, org_id, machine_id, size_bytes, COALESCE(completed_at, created_at) AS since FROM snapshots
-           WHERE state IN ('ready','deleting') AND size_bytes IS NOT NULL
-         UNION ALL
-         SELECT 'template' AS kind, id, org_id, NULL AS machine_id, size_bytes, COALESCE(completed_at, created_at) AS since FROM templates
-           WHERE state = 'ready' AND size_bytes IS NOT NULL`,
-      ),
+    coldSubjects: () => db.all<ColdSubject>(COLD_SUBJECTS),
+    /** One stored snapshot or template, if it accrues cold storage now. */
+    coldSubject: (kind: 'snapshot' | 'template', id: string) =>
+      db.get<ColdSubject>(`SELECT * FROM (${COLD_SUBJECTS}) WHERE kind = ? AND id = ?`, [kind, id]),
     finalSummary: (orgId: string, periodStart: string) =>
       db.get<{ body: string }>('SELECT body FROM usage_summaries WHERE org_id = ? AND period_start = ?', [orgId, periodStart])?.body ?? null,
     insertFinal(orgId: string, periodStart: string, body: string, at: string): void {
