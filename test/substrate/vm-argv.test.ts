@@ -18,6 +18,7 @@ t.test('qemu argv is pinned (tcg, no network)', async (t) => {
     '-m', '2048M',
     '-nodefaults',
     '-no-user-config',
+    '-sandbox', 'on,obsolete=deny,resourcecontrol=deny',
     '-display', 'none',
     '-no-reboot',
     '-kernel', '/img/vmlinuz',

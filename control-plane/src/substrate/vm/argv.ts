@@ -79,6 +79,11 @@ export function buildQemuArgv(s: VmArgvSpec): string[] {
     `${r.memory_mb}M`,
     '-nodefaults',
     '-no-user-config',
+    // QEMU runs as host root and parses everything the guest's devices send: seccomp denies it the syscalls a
+    // VMM never needs (the default list, obsolete ones, scheduler/affinity changes). spawn=deny and
+    // elevateprivileges=deny would be stronger, but QEMU 7.2 then fails to start with -daemonize (measured).
+    '-sandbox',
+    'on,obsolete=deny,resourcecontrol=deny',
     '-display',
     'none',
     '-no-reboot',
