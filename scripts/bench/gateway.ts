@@ -83,6 +83,9 @@ export async function benchGateway(): Promise<void> {
     leases: { checkSession: () => {}, checkFence: () => ({ ok: true }), watch: () => () => {} },
     events: { validateCursor: () => {}, subscribe: () => () => {} },
     egress,
+    secretForTyping: () => {
+      throw new Error('no secrets in this benchmark');
+    },
   };
   const server = http.createServer((_q, res) => res.writeHead(404).end());
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { ScreenStreamQuery } from '../agent-protocol.js';
-import { KeyboardHotkey, KeyboardKey, KeyboardType, MouseClick, MouseDrag, MouseMove, MouseScroll } from './input.js';
+import { KeyboardHotkey, KeyboardKey, KeyboardTypeFields, MouseClick, MouseDrag, MouseMove, MouseScroll, oneOfTextOrSecret } from './input.js';
 import { PtyResize } from './pty.js';
 
 /** Channel paths (relative to the server root), `{id}` a machine id, `{term_id}` a terminal id. */
@@ -137,7 +137,8 @@ export const InputMessage = z.discriminatedUnion('type', [
   MouseDrag.extend({ type: z.literal('mouse.drag'), ...envelope }),
   MouseScroll.extend({ type: z.literal('mouse.scroll'), ...envelope }),
   KeyboardKey.extend({ type: z.literal('keyboard.key'), ...envelope }),
-  KeyboardType.extend({ type: z.literal('keyboard.type'), ...envelope }),
+  // As the /v1 route: exactly one of `text` or `secret` (typed by reference; the value never crosses the socket).
+  KeyboardTypeFields.extend({ type: z.literal('keyboard.type'), ...envelope }).superRefine(oneOfTextOrSecret),
   KeyboardHotkey.extend({ type: z.literal('keyboard.hotkey'), ...envelope }),
 ]);
 export type InputMessage = z.infer<typeof InputMessage>;

@@ -129,18 +129,21 @@ export type KeyboardType = z.infer<typeof KeyboardType>;
  * secret stored for this machine; the control plane types its value, which so never passes through the
  * caller (an AI agent's model), a response, an event or a log. The agent itself only ever sees `text`.
  */
-export const KeyboardTypeRequest = z
-  .strictObject({
-    text: KeyboardType.shape.text.optional(),
-    secret: SecretName.optional(),
-    delay_ms: KeyboardType.shape.delay_ms,
-    settle: SettleRequest.optional(),
-  })
-  .superRefine((b, ctx) => {
-    if ((b.text === undefined) === (b.secret === undefined)) {
-      ctx.addIssue({ code: 'custom', path: [b.text === undefined ? 'text' : 'secret'], message: 'give exactly one of text or secret' });
-    }
-  });
+export const KeyboardTypeFields = z.strictObject({
+  text: KeyboardType.shape.text.optional(),
+  secret: SecretName.optional(),
+  delay_ms: KeyboardType.shape.delay_ms,
+  settle: SettleRequest.optional(),
+});
+
+/** The rule of KeyboardTypeRequest, shared with the gateway's `keyboard.type` message. */
+export function oneOfTextOrSecret(b: { text?: string; secret?: string }, ctx: z.RefinementCtx): void {
+  if ((b.text === undefined) === (b.secret === undefined)) {
+    ctx.addIssue({ code: 'custom', path: [b.text === undefined ? 'text' : 'secret'], message: 'give exactly one of text or secret' });
+  }
+}
+
+export const KeyboardTypeRequest = KeyboardTypeFields.superRefine(oneOfTextOrSecret);
 export type KeyboardTypeRequest = z.infer<typeof KeyboardTypeRequest>;
 
 export const KeyboardHotkey = z.strictObject({

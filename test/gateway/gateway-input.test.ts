@@ -1,10 +1,14 @@
 /**
  * Input channel with real ws clients through the real control plane (real sessions and input lease) to
  * the real agent on a real Xvfb: input applied and visible on the screen channel, fencing on a forced
- * takeover mid-stream (exactly one lease_lost, nothing applied afterwards), a wrong fence, rate limit.
+ * takeover mid-stream (exactly one lease_lost, nothing applied afterwards), a wrong fence, rate limit, and a
+ * secret typed by reference into a real xterm.
  */
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { xrun } from '../helpers/desktop-agent.js';
 import { startGatewayRig } from '../helpers/gateway-rig.js';
 import { connect, open, WsClient } from '../helpers/gateway-ws.js';
@@ -74,6 +78,40 @@ t.test('input channel', { timeout: 180_000 }, async (t) => {
     t.equal(off.code, 'invalid_request', "the agent's refusal (outside the display) is relayed");
     t.equal(inp.text('lease_lost').length, 0);
     await Promise.all([inp.close(), viewer.close()]);
+    xterm.kill('SIGKILL');
+  });
+
+  const SECRET_VALUE = 'gw-typed-by-reference-7d1c';
+  await t.test('keyboard.type by secret reference: the stored value is typed, and no message carries it', async (t) => {
+    // Stored with a key that may write secrets; typed through a socket whose key may only control the machine.
+    const { key: writer } = await g.rig.key(g.tenant.cookie, ['secrets:write']);
+    const put = await g.rig.call('PUT', `${base}/secrets`, { key: writer, body: { name: 'SITE_PASSWORD', value: SECRET_VALUE } });
+    t.equal(put.status, 200, put.text);
+    const out = path.join(os.tmpdir(), `gw-secret-${process.pid}.txt`);
+    t.teardown(() => fs.rmSync(out, { force: true }));
+    const xterm = spawn('xterm', ['-geometry', '60x10+0+0', '-e', 'sh', '-c', `cat > ${out}`], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', DISPLAY: g.xvfb.display }, stdio: 'ignore' });
+    children.push(xterm);
+    for (let i = 0; i < 100 && !fs.existsSync(out); i++) await new Promise((r) => setTimeout(r, 50));
+    const inp = await open(inputUrl(s1), g.auth);
+    inp.sendJson({ type: 'mouse.move', fence: f1, x: 100, y: 40, id: 's0' });
+    inp.sendJson({ type: 'keyboard.type', fence: f1, secret: 'SITE_PASSWORD', settle: { quiet_ms: 50, screenshot: { format: 'jpeg' } }, id: 's1' });
+    inp.sendJson({ type: 'keyboard.key', fence: f1, key: 'Return', id: 's2' });
+    await inp.waitFor(() => inp.text('ack').find((a) => a.id === 's2'), 'ack s2');
+    const ack = inp.text('ack').find((a) => a.id === 's1');
+    t.match(ack, { type: 'ack', op: 'keyboard.type' }, 'typed');
+    t.equal(ack.result.screenshot, undefined, 'no after-screenshot: the field may show the value');
+    for (let i = 0; i < 100 && !fs.readFileSync(out, 'utf8').includes('\n'); i++) await new Promise((r) => setTimeout(r, 50));
+    t.equal(fs.readFileSync(out, 'utf8'), `${SECRET_VALUE}\n`, 'the stored value reached the keyboard');
+
+    inp.sendJson({ type: 'keyboard.type', fence: f1, secret: 'NO_SUCH', id: 'e1' });
+    inp.sendJson({ type: 'keyboard.type', fence: f1, secret: 'SITE_PASSWORD', text: 'both', id: 'e2' });
+    inp.sendJson({ type: 'keyboard.type', fence: f1, id: 'e3' });
+    await inp.waitFor(() => inp.text('error').find((e) => e.id === 'e3'), 'error e3');
+    t.equal(inp.text('error').find((e) => e.id === 'e1')?.code, 'not_found', 'an unknown secret');
+    t.equal(inp.text('error').find((e) => e.id === 'e2')?.code, 'invalid_request', 'text and secret together');
+    t.equal(inp.text('error').find((e) => e.id === 'e3')?.code, 'invalid_request', 'neither');
+    t.notOk(JSON.stringify(inp.texts).includes(SECRET_VALUE), 'no message on the socket carries the value');
+    await inp.close();
     xterm.kill('SIGKILL');
   });
 
@@ -178,7 +216,9 @@ t.test('input channel', { timeout: 180_000 }, async (t) => {
     const logged = JSON.stringify(g.gatewayLogs);
     t.ok(g.gatewayLogs.some((l) => l.event === 'ws' && l.channel === 'input'), 'one line per channel socket');
     t.ok(g.gatewayLogs.some((l) => l.event === 'ws_refused' && l.status === 403), 'refusals are logged by status');
-    const never: Record<string, string> = { 'typed text': 'hello gateway', 'the API key': g.tenant.key, 'the session id': s1, 'the query': 'session_id' };
+    const never: Record<string, string> = {
+      'typed text': 'hello gateway', 'a secret typed by reference': SECRET_VALUE, 'the API key': g.tenant.key, 'the session id': s1, 'the query': 'session_id',
+    };
     for (const [what, v] of Object.entries(never)) t.notOk(logged.includes(v), `never logged: ${what}`);
   });
 });

@@ -76,6 +76,10 @@ async function stubGateway(t: Test, over: Partial<GatewayDeps> = {}, opts: Param
     },
     events: { validateCursor: () => {}, subscribe: () => () => {} },
     egress,
+    secretForTyping: (_o, _m, name) => {
+      if (name === 'PW') return 'unit-secret-value-31f';
+      throw new AppError('not_found', 'No such secret.');
+    },
     ...over,
   };
   const gw = attachGateway(server, deps, opts);
@@ -93,6 +97,24 @@ async function stubGateway(t: Test, over: Partial<GatewayDeps> = {}, opts: Param
   };
   return { url, calls, egress, lease, takeover, gw };
 }
+
+t.test('a secret typed by reference: a guest echoing it in an error reaches the client as a code only', async (t) => {
+  const s = await stubGateway(t, {
+    callAgent: async (_o, _m, req) => ({
+      status: 400,
+      body: Buffer.from(JSON.stringify({ error: { code: 'invalid_request', message: `cannot type ${JSON.parse(req.body!).text}`, request_id: 'r', details: [{ field: 'text', message: String(req.body) }] } })),
+    }),
+  });
+  const c = await open(`${s.url}/v1/machines/${MID}/input?session_id=ses_1`, { authorization: `Bearer ${KEY}` });
+  c.sendJson({ type: 'keyboard.type', fence: 4, secret: 'PW', id: 'k1' });
+  c.sendJson({ type: 'keyboard.type', fence: 4, text: 'plain', id: 'k2' });
+  const plain = await c.waitFor(() => c.text('error').find((e) => e.id === 'k2'), 'error k2');
+  const echoed = c.text('error').find((e) => e.id === 'k1');
+  t.same(echoed, { type: 'error', id: 'k1', code: 'invalid_request', message: 'The machine could not type the secret.' }, 'code only');
+  t.match(plain.message, 'cannot type plain', 'plain text errors are relayed as before');
+  t.notOk(JSON.stringify(c.texts).includes('unit-secret-value-31f'), 'the value never reaches the client');
+  await c.close();
+});
 
 t.test('input fencing with a scripted lease', async (t) => {
   const s = await stubGateway(t);

@@ -66,6 +66,8 @@ export interface GatewayDeps {
    */
   openAgentStream(orgId: string, machineId: string, req: { method: 'GET' | 'POST'; path: string; duplex: boolean }): Promise<OpenedStream>;
   callAgent(orgId: string, machineId: string, req: AgentCall): Promise<AgentAnswer>;
+  /** The value of a machine's stored secret, to type by reference (never sent to a client). Throws AppError. */
+  secretForTyping(orgId: string, machineId: string, name: string): string;
   leases: GatewayLeases;
   events: GatewayEvents;
   egress: EgressMeter;

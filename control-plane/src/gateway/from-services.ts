@@ -65,6 +65,7 @@ export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}
       const r = await s.machines.callAgent(orgId, id, { method: req.method, path: req.path, body: req.body });
       return { status: r.status, body: r.body };
     },
+    secretForTyping: (orgId, id, name) => s.secrets.valueForTyping(orgId, id, name),
     // Security gate: the input channel's lease decisions are the lease service's own (domain/lease.ts
     // through services/leases.ts), never a copy, so the gateway and /v1 cannot disagree on a fence.
     leases: {

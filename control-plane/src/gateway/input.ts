@@ -83,9 +83,10 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machi
     heldFence = msg.fence;
     const { type, fence: _fence, id, ...body } = msg;
     const route = AGENT_ROUTES[type];
+    const sensitive = msg.type === 'keyboard.type' && msg.secret !== undefined;
     let res;
     try {
-      res = await deps.callAgent(orgId, machineId, { method: 'POST', path: route.path, body: JSON.stringify(body) });
+      res = await deps.callAgent(orgId, machineId, { method: 'POST', path: route.path, body: agentBody(msg, body) });
     } catch (e) {
       send({ type: 'error', id: id ?? null, code: e instanceof AppError ? e.code : 'internal_error', message: e instanceof AppError ? e.message : 'The input could not be applied.' });
       return;
@@ -96,10 +97,26 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machi
       result = readAgentAnswer(type, res);
     } catch (e) {
       const err = e instanceof AppError ? e : new AppError('compute_unavailable', 'The machine could not apply the input.');
-      send({ type: 'error', id: id ?? null, code: err.code, message: err.message, details: err.details });
+      // With a secret in the agent's body, a guest could echo it in an error: only the code reaches the client.
+      if (sensitive) send({ type: 'error', id: id ?? null, code: err.code, message: 'The machine could not type the secret.' });
+      else send({ type: 'error', id: id ?? null, code: err.code, message: err.message, details: err.details });
       return;
     }
     send({ type: 'ack', id: id ?? null, op: type, result });
+  };
+
+  /**
+   * The agent's body. `keyboard.type` with `secret` is typed by reference, as the /v1 route does it: the stored
+   * value goes from storage to the agent and nowhere else, and no after-screenshot is taken (the field it was
+   * typed into may show it). An unknown secret throws its AppError, answered as an `error`.
+   */
+  const agentBody = (msg: InputMessage, body: Record<string, unknown>): string => {
+    if (msg.type !== 'keyboard.type' || msg.secret === undefined) return JSON.stringify(body);
+    return JSON.stringify({
+      text: deps.secretForTyping(orgId, machineId, msg.secret),
+      delay_ms: msg.delay_ms,
+      settle: msg.settle ? { ...msg.settle, screenshot: undefined } : undefined,
+    });
   };
 
   ws.on('message', (data, isBinary) => {
