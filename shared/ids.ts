@@ -46,7 +46,12 @@ export function isMachineId(v: string): boolean {
   return MACHINE_ID_RE.test(v);
 }
 
+/** The shape of an id of `kind` as a regular expression source (also the OpenAPI pattern of its path parameter). */
+export function idPattern(kind: IdKind): string {
+  return `^${ID_PREFIX[kind]}_[0-9a-z]{20,32}$`;
+}
+
 /** True when `v` looks like an id of `kind` (prefix plus 20-32 base-36 characters). */
 export function isIdOf(kind: IdKind, v: string): boolean {
-  return new RegExp(`^${ID_PREFIX[kind]}_[0-9a-z]{20,32}$`).test(v);
+  return new RegExp(idPattern(kind)).test(v);
 }

@@ -74,6 +74,13 @@ t.test('route inventory: every mounted /v1 route is in the document and the docu
   const list = doc.paths['/v1/machines'].get;
   t.same(list.parameters.map((p: any) => `${p.in}:${p.name}`), ['query:limit', 'query:cursor', 'query:state']);
   t.same(doc.paths['/v1/plans'].get.security, [], 'public routes need no credential');
+  // Path parameters carry their shapes: ids their kind's, a secret's name its rule, others plain strings.
+  const param = (p: string, m: string, name: string) => doc.paths[p][m].parameters.find((x: any) => x.in === 'path' && x.name === name).schema;
+  t.same(param('/v1/machines/{machine_id}', 'get', 'machine_id'), { type: 'string', pattern: '^mch_[0-9a-z]{20,32}$' });
+  t.same(param('/v1/machines/{machine_id}/ports/{preview_id}', 'delete', 'preview_id'), { type: 'string', pattern: '^prv_[0-9a-z]{20,32}$' });
+  t.same(param('/v1/snapshots/{snapshot_id}', 'delete', 'snapshot_id'), { type: 'string', pattern: '^snp_[0-9a-z]{20,32}$' });
+  t.match(param('/v1/machines/{machine_id}/secrets/{name}', 'delete', 'name'), { type: 'string', pattern: String });
+  t.same(param('/v1/plans/{plan_id}', 'get', 'plan_id'), { type: 'string' }, 'a plan id is a catalog name, not a generated id');
   t.same(doc.components.schemas.Machine.required.sort(), ['created_at', 'id', 'metadata', 'name', 'region', 'size', 'state', 'state_changed_at', 'template', 'updated_at']);
 });
 

@@ -20,6 +20,7 @@ import * as secrets from '../../../shared/schemas/secrets.js';
 import * as session from '../../../shared/schemas/session.js';
 import * as snapshot from '../../../shared/schemas/snapshot.js';
 import * as template from '../../../shared/schemas/template.js';
+import { ID_PREFIX, idPattern, type IdKind } from '../../../shared/ids.js';
 import { pathParams, type Op } from './op.js';
 
 type Json = Record<string, unknown>;
@@ -78,10 +79,18 @@ export function buildOpenApi(ops: readonly Op[], o: OpenApiOptions): Json {
     return inline(s, io);
   };
 
+  /** Ids carry their kind's shape (shared/ids.ts) and a secret's name its rule, so a client can check before calling. */
+  const pathParamSchema = (name: string): Json => {
+    const kind = name.replace(/_id$/, '');
+    if (name.endsWith('_id') && isIdKind(kind)) return { type: 'string', pattern: idPattern(kind) };
+    if (name === 'name') return inline(secrets.SecretName, 'input');
+    return { type: 'string' };
+  };
+
   const paths: Record<string, Record<string, Json>> = {};
   for (const op of ops) {
     const p = '/v1' + op.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
-    const parameters: Json[] = pathParams(op.path).map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
+    const parameters: Json[] = pathParams(op.path).map((name) => ({ name, in: 'path', required: true, schema: pathParamSchema(name) }));
     if (op.query) {
       const q = inline(op.query, 'input') as { properties?: Record<string, Json>; required?: string[] };
       for (const [name, schema] of Object.entries(q.properties ?? {})) {
@@ -126,4 +135,8 @@ export function buildOpenApi(ops: readonly Op[], o: OpenApiOptions): Json {
       },
     },
   };
+}
+
+function isIdKind(k: string): k is IdKind {
+  return Object.hasOwn(ID_PREFIX, k);
 }
