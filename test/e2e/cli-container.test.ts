@@ -3,7 +3,9 @@
  * a terminal matters) against the real control plane on 127.0.0.1 with the container substrate and the
  * real guest image. One machine for the whole file: login writes a 0600 config, machines ls --json, exec's
  * exit status passed through, cp both ways byte-exact, `computer shell` (echo, resize seen by `stty size`,
- * exit status, local terminal restored), an error envelope rendered. Needs root, podman and runc.
+ * exit status, local terminal restored), screenshot, snapshots create/ls, fork, restore, ports publish/ls/rm,
+ * secrets set/ls/rm (the value reaching a login shell, never printed), an error envelope rendered. Needs root,
+ * podman and runc.
  */
 import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -65,7 +67,16 @@ t.test('computer CLI end to end on the container substrate', { timeout: 1_200_00
       });
     });
 
-  const a = await rig.tenant('developer');
+  /** As `piped`, with `input` on stdin. */
+  const pipedWithInput = (args: string[], input: string) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const child = execFile(process.execPath, [main, ...args], { env, cwd: home }, (err, stdout, stderr) => {
+        resolve({ code: err ? Number((err as { code?: number }).code ?? -1) : 0, stdout, stderr });
+      });
+      child.stdin!.end(input);
+    });
+
+  const a = await rig.tenant('developer', ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'snapshots:read', 'snapshots:write', 'ports:read', 'ports:write', 'secrets:write']);
 
   // --- login: the key typed at a hidden prompt, stored 0600 in a 0700 directory -----------------
   const login = underPty(process.execPath, [main, 'login']);
@@ -144,6 +155,56 @@ t.test('computer CLI end to end on the container substrate', { timeout: 1_200_00
   await sh.waitFor('RC=3');
   t.equal(await sh.exited, 0);
   t.match(sh.out, /TERMINAL-RESTORED\r?\nRC=3/, 'terminal restored, the remote exit status passed through');
+
+  // --- screenshot, snapshots, fork, restore -----------------------------------------------------
+  const shot = await piped(['screenshot', id, '-o', 'shot.png']);
+  t.equal(shot.code, 0, shot.stderr);
+  t.same([...fs.readFileSync(path.join(home, 'shot.png')).subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'screenshot -o x.png writes a PNG');
+  const writeMark = (text: string) => piped(['exec', id, '--', 'sh', '-c', `echo ${text} > /home/agent/mark.txt && sync`]);
+  const markOf = async (m: string) => (await piped(['exec', m, '--', 'cat', '/home/agent/mark.txt'])).stdout;
+  t.equal((await writeMark('before')).code, 0);
+  const snap = await piped(['snapshots', 'create', id, '--name', 'cli-snap']);
+  t.equal(snap.code, 0, snap.stderr);
+  const snapId = snap.stdout.trim();
+  t.match(snapId, /^snp_[a-z0-9]{24}$/, 'snapshots create waits and prints the id');
+  const snaps = JSON.parse((await piped(['snapshots', 'ls', '--machine', id, '--json'])).stdout) as Array<{ id: string; name: string; state: string }>;
+  t.same(snaps.map((s) => [s.id, s.name, s.state]), [[snapId, 'cli-snap', 'ready']], 'snapshots ls --json');
+  t.equal((await writeMark('after')).code, 0);
+  const fork = await piped(['fork', id, '--snapshot', snapId, '--name', 'cli-fork']);
+  t.equal(fork.code, 0, fork.stderr);
+  const forkId = fork.stdout.trim();
+  t.match(forkId, /^mch_[a-z0-9]{24}$/, 'fork prints the new machine id');
+  created.push(forkId);
+  await displayUp(rig, a.key, forkId);
+  t.equal(await markOf(forkId), 'before\n', "the fork starts from the snapshot's disk");
+  t.equal(await markOf(id), 'after\n', 'the parent is unchanged');
+  const restore = await piped(['restore', id, snapId]);
+  t.equal(restore.code, 0, restore.stderr);
+  await displayUp(rig, a.key, id);
+  t.equal(await markOf(id), 'before\n', 'restore put the disk back');
+  const after = JSON.parse((await piped(['snapshots', 'ls', '--machine', id, '--json'])).stdout) as Array<{ name: string }>;
+  t.same(after.map((s) => s.name).sort(), ['Before restore', 'cli-snap'], 'the disk before the restore is kept');
+  t.equal((await piped(['machines', 'rm', forkId])).code, 0);
+
+  // --- ports and secrets ------------------------------------------------------------------------
+  const pub = await piped(['ports', 'publish', id, '8000', '--json']);
+  t.equal(pub.code, 0, pub.stderr);
+  const preview = JSON.parse(pub.stdout) as { id: string; port: number };
+  t.equal(preview.port, 8000);
+  t.same((JSON.parse((await piped(['ports', 'ls', id, '--json'])).stdout) as Array<{ id: string }>).map((p) => p.id), [preview.id], 'ports ls');
+  t.equal((await piped(['ports', 'rm', id, preview.id])).code, 0);
+  t.same(JSON.parse((await piped(['ports', 'ls', id, '--json'])).stdout), [], 'unpublished');
+
+  const SECRET = 'cli-secret-value-' + crypto.randomBytes(6).toString('hex');
+  const set = await pipedWithInput(['secrets', 'set', id, 'CLI_TOKEN'], `${SECRET}\n`);
+  t.equal(set.code, 0, set.stderr);
+  const names = await piped(['secrets', 'ls', id, '--json']);
+  t.match(names.stdout, 'CLI_TOKEN');
+  t.notOk(names.stdout.includes(SECRET) || set.stdout.includes(SECRET), 'the value is never printed');
+  const seen = await piped(['exec', id, '--', 'bash', '-lc', 'printf %s "$CLI_TOKEN"']);
+  t.equal(seen.stdout, SECRET, 'a login shell in the machine has it (the trailing newline of stdin is not part of it)');
+  t.equal((await piped(['secrets', 'rm', id, 'CLI_TOKEN'])).code, 0);
+  t.notMatch((await piped(['secrets', 'ls', id, '--json'])).stdout, 'CLI_TOKEN', 'removed');
 
   // --- an error envelope rendered ---------------------------------------------------------------
   const nf = await piped(['exec', 'mch_000000000000000000000000', '--', 'true']);
