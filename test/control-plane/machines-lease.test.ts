@@ -4,17 +4,10 @@
  */
 import t, { type Test } from 'tap';
 import { assertEnvelope } from '../helpers/control-plane.js';
-import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
-import { makeMachinesRig } from '../helpers/machines-rig.js';
+import { fakeAgentsRig } from '../helpers/machines-fake-agent.js';
 
 function setup(t: Test) {
-  const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate });
-  t.teardown(async () => {
-    fake.close();
-    await rig.close();
-  });
-  return { fake, rig };
+  return fakeAgentsRig(t);
 }
 
 t.test('sessions: open, list, get, close; opener recorded; concurrent_sessions quota', async (t) => {

@@ -6,17 +6,11 @@ import t, { type Test } from 'tap';
 import { TRANSITIONS } from '../../control-plane/src/domain/machine-lifecycle.js';
 import { EVENT_TYPES } from '../../shared/schemas/machine.js';
 import { assertEnvelope } from '../helpers/control-plane.js';
-import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
+import { fakeAgentsRig, fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
 
 function setup(t: Test) {
-  const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate });
-  t.teardown(async () => {
-    fake.close();
-    await rig.close();
-  });
-  return { fake, rig };
+  return fakeAgentsRig(t);
 }
 
 /** No response ever carried a guest token or a substrate address. */

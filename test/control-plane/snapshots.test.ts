@@ -6,20 +6,14 @@
  */
 import t, { type Test } from 'tap';
 import { assertEnvelope } from '../helpers/control-plane.js';
-import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
+import { fakeAgentsRig, fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
 
 const ALL = ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'snapshots:read', 'snapshots:write', 'templates:read', 'templates:write'];
 const SNAPSHOT_KEYS = ['completed_at', 'created_at', 'id', 'includes_memory', 'machine_id', 'name', 'origin', 'size_bytes', 'state'];
 
 function setup(t: Test) {
-  const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate });
-  t.teardown(async () => {
-    fake.close();
-    await rig.close();
-  });
-  return { fake, rig, sub: fake.substrate };
+  return fakeAgentsRig(t);
 }
 
 async function machine(rig: MachinesRig, key: string, body: object = {}) {

@@ -14,6 +14,7 @@ import type { SecretStore } from '../../agent/src/secrets/store.js';
 import { tcpRoutes } from '../../agent/src/routes/tcp.js';
 import { AGENT_ROUTES } from '../../shared/agent-protocol.js';
 import { AppError } from '../../shared/errors.js';
+import { makeMachinesRig } from './machines-rig.js';
 import { FakeSubstrate, type FakeSubstrateOptions } from '../../control-plane/src/substrate/fake.js';
 import { Enrollment } from '../../agent/src/enrollment.js';
 
@@ -122,4 +123,15 @@ export function fakeSubstrateWithAgents(
       for (const s of servers.values()) s.close();
     },
   };
+}
+
+/** The usual /v1 rig on fake machines with in-process agents, both torn down with the test. */
+export function fakeAgentsRig(t: { teardown(fn: () => unknown): void }) {
+  const fake = fakeSubstrateWithAgents();
+  const rig = makeMachinesRig({ substrate: fake.substrate });
+  t.teardown(async () => {
+    fake.close();
+    await rig.close();
+  });
+  return { fake, rig, sub: fake.substrate };
 }

@@ -573,12 +573,7 @@ export function createMachineService(d: MachineServiceDeps) {
         const parent = load(orgId, id);
         let snap: { id: string; layer_id: string } | null = null;
         if (req.snapshot_id !== undefined) {
-          snap = d.snapshots.readyInTx(orgId, req.snapshot_id);
-          if (store.snapshots.byId(snap.id)?.machine_id !== parent.id) {
-            throw new AppError('invalid_request', `Snapshot ${snap.id} is not a snapshot of machine ${parent.id}.`, {
-              details: [{ field: 'snapshot_id', message: 'a snapshot of another machine' }],
-            });
-          }
+          snap = d.snapshots.readyOfMachineInTx(orgId, parent.id, req.snapshot_id);
         } else if (parent.state !== 'running' && parent.state !== 'stopped') {
           throw new AppError('conflict', `Cannot fork a machine that is ${parent.state} without a snapshot_id; it must be running or stopped.`);
         }
@@ -624,12 +619,7 @@ export function createMachineService(d: MachineServiceDeps) {
         const m = load(orgId, id);
         const dec = decide(m.state, 'restore');
         if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, 'restore'));
-        const target = d.snapshots.readyInTx(orgId, req.snapshot_id);
-        if (target.machine_id !== m.id) {
-          throw new AppError('invalid_request', `Snapshot ${target.id} is not a snapshot of machine ${m.id}.`, {
-            details: [{ field: 'snapshot_id', message: 'a snapshot of another machine' }],
-          });
-        }
+        const target = d.snapshots.readyOfMachineInTx(orgId, m.id, req.snapshot_id);
         // Someone is driving the desktop: restoring under them would pull the disk from beneath their work.
         const lease = store.leases.get(m.id);
         if (d.leases.isHeld(m.id) && lease?.session_id) {

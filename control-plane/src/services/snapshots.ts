@@ -138,6 +138,17 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     return { ...s, layer_id: s.layer_id };
   }
 
+  /** A ready snapshot of machine `machineId` (fork and restore take only the machine's own). */
+  function readyOfMachineInTx(orgId: string, machineId: string, id: string): SnapshotRow & { layer_id: string } {
+    const s = readyInTx(orgId, id);
+    if (s.machine_id !== machineId) {
+      throw new AppError('invalid_request', `Snapshot ${s.id} is not a snapshot of machine ${machineId}.`, {
+        details: [{ field: 'snapshot_id', message: 'a snapshot of another machine' }],
+      });
+    }
+    return s;
+  }
+
   return {
     view: snapshotView,
     beginInTx,
@@ -145,6 +156,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     captureNow,
     holding,
     readyInTx,
+    readyOfMachineInTx,
 
     get: (orgId: string, id: string): Snapshot => snapshotView(load(orgId, id)),
 

@@ -45,6 +45,16 @@ const inList = (xs: readonly string[]) => xs.map((s) => `'${s}'`).join(',');
  */
 export type RemoveHook = (kind: 'snapshot' | 'template', id: string) => void;
 
+/** A row's removal with the remove hooks run first, in the same transaction; false when no such row qualifies. */
+function removal(db: Db, table: 'snapshots' | 'templates', condition: string, beforeDelete: (id: string) => void): (id: string) => boolean {
+  return (id) =>
+    db.tx(() => {
+      if (!db.get(`SELECT 1 FROM ${table} WHERE id = ? ${condition}`, [id])) return false;
+      beforeDelete(id);
+      return db.run(`DELETE FROM ${table} WHERE id = ? ${condition}`, [id]).changes === 1;
+    });
+}
+
 export function snapshotsRepo(db: Db) {
   const hooks: RemoveHook[] = [];
   return {
@@ -93,13 +103,8 @@ export function snapshotsRepo(db: Db) {
     settleError(id: string, at: string): boolean {
       return db.run("UPDATE snapshots SET state = 'error', completed_at = ? WHERE id = ? AND state = 'pending'", [at, id]).changes === 1;
     },
-    remove(id: string): boolean {
-      return db.tx(() => {
-        if (!db.get("SELECT 1 FROM snapshots WHERE id = ? AND state = 'deleting'", [id])) return false;
-        for (const h of hooks) h('snapshot', id);
-        return db.run("DELETE FROM snapshots WHERE id = ? AND state = 'deleting'", [id]).changes === 1;
-      });
-    },
+    /** Only once deleting (its pin released). */
+    remove: removal(db, 'snapshots', "AND state = 'deleting'", (id) => hooks.forEach((h) => h('snapshot', id))),
   };
 }
 
@@ -136,12 +141,6 @@ export function templatesRepo(db: Db) {
     settleError(id: string, at: string): boolean {
       return db.run("UPDATE templates SET state = 'error', completed_at = ? WHERE id = ? AND state = 'building'", [at, id]).changes === 1;
     },
-    remove(id: string): boolean {
-      return db.tx(() => {
-        if (!db.get('SELECT 1 FROM templates WHERE id = ?', [id])) return false;
-        for (const h of hooks) h('template', id);
-        return db.run('DELETE FROM templates WHERE id = ?', [id]).changes === 1;
-      });
-    },
+    remove: removal(db, 'templates', '', (id) => hooks.forEach((h) => h('template', id))),
   };
 }
