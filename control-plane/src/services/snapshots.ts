@@ -13,6 +13,7 @@ import type { Page } from '../../../shared/schemas/pagination.js';
 import type { CreateSnapshotRequest, Snapshot, SnapshotListQuery, SnapshotOrigin } from '../../../shared/schemas/snapshot.js';
 import type { Principal } from '../context.js';
 import { decideSnapshot, snapshotInTheWay } from '../domain/snapshot-lifecycle.js';
+import { faultPoint } from '../fault-points.js';
 import { pageOf } from '../store/pagination.js';
 import type { MachineRow } from '../store/repos/machines.js';
 import type { SnapshotRow } from '../store/repos/snapshots.js';
@@ -91,6 +92,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     try {
       let result;
       try {
+        faultPoint('snapshots.capture.before_substrate');
         result = await substrate.capture(row.machine_id, row.id);
       } catch (e) {
         d.onFailure?.(row.machine_id, 'capture', e);
@@ -101,6 +103,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
         });
         return store.snapshots.byId(row.id) ?? row;
       }
+      faultPoint('snapshots.capture.after_substrate');
       const settled = store.db.tx(() => {
         if (!store.snapshots.settleReady(row.id, result.layerId, result.bytes, at())) return false;
         events.append(row.org_id, row.machine_id, 'snapshot.completed', { snapshot_id: row.id, size_bytes: result.bytes, live: result.live });
