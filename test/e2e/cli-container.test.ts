@@ -19,6 +19,9 @@ import { buildCli } from '../helpers/cli-build.js';
 import { serveOnContainers } from '../helpers/container-served.js';
 import { displayUp } from '../helpers/machines-rig.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 const pty = createRequire(import.meta.url)('node-pty') as typeof NodePty;
 
 /** A process under a pty: everything it printed so far, waits on it, and its exit status. */

@@ -17,6 +17,9 @@ import { builtDashboard, dashboardBrowser, overflowsX, unnamedControls } from '.
 import { serveWithGateway } from '../helpers/serve-gateway.js';
 import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 const URL0 = 'http://cp.test';
 const SHOTS = process.env.DASHBOARD_SCREENSHOTS === '1' ? path.resolve('docs/dashboard') : null;
 const PASSWORD = 'correct horse battery';

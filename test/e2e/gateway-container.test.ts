@@ -8,6 +8,9 @@ import t from 'tap';
 import { serveOnContainers } from '../helpers/container-served.js';
 import { open, WsClient, connect } from '../helpers/gateway-ws.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
 
 t.test('gateway end to end on the container substrate', { timeout: 1_200_000 }, async (t) => {

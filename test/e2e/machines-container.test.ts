@@ -10,6 +10,9 @@ import { PUBLIC_ORIGIN } from '../helpers/control-plane.js';
 import { displayUp, until } from '../helpers/machines-rig.js';
 import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 const READY_TRIES = 240;
 
 t.test('machines API end to end on the container substrate', { timeout: 1_200_000 }, async (t) => {

@@ -7,6 +7,9 @@ import t from 'tap';
 import type { MachinesRig } from '../helpers/machines-rig.js';
 import { vmMachinesRig } from '../helpers/substrate-rigs.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 async function until<T>(what: string, ms: number, fn: () => Promise<T | null>): Promise<T> {
   const end = Date.now() + ms;
   while (Date.now() < end) {

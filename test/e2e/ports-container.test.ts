@@ -11,6 +11,9 @@ import { serveOnContainers } from '../helpers/container-served.js';
 import { PREVIEW_APP_JS } from '../helpers/preview-app.js';
 import { previewHost, previewRequest, previewSocket, previewStream } from '../helpers/preview-client.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 async function until<T>(what: string, fn: () => Promise<T | null>): Promise<T> {
   for (let i = 0; i < 240; i++) {
     const v = await fn();

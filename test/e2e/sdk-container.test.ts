@@ -17,6 +17,9 @@ import { AppError, errorBody } from '../../shared/errors.js';
 import { serveOnContainers } from '../helpers/container-served.js';
 import { tcpProxy } from '../helpers/tcp-proxy.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 t.test('SDK on the container substrate', { timeout: 1_200_000 }, async (t) => {

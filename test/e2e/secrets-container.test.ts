@@ -11,6 +11,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { LogLine } from '../../control-plane/src/log.js';
 import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 const SCOPES = ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'secrets:write'];
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
 /** FNV-1a over UTF-16 code units: the test page computes the same, so its title proves what was typed. */

@@ -8,6 +8,9 @@ import t from 'tap';
 import { until, type MachinesRig } from '../helpers/machines-rig.js';
 import { vmMachinesRig } from '../helpers/substrate-rigs.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 const ALL = ['machines:read', 'machines:write', 'machines:control', 'snapshots:read', 'snapshots:write', 'templates:read', 'templates:write'];
 const FILE = '/home/agent/state.txt';
 

@@ -13,6 +13,9 @@ import t from 'tap';
 import { agentAnswers, blobsIn, eventsOf, restartableContainerRig } from '../helpers/faults.js';
 import { displayUp } from '../helpers/machines-rig.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 t.test('crashes inside a capture', { timeout: 900_000 }, async (t) => {
   const cp = await restartableContainerRig(t);
   const { key } = await cp.rig.tenant('pro', ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'snapshots:read', 'snapshots:write']);

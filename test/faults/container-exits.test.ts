@@ -13,6 +13,9 @@ import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 import { agentAnswers, eventsOf, killConmon, killContainer, machineState, podmanOf, podmanState } from '../helpers/faults.js';
 import { containerName } from '../../control-plane/src/substrate/container/podman-argv.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 t.test('machines killed or stopped from outside', { timeout: 900_000 }, async (t) => {
   const { rig, substrate, root, created } = await containerMachinesRig(t, '/tmp/cpf-');
   const liveProcs = (ctr: string) => {

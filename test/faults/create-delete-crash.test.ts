@@ -14,6 +14,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { blobsIn, eventsOf, podmanState, restartableContainerRig } from '../helpers/faults.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 t.test('crashes inside create and delete', { timeout: 900_000 }, async (t) => {
   const cp = await restartableContainerRig(t);
   const { key } = await cp.rig.tenant();

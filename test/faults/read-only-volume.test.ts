@@ -20,6 +20,9 @@ import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 import { agentAnswers, blobsIn, eventsOf, podmanOf } from '../helpers/faults.js';
 import { until } from '../helpers/machines-rig.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 const MiB = 1024 * 1024;
 const ACK = '/home/agent/acknowledged.txt';
 

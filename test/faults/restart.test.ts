@@ -18,6 +18,9 @@ import { containerName } from '../../control-plane/src/substrate/container/podma
 import { makeMachinesRig } from '../helpers/machines-rig.js';
 import { agentAnswers, eventsOf, podmanOf, podmanState, restartableContainerRig } from '../helpers/faults.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 t.test('control-plane restarts', { timeout: 900_000 }, async (t) => {
   const cp = await restartableContainerRig(t);
   const { key } = await cp.rig.tenant();

@@ -11,6 +11,9 @@ import { vmFiles } from '../../control-plane/src/substrate/vm/argv.js';
 import { agentAnswers, eventsOf, machineState } from '../helpers/faults.js';
 import { vmMachinesRig } from '../helpers/substrate-rigs.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 t.test('vm machines killed or powered off from outside', { timeout: 1_500_000 }, async (t) => {
   const { rig, root, created } = await vmMachinesRig(t, '/tmp/cpvf-');
   const stopWatch = rig.services.machines.startWatch();

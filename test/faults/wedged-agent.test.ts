@@ -10,6 +10,9 @@ import path from 'node:path';
 import { agentAnswers } from '../helpers/faults.js';
 import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 /** The guest agent's host pid: the process in the container's cgroup running the agent's main.js. */
 function agentPid(root: string, id: string): number | null {
   const ctrId = JSON.parse(fs.readFileSync(path.join(root, 'machines', id, 'machine.json'), 'utf8')).ctrId as string;

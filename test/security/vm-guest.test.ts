@@ -8,6 +8,9 @@ import t from 'tap';
 import { until } from '../helpers/machines-rig.js';
 import { vmMachinesRig } from '../helpers/substrate-rigs.js';
 
+// The first file to need the guest image may wait minutes for its build (CI starts from an empty cache).
+t.setTimeout(1_200_000);
+
 const q = encodeURIComponent;
 
 t.test('vm guest: no inherited pty masters, files as the agent user, no credential at rest', { timeout: 1_500_000 }, async (t) => {
