@@ -5,20 +5,22 @@
  * volume (the two optional substrate calls on the fake): recovery waits for acts in flight, a failed remount
  * leaves the machines stopped until the next pass, only machines it stopped are started again.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
-import { makeMachinesRig } from '../helpers/machines-rig.js';
+import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
+
+async function createMachine(t: Test, rig: MachinesRig, key: string, name: string, start = true): Promise<string> {
+  const r = await rig.call('POST', '/v1/machines', { key, body: { name, start } });
+  t.equal(r.status, 201, r.text);
+  return r.json.id as string;
+}
 
 t.test('substrate watch', async (t) => {
   const fake = new FakeSubstrate();
   const rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
   t.teardown(() => rig.close());
   const { key } = await rig.tenant();
-  const make = async (name: string) => {
-    const r = await rig.call('POST', '/v1/machines', { key, body: { name } });
-    t.equal(r.status, 201, r.text);
-    return r.json.id as string;
-  };
+  const make = (name: string) => createMachine(t, rig, key, name);
   const types = async (id: string) =>
     ((await rig.call('GET', `/v1/machines/${id}/events`, { key })).json.data as Array<{ type: string; data: any }>).reverse();
   const state = (id: string) => rig.store.machines.byId(id)!.state;
@@ -74,32 +76,32 @@ t.test('a substrate that stops answering: host.unhealthy once per episode', asyn
   t.equal(rig.store.machines.byId(id)!.state, 'running', 'a probe failure moves no machine');
 });
 
-t.test('a read-only disk volume: recovery waits for acts in flight, survives a failed remount, keeps stopped machines stopped', async (t) => {
-  const fake = new FakeSubstrate();
-  // The fake has no volume: the two optional substrate calls are added to this instance.
-  let readOnly = false;
-  const remounts: string[] = [];
-  let remountFails = 0;
+/** The fake has no volume: the two optional substrate calls are added to this instance, driven by the test. */
+function fakeVolume(fake: FakeSubstrate) {
+  const vol = { readOnly: false, remountFails: 0, remounts: [] as string[] };
   Object.assign(fake, {
-    diskVolume: () => ({ readOnly, backingDir: '/nonexistent-backing-dir' }),
+    diskVolume: () => ({ readOnly: vol.readOnly, backingDir: '/nonexistent-backing-dir' }),
     remountDiskVolume: async () => {
-      if (remountFails > 0) {
-        remountFails--;
-        remounts.push('failed');
+      if (vol.remountFails > 0) {
+        vol.remountFails--;
+        vol.remounts.push('failed');
         throw new Error('umount: target is busy');
       }
-      remounts.push('ok');
-      readOnly = false;
+      vol.remounts.push('ok');
+      vol.readOnly = false;
     },
   });
+  return vol;
+}
+
+t.test('a read-only disk volume: recovery waits for acts in flight, survives a failed remount, keeps stopped machines stopped', async (t) => {
+  const fake = new FakeSubstrate();
+  const vol = fakeVolume(fake);
+  const { remounts } = vol;
   const rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
   t.teardown(() => rig.close());
   const { key } = await rig.tenant();
-  const make = async (name: string, start = true) => {
-    const r = await rig.call('POST', '/v1/machines', { key, body: { name, start } });
-    t.equal(r.status, 201, r.text);
-    return r.json.id as string;
-  };
+  const make = (name: string, start = true) => createMachine(t, rig, key, name, start);
   const events = async (id: string) =>
     ((await rig.call('GET', `/v1/machines/${id}/events?limit=100`, { key })).json.data as Array<{ type: string; data: any }>).reverse();
   const state = (id: string) => rig.store.machines.byId(id)!.state;
@@ -111,8 +113,8 @@ t.test('a read-only disk volume: recovery waits for acts in flight, survives a f
   fake.setDelay('start', 400);
   const inFlight = rig.call('POST', `/v1/machines/${booting}/start`, { key });
   await new Promise((r) => setTimeout(r, 50));
-  readOnly = true;
-  remountFails = 1;
+  vol.readOnly = true;
+  vol.remountFails = 1;
   await rig.services.machines.watchPass();
   t.same(remounts, [], 'no recovery while a start is in flight');
   t.equal(state(running), 'running');
@@ -145,7 +147,7 @@ t.test('a read-only disk volume: recovery waits for acts in flight, survives a f
   t.same(remounts, ['failed', 'ok'], 'nothing more once the volume is writable');
 
   // A second episode where the start after the remount fails: stopped, with the cause, never error.
-  readOnly = true;
+  vol.readOnly = true;
   fake.failNext('start');
   await rig.services.machines.watchPass();
   const failedStart = [running, booting].filter((id) => state(id) === 'stopped');
@@ -153,4 +155,30 @@ t.test('a read-only disk volume: recovery waits for acts in flight, survives a f
   t.match((await events(failedStart[0]!)).at(-1), { type: 'machine.stopped', data: { reason: 'host_recovered', restarted: false, code: 'compute_unavailable' } });
   t.equal((await rig.call('POST', `/v1/machines/${failedStart[0]}/start`, { key })).status, 200, 'and a start works');
   t.equal((await events(running)).filter((e) => e.type === 'host.unhealthy').length, 2, 'host.unhealthy once per episode');
+});
+
+t.test('a read-only disk volume: the starts a recovery owes survive a control-plane restart', async (t) => {
+  const fake = new FakeSubstrate();
+  const vol = fakeVolume(fake);
+  let rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
+  const dir = rig.dir;
+  t.teardown(() => rig.close());
+  const { key } = await rig.tenant();
+  const make = (name: string) => createMachine(t, rig, key, name);
+  const a = await make('a');
+  const b = await make('b');
+  vol.readOnly = true;
+  vol.remountFails = 1;
+  await rig.services.machines.watchPass();
+  t.same([a, b].map((id) => rig.store.machines.byId(id)!.state), ['stopped', 'stopped'], 'stopped; the remount failed');
+
+  // The control plane goes away before the volume is back; the next one finds what it owes in the store.
+  await rig.close({ keepDir: true });
+  rig = makeMachinesRig({ substrate: fake, dir, services: { readyProbe: false } });
+  await rig.services.machines.reconcile();
+  t.same([a, b].map((id) => rig.store.machines.byId(id)!.state), ['stopped', 'stopped'], 'resting until the volume is back');
+  await rig.services.machines.watchPass();
+  t.equal(vol.readOnly, false, 'mounted again');
+  t.same([a, b].map((id) => rig.store.machines.byId(id)!.state), ['running', 'running'], 'both started again by the new control plane');
+  t.same(rig.store.volumeRestarts.all(), [], 'nothing more owed');
 });

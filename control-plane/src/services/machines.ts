@@ -355,8 +355,8 @@ export function createMachineService(d: MachineServiceDeps) {
     return out;
   }
 
-  /** Machines a disk-volume recovery stopped, to start again once the volume is back (this process only). */
-  const toRestart = new Map<string, MachineRow>();
+  // Machines a disk-volume recovery stopped and owes a start live in the store (volume_restarts): recorded with
+  // the decision to stop them, so a control plane killed before the volume is back still starts them.
   let recovering = false;
 
   /**
@@ -368,7 +368,7 @@ export function createMachineService(d: MachineServiceDeps) {
     if (recovering) return false;
     const vol = substrate.diskVolume?.() ?? null;
     d.hostHealth?.volumeReadOnly(vol?.readOnly === true);
-    if (!vol || (!vol.readOnly && toRestart.size === 0)) return false;
+    if (!vol || (!vol.readOnly && store.volumeRestarts.all().length === 0)) return false;
     if (vol.readOnly && (vol.backingDir === null || !(d.hostHealth?.hasRoom(vol.backingDir) ?? true))) return false;
     // Acts in flight (a create, start, stop or delete decided before the volume failed) finish first.
     if (store.machines.inStates(['creating', 'starting', 'stopping', 'deleting']).length) return false;
@@ -393,6 +393,7 @@ export function createMachineService(d: MachineServiceDeps) {
       store.machines.inStates(['running']).map((m) => {
         transition(m, 'stop');
         d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', SYSTEM);
+        store.volumeRestarts.add(m.id);
         return m;
       }),
     );
@@ -405,7 +406,9 @@ export function createMachineService(d: MachineServiceDeps) {
         return;
       }
       d.pool.drop(m.id);
-      if (settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by: SYSTEM, reason: 'disk_read_only' })) toRestart.set(m.id, store.machines.byId(m.id)!);
+      if (settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by: SYSTEM, reason: 'disk_read_only' })) {
+        store.volumeRestarts.stopped(m.id, store.machines.byId(m.id)!.state_changed_at);
+      }
     }));
     try {
       await substrate.remountDiskVolume!();
@@ -420,18 +423,19 @@ export function createMachineService(d: MachineServiceDeps) {
 
   /** Start again the machines a recovery stopped: `machine.started {reason: host_recovered}`. */
   async function restartRecovered(): Promise<void> {
-    const rows = [...toRestart.values()];
-    toRestart.clear();
-    await Promise.all(rows.map(async (m) => {
-      // Only a machine still as the recovery left it: a user who deleted it meanwhile wins. Its compute was
-      // held until the recovery stopped it, so no quota or capacity is asked again.
-      const go = store.db.tx(() => {
-        const now = store.machines.byId(m.id);
-        if (!now || now.state !== 'stopped' || now.state_changed_at !== m.state_changed_at) return false;
+    const owed = store.volumeRestarts.all();
+    await Promise.all(owed.map(async (r) => {
+      // Only a machine still as the recovery left it: a user who started, stopped or deleted it meanwhile wins
+      // (`stopped_at` NULL: killed before the stop was recorded; the reconciler settled it stopped since).
+      // Its compute was held until the recovery stopped it, so no quota or capacity is asked again.
+      const m = store.db.tx(() => {
+        store.volumeRestarts.forget(r.machine_id);
+        const now = store.machines.byId(r.machine_id);
+        if (!now || now.deleted_at || now.state !== 'stopped' || (r.stopped_at !== null && now.state_changed_at !== r.stopped_at)) return null;
         transition(now, 'start');
-        return true;
+        return now;
       });
-      if (go) await systemStart(m, 'host_recovered');
+      if (m) await systemStart(m, 'host_recovered');
     }));
   }
 

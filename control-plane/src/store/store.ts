@@ -2,7 +2,7 @@ import type { Db } from './db.js';
 import { accessRepo } from './repos/access.js';
 import { billingRepo, rateLimitRepo } from './repos/billing.js';
 import { identityRepo } from './repos/identity.js';
-import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo } from './repos/machines.js';
+import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo, volumeRestartsRepo } from './repos/machines.js';
 import { previewsRepo } from './repos/previews.js';
 import { snapshotsRepo, templatesRepo } from './repos/snapshots.js';
 import { secretsRepo } from './repos/secrets.js';
@@ -17,6 +17,7 @@ export function createStore(db: Db) {
     billing: billingRepo(db),
     rateLimits: rateLimitRepo(db),
     machines: machinesRepo(db),
+    volumeRestarts: volumeRestartsRepo(db),
     sessions: sessionsRepo(db),
     leases: leasesRepo(db),
     events: eventsRepo(db),

@@ -216,3 +216,13 @@ export function eventsRepo(db: Db) {
       db.get<{ s: number | null }>('SELECT MAX(seq) AS s FROM machine_events WHERE machine_id = ?', [machineId])!.s ?? 0,
   };
 }
+
+/** Machines a disk-volume recovery stopped and owes a start (migration 9). */
+export function volumeRestartsRepo(db: Db) {
+  return {
+    add: (machineId: string) => db.run('INSERT OR IGNORE INTO volume_restarts (machine_id, stopped_at) VALUES (?, NULL)', [machineId]),
+    stopped: (machineId: string, at: string) => db.run('UPDATE volume_restarts SET stopped_at = ? WHERE machine_id = ?', [at, machineId]),
+    all: () => db.all<{ machine_id: string; stopped_at: string | null }>('SELECT machine_id, stopped_at FROM volume_restarts ORDER BY machine_id'),
+    forget: (machineId: string) => db.run('DELETE FROM volume_restarts WHERE machine_id = ?', [machineId]),
+  };
+}
