@@ -83,12 +83,12 @@ export class DeferredSubstrate implements Substrate {
     // A channel is wanted only for running machines, which exist only once the substrate does.
     if (this.impl) return this.impl.openChannel(id);
     if (this.early) return openUnixChannel(this.early.channelPath(id));
-    throw new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: { 'retry-after': '5' } });
+    throw preparing();
   };
   issueEnrollment = async (id: string): Promise<string | null> => {
     if (this.impl) return this.impl.issueEnrollment(id);
     if (this.early) return this.early.issueEnrollment(id);
-    throw new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: { 'retry-after': '5' } });
+    throw preparing();
   };
   channelPath(id: string): string {
     return this.impl ? this.impl.channelPath(id) : this.early ? this.early.channelPath(id) : '';
@@ -101,6 +101,10 @@ export class DeferredSubstrate implements Substrate {
     if (!impl.remountDiskVolume) throw new AppError('compute_unavailable', 'This substrate has no disk volume to mount again.');
     await impl.remountDiskVolume();
   };
+}
+
+function preparing(): AppError {
+  return new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: { 'retry-after': '5' } });
 }
 
 export interface HostOptions {

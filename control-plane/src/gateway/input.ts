@@ -83,10 +83,12 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machi
     heldFence = msg.fence;
     const { type, fence: _fence, id, ...body } = msg;
     const route = AGENT_ROUTES[type];
-    const sensitive = msg.type === 'keyboard.type' && msg.secret !== undefined;
     let res;
+    let sensitive = false;
     try {
-      res = await deps.callAgent(orgId, machineId, { method: 'POST', path: route.path, body: agentBody(msg, body) });
+      const agent = toAgent(msg, body);
+      sensitive = agent.sensitive;
+      res = await deps.callAgent(orgId, machineId, { method: 'POST', path: route.path, body: agent.body });
     } catch (e) {
       send({ type: 'error', id: id ?? null, code: e instanceof AppError ? e.code : 'internal_error', message: e instanceof AppError ? e.message : 'The input could not be applied.' });
       return;
@@ -106,17 +108,15 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machi
   };
 
   /**
-   * The agent's body. `keyboard.type` with `secret` is typed by reference, as the /v1 route does it: the stored
-   * value goes from storage to the agent and nowhere else, and no after-screenshot is taken (the field it was
-   * typed into may show it). An unknown secret throws its AppError, answered as an `error`.
+   * The agent's body; `sensitive` when it holds a secret's value. `keyboard.type` with `secret` is typed by
+   * reference, as the /v1 route does it: the stored value goes from storage to the agent and nowhere else, and
+   * no after-screenshot is taken (the field it was typed into may show it). An unknown secret throws its
+   * AppError, answered as an `error`.
    */
-  const agentBody = (msg: InputMessage, body: Record<string, unknown>): string => {
-    if (msg.type !== 'keyboard.type' || msg.secret === undefined) return JSON.stringify(body);
-    return JSON.stringify({
-      text: deps.secretForTyping(orgId, machineId, msg.secret),
-      delay_ms: msg.delay_ms,
-      settle: msg.settle ? { ...msg.settle, screenshot: undefined } : undefined,
-    });
+  const toAgent = (msg: InputMessage, body: Record<string, unknown>): { body: string; sensitive: boolean } => {
+    if (msg.type !== 'keyboard.type' || msg.secret === undefined) return { body: JSON.stringify(body), sensitive: false };
+    const text = deps.secretForTyping(orgId, machineId, msg.secret);
+    return { body: JSON.stringify({ text, delay_ms: msg.delay_ms, settle: msg.settle ? { ...msg.settle, screenshot: undefined } : undefined }), sensitive: true };
   };
 
   ws.on('message', (data, isBinary) => {

@@ -368,7 +368,7 @@ export function createMachineService(d: MachineServiceDeps) {
     if (recovering) return false;
     const vol = substrate.diskVolume?.() ?? null;
     d.hostHealth?.volumeReadOnly(vol?.readOnly === true);
-    if (!vol || (!vol.readOnly && store.volumeRestarts.all().length === 0)) return false;
+    if (!vol || (!vol.readOnly && !store.volumeRestarts.any())) return false;
     if (vol.readOnly && (vol.backingDir === null || !(d.hostHealth?.hasRoom(vol.backingDir) ?? true))) return false;
     // Acts in flight (a create, start, stop or delete decided before the volume failed) finish first.
     if (store.machines.inStates(['creating', 'starting', 'stopping', 'deleting']).length) return false;

@@ -80,7 +80,7 @@ export interface DiskVolume {
 
 export interface Substrate {
   readonly kind: SubstrateKind;
-  /** Prepare the machine (disk, runtime directory, token). Starts it unless start is false. */
+  /** Prepare the machine (disk, runtime directory). Starts it unless start is false. */
   create(spec: CreateSpec, opts?: { start?: boolean }): Promise<void>;
   start(id: string): Promise<void>;
   /** Graceful stop within timeoutMs, then forced. The disk is kept. */

@@ -223,6 +223,8 @@ export function volumeRestartsRepo(db: Db) {
     add: (machineId: string) => db.run('INSERT OR IGNORE INTO volume_restarts (machine_id, stopped_at) VALUES (?, NULL)', [machineId]),
     stopped: (machineId: string, at: string) => db.run('UPDATE volume_restarts SET stopped_at = ? WHERE machine_id = ?', [at, machineId]),
     all: () => db.all<{ machine_id: string; stopped_at: string | null }>('SELECT machine_id, stopped_at FROM volume_restarts ORDER BY machine_id'),
+    /** Whether any start is owed (the substrate watch asks every pass). */
+    any: () => db.get('SELECT 1 FROM volume_restarts LIMIT 1') !== undefined,
     forget: (machineId: string) => db.run('DELETE FROM volume_restarts WHERE machine_id = ?', [machineId]),
   };
 }

@@ -665,7 +665,7 @@ export class ContainerSubstrate implements Substrate {
 
   async issueEnrollment(id: string): Promise<string | null> {
     this.record(id);
-    return containerEarlyChannel(this.cfg.root).issueEnrollment(id);
+    return dropEnrollmentSecret(this.channelDir(id));
   }
 
   async diskUsage(id: string): Promise<DiskUsage> {
