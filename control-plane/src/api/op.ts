@@ -80,13 +80,13 @@ export function mountOp(app: Hono<CpEnv>, s: Services, op: Op, opts: MountOption
     ...(op.auth !== 'none' && op.org !== false ? [requireOrg()] : []),
     ...(op.permission ? [requirePermission(op.permission)] : []),
   );
-  const noQuery = (): never => {
-    throw new Error(`${op.name} declares no query`);
+  const undeclared = (what: 'query' | 'body'): never => {
+    throw new Error(`${op.name} declares no ${what}`);
   };
   app.on(op.method.toUpperCase(), op.path, gates, async (c) => {
     const io: OpIo<z.ZodType | undefined, z.ZodType | undefined> = {
-      query: () => (op.query ? queryOf(c, op.query) : noQuery()),
-      body: async () => (op.body ? jsonBody(c, op.body) : noQuery()),
+      query: () => (op.query ? queryOf(c, op.query) : undeclared('query')),
+      body: async () => (op.body ? jsonBody(c, op.body) : undeclared('body')),
     };
     const res = await op.handler(c, s, io);
     if (opts.checkResponses) await checkResponse(op, res);
