@@ -153,7 +153,9 @@ t.test('extension: modifiers held for exactly a click, drag or scroll', async (t
 
   r = await a.client.request('POST', '/mouse/click', { at: { x: 900, y: 700 } });
   ev = await take('click', 1);
-  t.same(ev.map((e) => mods(e)), ['', '', ''], 'nothing left held');
+  // A late wheel event of the scroll above (Chromium may deliver its second one after the first was taken) is
+  // the scroll's, with its shift: only the click's own events say whether anything is still held.
+  t.same(ev.filter((e) => e.type !== 'wheel').map((e) => `${e.type}:${mods(e)}`), ['mousedown:', 'mouseup:', 'click:'], 'nothing left held');
 
   for (const [body, field] of [
     [{ modifiers: ['hyper'] }, 'modifiers.0'],
