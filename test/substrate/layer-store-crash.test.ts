@@ -49,7 +49,9 @@ await s.copyToLayer('disk-a', 'snp_killedmidcapture000000000');
 console.log('finished');
 `,
   );
-  const proc = spawn(process.execPath, [...process.execArgv, child], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group: the kill below takes the whole process tree, as a crash of the control plane's service
+  // does (its `cp` included; a copy left running would still be writing while the reopened store sweeps).
+  const proc = spawn(process.execPath, [...process.execArgv, child], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let out = '';
   proc.stdout.on('data', (b) => (out += b));
   proc.stderr.on('data', (b) => (out += b));
@@ -59,7 +61,7 @@ console.log('finished');
   for (let i = 0; i < 6000 && proc.exitCode === null; i++) {
     const extra = fs.readdirSync(path.join(dir, 'blobs')).filter((b) => !before.includes(b));
     if (extra.length && fs.existsSync(path.join(dir, 'blobs', extra[0]!, 'diff'))) {
-      proc.kill('SIGKILL');
+      process.kill(-proc.pid!, 'SIGKILL');
       caught = true;
       break;
     }
