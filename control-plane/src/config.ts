@@ -89,6 +89,8 @@ export const ConfigSchema = z
       dataDir: e.DATA_DIR,
       publicBaseUrl,
       publicOrigin: new URL(publicBaseUrl).origin,
+      /** https public base URL: cookies are Secure and the session cookie is `__Host-computer_session`. */
+      secureCookies: publicBaseUrl.startsWith('https:'),
       previewDomain: e.PREVIEW_DOMAIN ?? null,
       secretsKeyring: e.SECRETS_KEYRING ?? null,
       allowedOrigins: e.ALLOWED_ORIGINS,

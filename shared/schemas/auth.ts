@@ -26,5 +26,10 @@ export const SwitchOrganizationRequest = z.strictObject({
 });
 export type SwitchOrganizationRequest = z.infer<typeof SwitchOrganizationRequest>;
 
-/** The cookie that carries a browser session. HttpOnly: never readable from scripts. */
+/** The cookie that carries a browser session on a plain-http deployment. HttpOnly: never readable from scripts. */
 export const SESSION_COOKIE = 'computer_session';
+/**
+ * Its name when the public base URL is https: a `__Host-` cookie, which browsers accept only host-only,
+ * Secure and with `Path=/`, so a page on a sibling subdomain (a preview) cannot set one for the API.
+ */
+export const SECURE_SESSION_COOKIE = '__Host-computer_session';

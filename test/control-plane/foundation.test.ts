@@ -55,8 +55,11 @@ t.test('passwords: scrypt at the default cost, constant-time verify', async (t) 
   t.equal(await verifyPassword('correct horse batterz', h), false);
   t.not(await hashPassword('correct horse battery'), h, 'salted');
   t.equal(await verifyPassword('x', 'plaintext'), false, 'unknown format never verifies');
-  t.equal(readSessionCookie('a=1; computer_session=abc; b=2'), 'abc');
-  t.equal(readSessionCookie('computer_sessionx=abc'), null);
+  t.same(readSessionCookie('a=1; computer_session=abc; b=2', false), { kind: 'one', token: 'abc' });
+  t.same(readSessionCookie('computer_sessionx=abc', false), { kind: 'none' });
+  t.same(readSessionCookie('computer_session=a; x=1; computer_session=b', false), { kind: 'many' }, 'two session cookies: neither');
+  t.same(readSessionCookie('computer_session=a; __Host-computer_session=b', true), { kind: 'one', token: 'b' }, 'under https only the __Host- cookie counts');
+  t.same(readSessionCookie('computer_session=a', true), { kind: 'none' });
 });
 
 t.test('config: parsed once from an env object, defaults, refusals', async (t) => {

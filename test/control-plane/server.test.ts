@@ -29,7 +29,7 @@ t.test('serve: signup, login, cookie flags, request id, per-socket IP', async (t
   const s = await fetch(`${running.url}/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
   t.equal(s.status, 201);
   const sc = s.headers.get('set-cookie')!;
-  t.match(sc, /^computer_session=[0-9A-Za-z]{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=1209600; Secure$/);
+  t.match(sc, /^__Host-computer_session=[0-9A-Za-z]{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=1209600; Secure$/);
   t.match(s.headers.get('x-request-id'), /^req_/);
 
   const l = await fetch(`${running.url}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });

@@ -76,7 +76,8 @@ export function makeMachinesRig(o: MachinesRigOptions) {
     const email = `m${++n}-${Math.random().toString(36).slice(2, 8)}@example.com`;
     const su = await call('POST', '/v1/auth/signup', { body: { email, password: 'correct horse battery', name: 'm' }, ip: `203.0.113.${n % 250}` });
     if (su.status !== 201) throw new Error(`signup ${su.status} ${su.text}`);
-    const cookie = `computer_session=${/computer_session=([^;]+)/.exec(su.headers.get('set-cookie') ?? '')![1]}`;
+    // `computer_session`, or `__Host-computer_session` under an https PUBLIC_BASE_URL.
+    const cookie = /^[^;]+/.exec(su.headers.get('set-cookie') ?? '')![0];
     const orgId = su.json.organization_id as string;
     if (plan !== 'none') {
       const co = await call('POST', '/v1/billing/checkout', { cookie, body: { plan_id: plan, success_url: `${PUBLIC_ORIGIN}/ok` } });

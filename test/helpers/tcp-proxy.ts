@@ -13,20 +13,25 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
+/** Pipes `client` both ways to 127.0.0.1:`targetPort`; both sockets are kept in `open` while they live. */
+export function relay(client: net.Socket, targetPort: number, open: Set<net.Socket>): void {
+  const upstream = net.connect(targetPort, '127.0.0.1');
+  for (const s of [client, upstream]) {
+    open.add(s);
+    s.on('close', () => open.delete(s));
+    s.on('error', () => {});
+  }
+  client.pipe(upstream).pipe(client);
+  client.on('close', () => upstream.destroy());
+  upstream.on('close', () => client.destroy());
+}
+
 export async function tcpProxy(targetPort: number): Promise<TcpProxy> {
   const open = new Set<net.Socket>();
   let accepted = 0;
   const server = net.createServer((client) => {
     accepted++;
-    const upstream = net.connect(targetPort, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      open.add(s);
-      s.on('close', () => open.delete(s));
-      s.on('error', () => {});
-    }
-    client.pipe(upstream).pipe(client);
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
+    relay(client, targetPort, open);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {

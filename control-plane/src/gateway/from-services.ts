@@ -30,8 +30,9 @@ export function principalFromUpgrade(s: Services, req: IncomingMessage): Princip
     const m = /^Bearer (\S+)$/.exec(authz);
     return m ? s.identity.principalFromApiKey(m[1]!) : null;
   }
-  const token = readSessionCookie(req.headers.cookie);
-  return token ? s.identity.principalFromCookie(token) : null;
+  // Two session cookies (one tossed from a sibling domain) authenticate nobody, as in the API.
+  const read = readSessionCookie(req.headers.cookie, s.config.secureCookies);
+  return read.kind === 'one' ? s.identity.principalFromCookie(read.token) : null;
 }
 
 export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}): { deps: GatewayDeps; egress: EgressMeter; close(): void } {

@@ -4,7 +4,7 @@
  * session cookie). Towards the client: the guest's headers minus hop-by-hop ones, with cookie `Domain`
  * attributes removed so a guest can only ever set cookies on its own preview hostname.
  */
-import { SESSION_COOKIE } from '../../../shared/schemas/auth.js';
+import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../../../shared/schemas/auth.js';
 import { PREVIEW_COOKIE } from '../../../shared/schemas/ports.js';
 
 /** RFC 9110 §7.6.1 connection-specific fields, plus ones a proxy must not pass on. */
@@ -14,7 +14,7 @@ const HOP_BY_HOP = new Set([
 ]);
 
 /** Cookies that are ours, never the guest's. */
-const OUR_COOKIES = new Set([PREVIEW_COOKIE, SESSION_COOKIE]);
+const OUR_COOKIES = new Set([PREVIEW_COOKIE, SESSION_COOKIE, SECURE_SESSION_COOKIE]);
 
 /** The Cookie header without our cookies; null when nothing is left. */
 export function withoutOurCookies(header: string): string | null {

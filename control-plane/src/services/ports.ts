@@ -11,7 +11,7 @@ import { PREVIEW_ACCESS_PATH, PREVIEW_COOKIE, type PortListQuery, type Preview, 
 import { randomBase62, sameDigest, sha256Hex } from '../auth/tokens.js';
 import type { Config } from '../config.js';
 import type { Principal } from '../context.js';
-import { readCookie } from '../auth/cookies.js';
+import { readCookies } from '../auth/cookies.js';
 import { bearerOf } from '../previews/headers.js';
 import { previewDomainOf, previewOrigin } from '../previews/hostnames.js';
 import { pageOf } from '../store/pagination.js';
@@ -141,11 +141,12 @@ export function createPortService(d: PortServiceDeps) {
       if (r.access === 'public') return { ok: true, dropAuthorization: false };
       const bearer = bearerOf(h.authorization);
       if (bearer && r.secret_hash && sameDigest(sha256Hex(bearer), r.secret_hash)) return { ok: true, dropAuthorization: true };
-      const cookie = readCookie(h.cookie, PREVIEW_COOKIE);
-      if (cookie && r.cookie_hash && sameDigest(sha256Hex(cookie), r.cookie_hash) && (h.origin === undefined || h.origin === origin(r.id))) {
-        return { ok: true, dropAuthorization: false };
-      }
-      return { ok: false };
+      // Any of the preview cookies the request carries may be this preview's: a sibling preview can set
+      // `computer_preview=junk` for the shared parent domain, and taking only the first would lock the
+      // visitor out (docs/security.md, "Cookie tossing").
+      if (!r.cookie_hash || (h.origin !== undefined && h.origin !== origin(r.id))) return { ok: false };
+      const hash = r.cookie_hash;
+      return readCookies(h.cookie, PREVIEW_COOKIE).some((c) => sameDigest(sha256Hex(c), hash)) ? { ok: true, dropAuthorization: false } : { ok: false };
     },
 
     /** The one-shot access link: the first use of the issued token returns the cookie value, later ones null. */

@@ -28,8 +28,9 @@ export function authenticate(s: Services, mode: AuthMode = 'any'): MiddlewareHan
       p = m ? s.identity.principalFromApiKey(m[1]!) : null;
       if (!p) throw new AppError('unauthenticated', 'Missing or invalid API key.');
     } else {
-      const token = readSessionCookie(c.req.header('cookie'));
-      p = token ? s.identity.principalFromCookie(token) : null;
+      const read = readSessionCookie(c.req.header('cookie'), s.config.secureCookies);
+      if (read.kind === 'many') throw twoSessionCookies();
+      p = read.kind === 'one' ? s.identity.principalFromCookie(read.token) : null;
       if (!p) throw new AppError('unauthenticated', 'Sign in or send an API key.');
     }
     if (p.via_cookie && WRITE_METHODS.has(c.req.method) && !isRecognisedOrigin(s.config, c.req.header('origin'))) {
@@ -41,6 +42,17 @@ export function authenticate(s: Services, mode: AuthMode = 'any'): MiddlewareHan
     c.set('principal', p);
     await next();
   };
+}
+
+/**
+ * A request carrying two session cookies: one was set from another site sharing a parent domain (cookie
+ * tossing, docs/security.md). Neither is taken; signing out and in again replaces the API's own.
+ */
+export function twoSessionCookies(): AppError {
+  return new AppError(
+    'unauthenticated',
+    'This request carries more than one session cookie, so neither is used: a site under a parent domain of this one may have set one. Clear this site\'s cookies and sign in again.',
+  );
 }
 
 /** Reads are gated by membership: the principal must be acting in an organization. */

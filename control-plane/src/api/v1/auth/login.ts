@@ -14,7 +14,7 @@ export default defineOp({
   async handler(c, s, io) {
     const body = await io.body();
     const r = await s.identity.login(body, clientIp(c, s.config.trustProxy));
-    c.header('set-cookie', sessionCookie(r.token, s.config.publicBaseUrl.startsWith('https:')));
+    c.header('set-cookie', sessionCookie(r.token, s.config.secureCookies));
     c.header('cache-control', 'no-store');
     return c.json({ user_id: r.userId, organization_id: r.session.active_org_id, auth_session_id: r.session.id, expires_at: r.session.expires_at });
   },

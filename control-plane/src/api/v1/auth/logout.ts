@@ -10,7 +10,7 @@ export default defineOp({
   responses: { 204: 'empty' },
   handler(c, s) {
     s.identity.logout(c.get('principal').auth_session_id!);
-    c.header('set-cookie', clearedSessionCookie(s.config.publicBaseUrl.startsWith('https:')));
+    c.header('set-cookie', clearedSessionCookie(s.config.secureCookies));
     return c.body(null, 204);
   },
 });
