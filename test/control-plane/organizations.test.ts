@@ -1,22 +1,5 @@
 import t from 'tap';
-import { assertEnvelope, makeRig, PUBLIC_ORIGIN, type Rig } from '../helpers/control-plane.js';
-
-async function subscribe(rig: Rig, cookie: string, plan = 'pro') {
-  const co = await rig.call('POST', '/v1/billing/checkout', { cookie, body: { plan_id: plan, success_url: `${PUBLIC_ORIGIN}/ok` } });
-  if (co.status !== 200) throw new Error(co.text);
-  const done = await rig.call('GET', new URL(co.json.url).pathname);
-  if (done.status !== 303) throw new Error(done.text);
-}
-
-async function join(rig: Rig, ownerCookie: string, orgId: string, role: string) {
-  const u = await rig.user(role);
-  const inv = await rig.call('POST', '/v1/invitations', { cookie: ownerCookie, body: { email: u.email, role } });
-  if (inv.status !== 201) throw new Error(inv.text);
-  const acc = await rig.call('POST', '/v1/invitations/accept', { cookie: u.cookie, body: { token: inv.json.token } });
-  if (acc.status !== 200) throw new Error(acc.text);
-  await rig.call('POST', '/v1/auth/switch-organization', { cookie: u.cookie, body: { organization_id: orgId } });
-  return { ...u, membershipId: acc.json.membership.id as string };
-}
+import { assertEnvelope, join, makeRig, subscribe } from '../helpers/control-plane.js';
 
 t.test('members: roles, owner-only owner changes, last-owner protection', async (t) => {
   const rig = makeRig();

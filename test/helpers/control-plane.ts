@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createApp } from '../../control-plane/src/app.js';
+import type { McpOptions } from '../../control-plane/src/mcp/endpoint.js';
 import { parseConfig } from '../../control-plane/src/config.js';
 import type { LogLine } from '../../control-plane/src/log.js';
 import { createServices, type ServiceDeps } from '../../control-plane/src/services/index.js';
@@ -36,7 +37,7 @@ export interface CallOpts {
   headers?: Record<string, string>;
 }
 
-export function makeRig(opts: { env?: Record<string, string>; services?: Partial<ServiceDeps>; start?: Date } = {}) {
+export function makeRig(opts: { env?: Record<string, string>; services?: Partial<ServiceDeps>; start?: Date; mcp?: McpOptions } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-test-'));
   const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, ...opts.env });
   const db = openDb(path.join(dir, DB_FILENAME));
@@ -45,7 +46,7 @@ export function makeRig(opts: { env?: Record<string, string>; services?: Partial
   const now = () => new Date(clock.t);
   const services = createServices({ passwordCost: FAST_SCRYPT, now, ...opts.services, config, store });
   const logs: LogLine[] = [];
-  const app = createApp({ services, log: (l) => logs.push(l), checkResponses: true });
+  const app = createApp({ services, log: (l) => logs.push(l), checkResponses: true, mcp: opts.mcp });
 
   async function call(method: string, p: string, o: CallOpts = {}): Promise<Reply> {
     const headers: Record<string, string> = { ...o.headers };
@@ -105,4 +106,23 @@ export function assertEnvelope(t: { equal: Function; type: Function; ok: Functio
   t.ok(/^req_[0-9a-z]+$/.test(e.request_id), 'request id shape');
   t.ok(Array.isArray(e.details), 'details array');
   if (code !== 'quota_exceeded') t.equal(e.quota, null, 'quota null');
+}
+
+/** Subscribes the cookie's active organization to `plan` through the built-in provider's checkout. */
+export async function subscribe(rig: Rig, cookie: string, plan = 'pro'): Promise<void> {
+  const co = await rig.call('POST', '/v1/billing/checkout', { cookie, body: { plan_id: plan, success_url: `${PUBLIC_ORIGIN}/ok` } });
+  if (co.status !== 200) throw new Error(co.text);
+  const done = await rig.call('GET', new URL(co.json.url).pathname);
+  if (done.status !== 303) throw new Error(done.text);
+}
+
+/** A new user invited into `orgId` with `role`, who accepted and switched to it. */
+export async function join(rig: Rig, ownerCookie: string, orgId: string, role: string) {
+  const u = await rig.user(role);
+  const inv = await rig.call('POST', '/v1/invitations', { cookie: ownerCookie, body: { email: u.email, role } });
+  if (inv.status !== 201) throw new Error(inv.text);
+  const acc = await rig.call('POST', '/v1/invitations/accept', { cookie: u.cookie, body: { token: inv.json.token } });
+  if (acc.status !== 200) throw new Error(acc.text);
+  await rig.call('POST', '/v1/auth/switch-organization', { cookie: u.cookie, body: { organization_id: orgId } });
+  return { ...u, membershipId: acc.json.membership.id as string };
 }

@@ -20,11 +20,18 @@ import { registerTools } from './tools.js';
 
 export const MCP_PATH = '/v1/mcp';
 
+/** Default bounds on open MCP sessions (docs/mcp.md, "Transport and sessions"). */
+export const MCP_SESSIONS_PER_KEY = 16;
+export const MCP_SESSIONS_PER_ORG = 64;
+export const MCP_SESSIONS_PER_SERVER = 1024;
+
 export interface McpOptions {
   /** An MCP session unused this long is closed (its machine sessions too) at the next request. */
   idleMs?: number;
   /** Open MCP sessions per API key; a new one beyond it closes that key's least recently used. */
   maxPerKey?: number;
+  /** Open MCP sessions per organization (all its keys); beyond it that organization's initialize is refused (429). */
+  maxPerOrg?: number;
   /** Open MCP sessions on this server; beyond it initialize is refused (429). */
   maxSessions?: number;
   now?: () => number;
@@ -50,8 +57,9 @@ export function mountMcp(
   o: McpOptions = {},
 ): void {
   const idleMs = o.idleMs ?? 30 * 60_000;
-  const maxPerKey = o.maxPerKey ?? 16;
-  const maxSessions = o.maxSessions ?? 1024;
+  const maxPerKey = o.maxPerKey ?? MCP_SESSIONS_PER_KEY;
+  const maxPerOrg = o.maxPerOrg ?? MCP_SESSIONS_PER_ORG;
+  const maxSessions = o.maxSessions ?? MCP_SESSIONS_PER_SERVER;
   const now = o.now ?? Date.now;
   const sessions = new Map<string, Entry>();
   // The /v1 caller of each MCP request, found by a tool call through the AuthInfo object the transport hands it.
@@ -69,6 +77,14 @@ export function mountMcp(
     await e.server.close().catch(() => undefined);
   }
 
+  // A revoked key, or every key of a member who left, loses its MCP sessions (and their input leases) at once.
+  s.orgs.onKeysLost((lost) => {
+    for (const [id, e] of [...sessions]) {
+      if (e.principal.org_id !== lost.org_id) continue;
+      if ('key_id' in lost ? e.principal.api_key_id === lost.key_id : e.principal.user_id === lost.user_id) void close(id, e);
+    }
+  });
+
   async function sweep(): Promise<void> {
     const t = now();
     for (const [id, e] of [...sessions]) if (t - e.lastUsed > idleMs) await close(id, e);
@@ -77,6 +93,10 @@ export function mountMcp(
   async function open(p: Principal): Promise<Entry> {
     const mine = [...sessions].filter(([, e]) => e.owner === ownerOf(p)).sort((a, b) => a[1].lastUsed - b[1].lastUsed);
     for (const [id, e] of mine.slice(0, Math.max(0, mine.length - maxPerKey + 1))) await close(id, e);
+    // One organization (any number of keys) cannot take the server's sessions from the others.
+    if ([...sessions.values()].filter((e) => e.principal.org_id === p.org_id).length >= maxPerOrg) {
+      throw new AppError('rate_limited', `This organization has ${maxPerOrg} open MCP sessions, its limit; close unused ones (DELETE /v1/mcp).`, { headers: { 'retry-after': '60' } });
+    }
     if (sessions.size >= maxSessions) throw new AppError('rate_limited', 'Too many open MCP sessions on this server; close unused ones (DELETE /v1/mcp).', { headers: { 'retry-after': '60' } });
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),

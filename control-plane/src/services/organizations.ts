@@ -27,6 +27,9 @@ const keyView = (k: ApiKeyRow) => ({
   id: k.id, name: k.name, prefix: k.prefix, scopes: parseScopes(k), created_by: k.created_by, created_at: k.created_at, last_used_at: k.last_used_at,
 });
 
+/** Keys that stopped working for good: one revoked key, or every key a departed member created in the organization. */
+export type KeysLost = { org_id: string; key_id: string } | { org_id: string; user_id: string };
+
 export function createOrganizationService(d: { store: Store; now: () => Date; quotas: QuotaService }) {
   const { store, now } = d;
   const iso = () => now().toISOString();
@@ -51,7 +54,22 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
     }
   }
 
+  const keysLostListeners = new Set<(lost: KeysLost) => void>();
+  const keysLost = (lost: KeysLost) => {
+    for (const l of keysLostListeners) l(lost);
+  };
+
   return {
+    /**
+     * Called after an API key stops working for good: revoked (`key_id`), or its creator left or was
+     * removed from the organization (`user_id`: every key they created there). The MCP server closes
+     * the sessions those keys hold.
+     */
+    onKeysLost(listener: (lost: KeysLost) => void): () => void {
+      keysLostListeners.add(listener);
+      return () => keysLostListeners.delete(listener);
+    },
+
     listMembers: (p: Principal, q: PageQuery) => pageOf(q, (after, limit) => store.identity.membersPage(orgOf(p), after, limit), memberView),
 
     changeRole(p: Principal, membershipId: string, role: Role) {
@@ -67,7 +85,7 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
 
     /** Removing a member takes a member's power away at once, including that of keys they created. */
     removeMember(p: Principal, membershipId: string): void {
-      store.db.tx(() => {
+      const userId = store.db.tx(() => {
         const m = member(p, membershipId);
         const self = m.user_id === p.user_id && p.kind === 'user';
         if (!self) {
@@ -76,7 +94,9 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
         }
         assertNotLastOwner(orgOf(p), m);
         store.identity.deleteMembership(m.id);
+        return m.user_id;
       });
+      keysLost({ org_id: orgOf(p), user_id: userId });
     },
 
     listInvitations(p: Principal, q: PageQuery) {
@@ -154,6 +174,7 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       const k = store.access.apiKeyInOrg(orgOf(p), keyId);
       if (!k) throw new AppError('not_found', 'No such API key.');
       store.access.revokeApiKey(k.id, iso());
+      keysLost({ org_id: k.org_id, key_id: k.id });
     },
   };
 }
