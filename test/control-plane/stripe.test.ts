@@ -209,6 +209,10 @@ t.test('stripe provider end to end against the loopback fake', async (t) => {
 
   t.equal((await deliver('customer.subscription.deleted', sub('canceled'), { created: T + 60 })).json.outcome, 'applied');
   t.equal((await acct()).state, 'canceled');
+  // An update of the same second delivered after the deletion: a deleted subscription is terminal.
+  t.equal((await deliver('customer.subscription.updated', sub('active'), { created: T + 60 })).json.outcome, 'ignored', 'an update after the deletion moves nothing');
+  t.equal((await deliver('customer.subscription.updated', sub('past_due'), { created: T + 61 })).json.outcome, 'ignored', 'nor a later one of the same subscription');
+  t.equal((await acct()).state, 'canceled', 'the account stays canceled');
   t.same(rig.services.billing.events(u.orgId).map((e) => `${e.type}:${e.to_state}`), [
     'checkout.completed:trialing', 'trial.converted:active', 'payment.failed:past_due', 'payment.succeeded:active', 'subscription.canceled:canceled',
   ]);

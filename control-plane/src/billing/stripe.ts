@@ -143,6 +143,10 @@ export function createStripeProvider(deps: {
     // Stripe does not deliver in order: an event older than the last one applied for this subscription
     // carries an outdated status, so it is recorded and skipped.
     if (current === sub.id && row?.last_event_created != null && ev.created < row.last_event_created) return { org, outcome: 'stale' };
+    // A canceled subscription is terminal at Stripe (a resubscription is a new subscription id): once the
+    // account is canceled with this subscription, none of its later events moves it, not even an update
+    // of the same second delivered after the deletion (`created` has one-second resolution).
+    if (current === sub.id && a.state === 'canceled') return { org, outcome: 'ignored' };
     const target = ev.type === 'customer.subscription.deleted' ? 'canceled' : stateForSubscriptionStatus(sub.status);
     if (!target) return { org, outcome: 'ignored' };
     // A resubscription is never a trial: a canceled account's new subscription counts from `active`.
