@@ -129,6 +129,8 @@ t.test('account states: checkout → trialing → provider events', async (t) =>
   t.match(page.headers.get('content-type'), /text\/html/);
   t.match(page.text, /<span id="state">active<\/span>/);
   t.match(page.text, /Cancel subscription/);
+  t.equal(page.headers.get('content-security-policy'), "default-src 'none'; form-action 'self'; frame-ancestors 'none'", 'the portal page may not be framed');
+  t.equal(page.headers.get('x-frame-options'), 'DENY');
   assertEnvelope(t, await rig.call('POST', `${ppath}/cancel`, { origin: 'https://evil.example' }), 'permission_denied', 403);
   const cancel = await rig.call('POST', `${ppath}/cancel`, { origin: PUBLIC_ORIGIN });
   t.equal(cancel.status, 303);

@@ -32,7 +32,10 @@ ${link.return_url ? `<p><a href="${esc(link.return_url)}">Back</a></p>` : ''}
 </body></html>`;
     c.header('cache-control', 'no-store');
     c.header('referrer-policy', 'no-referrer');
-    c.header('content-security-policy', "default-src 'none'; form-action 'self'");
+    // Never framed: inside another site's frame the cancel button's post carries our own Origin, so the
+    // Origin check would not stop a clickjacked cancellation.
+    c.header('content-security-policy', "default-src 'none'; form-action 'self'; frame-ancestors 'none'");
+    c.header('x-frame-options', 'DENY');
     return c.html(html);
   },
 });
