@@ -47,7 +47,7 @@ export async function runCli(argv: string[], config: Config, out: (s: string) =>
     if (cmd === 'rotate-secrets-key') {
       let file;
       try {
-        file = openKeyring(config, out);
+        file = openKeyring(config, out, { sealedSecrets: s.store.secrets.countAll() });
       } catch (e) {
         // These messages name the file and the problem, never key material.
         out(`keyring: ${(e as Error).message}`);

@@ -61,13 +61,21 @@ export async function serve(
   // With METRICS_PORT set, boots and captures are timed around the substrate calls.
   let onTiming: TimingSink | null = null;
   const substrate = given && config.metricsPort !== null ? timedSubstrate(given, (...a) => onTiming?.(...a)) : given;
-  // SECRETS_KEYRING: the default file is created in DATA_DIR on first run, and the operator is told.
-  const keyring = opts.services?.keyring !== undefined ? opts.services.keyring : openKeyring(config, say);
+  // SECRETS_KEYRING: the default file is created in DATA_DIR on first run, and the operator is told;
+  // a keyring gone while the database holds secrets sealed under it stops the start (openKeyring).
+  const store = createStore(db);
+  let keyring;
+  try {
+    keyring = opts.services?.keyring !== undefined ? opts.services.keyring : openKeyring(config, say, { sealedSecrets: store.secrets.countAll() });
+  } catch (e) {
+    db.close();
+    throw e;
+  }
   if (!keyring) say('secrets: SECRETS_KEYRING=off, storing secrets is refused (501)');
   const services = createServices({
     onMachineFailure: (id, op, cause) => log(machineFailureLine(id, op, cause)),
     log,
-    ...opts.services, keyring, substrate, config, store: createStore(db),
+    ...opts.services, keyring, substrate, config, store,
   });
   const dashboardDir = opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir;
   const app = createApp({ services, log, ops: ALL_OPS, dashboardDir });
@@ -174,7 +182,11 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     process.stderr.write(`computer: ${(e as Error).message}\n`);
     process.exit(1);
   }
-  const running = await serve(config, { say, services: { substrate: prepareSubstrate({ config, say }, kind) } });
+  // A start refused for a reason the operator must fix (a lost secrets keyring) is one clear line, not a stack.
+  const running = await serve(config, { say, services: { substrate: prepareSubstrate({ config, say }, kind) } }).catch((e: unknown) => {
+    process.stderr.write(`computer: refusing to start: ${(e as Error).message}\n`);
+    process.exit(1);
+  });
   say(gettingStarted(running.url, running.dashboard));
   const stop = () => void running.close().then(() => process.exit(0));
   process.on('SIGINT', stop);

@@ -11,8 +11,10 @@ import { randomBytes } from 'node:crypto';
 import { Hono } from 'hono';
 import type { AgentEnv } from '../../agent/src/app.js';
 import { runCli } from '../../control-plane/src/cli.js';
+import { parseConfig } from '../../control-plane/src/config.js';
+import { serve } from '../../control-plane/src/main.js';
 import type { LogLine } from '../../control-plane/src/log.js';
-import { assertEnvelope } from '../helpers/control-plane.js';
+import { assertEnvelope, FAST_SCRYPT } from '../helpers/control-plane.js';
 import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig } from '../helpers/machines-rig.js';
 
@@ -265,6 +267,47 @@ t.test('at rest: sealed in the database, and the keyring rotates through the ope
   fake.secretsOf(m.id).clear();
   await rig.call('PUT', `/v1/machines/${m.id}/secrets`, { key: a.key, body: { name: 'GAMMA', value: 'g2' } });
   t.same([...fake.secretsOf(m.id).keys()].sort(), ['ALPHA', 'GAMMA'], 'the unreadable one is not delivered');
+});
+
+t.test('a lost keyring: 503 while running, and a restart refuses to invent a new one while sealed secrets exist', async (t) => {
+  const { rig, fake, serviceLog } = setup(t);
+  const a = await rig.tenant('pro', SCOPES);
+  const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
+  t.equal((await rig.call('PUT', `/v1/machines/${m.id}/secrets`, { key: a.key, body: { name: 'KEPT', value: uniqueValue('kept') } })).status, 200);
+  const keyringFile = path.join(rig.dir, 'secrets-keyring.json');
+  const saved = `${keyringFile}.saved`;
+  fs.renameSync(keyringFile, saved);
+
+  const r = await rig.call('PUT', `/v1/machines/${m.id}/secrets`, { key: a.key, body: { name: 'NEW', value: uniqueValue('new') } });
+  assertEnvelope(t, r, 'compute_unavailable', 503);
+  t.equal(r.json.error.message, "This server's secrets keyring is unavailable or lacks this secret's key; an operator must restore it. Nothing was changed.");
+  t.notMatch(r.text, /secrets-keyring|\//, 'the answer names no path');
+  t.same((await rig.call('GET', `/v1/machines/${m.id}/secrets`, { key: a.key })).json.data.map((s: { name: string }) => s.name), ['KEPT'], 'nothing was stored');
+  t.ok(serviceLog.some((l) => l.event === 'secrets_keyring_unavailable' && l.kind === 'ENOENT'), 'the operator log says why, by kind');
+  t.equal(fake.secretsOf(m.id).has('NEW'), false);
+
+  // A restart on this data directory: the database holds a sealed secret and the keyring is gone.
+  const config = parseConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: rig.dir });
+  const started = await serve(config, { services: { passwordCost: FAST_SCRYPT }, dashboardDir: null }).then(
+    async (running) => {
+      await running.close();
+      return null;
+    },
+    (e: Error) => e.message,
+  );
+  t.equal(
+    started,
+    `the secrets keyring ${keyringFile} is missing but the database holds 1 secret(s) sealed under it; restore the keyring file from the backup made with the database (or name it with SECRETS_KEYRING). Refusing to create a new keyring, which could open none of them.`,
+    'the start is refused with what to do',
+  );
+  t.notOk(fs.existsSync(keyringFile), 'no new keyring was created');
+  const out: string[] = [];
+  t.equal(await runCli(['rotate-secrets-key'], rig.config, (l) => out.push(l)), 1, 'nor does the rotation CLI create one');
+  t.match(out[0], /is missing but the database holds 1 secret\(s\)/);
+
+  // Restored, everything works again.
+  fs.renameSync(saved, keyringFile);
+  t.equal((await rig.call('PUT', `/v1/machines/${m.id}/secrets`, { key: a.key, body: { name: 'NEW', value: 'n' } })).status, 200);
 });
 
 t.test('SECRETS_KEYRING=off: storing is 501, reading and revoking still work', async (t) => {

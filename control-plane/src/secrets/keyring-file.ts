@@ -91,15 +91,28 @@ export class KeyringFile implements KeyringSource {
 /**
  * Open the configured keyring. The default file is created on first run (and `say` tells the operator,
  * because losing it makes every stored secret unreadable); a keyring the operator named must exist.
+ * When the database already holds sealed secrets (`sealedSecrets` > 0) a missing default file is not
+ * created either: a new keyring could open none of them, so the keyring was lost and must be restored.
  */
-export function openKeyring(config: Pick<Config, 'secretsKeyring' | 'dataDir'>, say: (line: string) => void = () => {}, now = () => new Date()): KeyringFile | null {
+export function openKeyring(
+  config: Pick<Config, 'secretsKeyring' | 'dataDir'>,
+  say: (line: string) => void = () => {},
+  o: { now?: () => Date; sealedSecrets?: number } = {},
+): KeyringFile | null {
   const where = keyringPath(config);
   if (!where) return null;
   const file = new KeyringFile(where.path);
   if (!fs.existsSync(where.path)) {
     if (!where.isDefault) throw new Error(`SECRETS_KEYRING names ${where.path}, which does not exist`);
+    if (o.sealedSecrets) {
+      throw new Error(
+        `the secrets keyring ${where.path} is missing but the database holds ${o.sealedSecrets} secret(s) sealed under it; ` +
+          'restore the keyring file from the backup made with the database (or name it with SECRETS_KEYRING). ' +
+          'Refusing to create a new keyring, which could open none of them.',
+      );
+    }
     fs.mkdirSync(path.dirname(where.path), { recursive: true, mode: 0o700 });
-    if (file.createIfAbsent(newKeyring(now()))) say(`secrets: created the keyring ${where.path} (mode 0600). Back it up with the database: without it stored secrets cannot be decrypted.`);
+    if (file.createIfAbsent(newKeyring((o.now ?? (() => new Date()))()))) say(`secrets: created the keyring ${where.path} (mode 0600). Back it up with the database: without it stored secrets cannot be decrypted.`);
   }
   file.current();
   return file;

@@ -132,7 +132,7 @@ export function createServices(d: ServiceDeps) {
   });
   const secrets = createSecretService({
     store, pool, now, log: d.log, retry: d.secretsRetry,
-    keyring: d.keyring === undefined ? openKeyring(config) : d.keyring,
+    keyring: d.keyring === undefined ? openKeyring(config, undefined, { sealedSecrets: store.secrets.countAll() }) : d.keyring,
   });
   machines.onBoot((m) => secrets.deliverAfterBoot(m));
   if (!d.counters?.machines) quotas.registerCounter('machines', (orgId) => store.machines.countLive(orgId));

@@ -41,6 +41,14 @@ export interface SecretServiceDeps {
   deliveryTimeoutMs?: number;
 }
 
+/**
+ * The keyring cannot be read (gone, loosened, damaged) or lacks a stored secret's key: 503, because only an
+ * operator can repair it (restore the file from the backup taken with the database) and nothing was changed.
+ */
+function keyringUnavailable(cause: unknown): AppError {
+  return new AppError('compute_unavailable', "This server's secrets keyring is unavailable or lacks this secret's key; an operator must restore it. Nothing was changed.", { cause });
+}
+
 const DEFAULT_RETRY = { delaysMs: [250, 500, 1_000, 2_000, 4_000, 8_000, 15_000], giveUpMs: 180_000 };
 
 export interface RotationResult {
@@ -70,7 +78,14 @@ export function createSecretService(d: SecretServiceDeps) {
   function keyring() {
     // Deployment rule (spec, errors §7): no keyring, no storing.
     if (!d.keyring) throw new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off), so secrets cannot be stored.');
-    return d.keyring.current();
+    try {
+      return d.keyring.current();
+    } catch (e) {
+      // The file was removed, made readable by others or damaged while the server ran: the operator's
+      // fault to repair, never the caller's. Logged by kind (a message can hold the path).
+      log({ event: 'secrets_keyring_unavailable', kind: (e as NodeJS.ErrnoException).code ?? 'invalid' });
+      throw keyringUnavailable(e);
+    }
   }
 
   function view(r: SecretRow, m: MachineRow): Secret {
@@ -253,7 +268,7 @@ export function createSecretService(d: SecretServiceDeps) {
         if (!r) throw new AppError('not_found', 'No such secret.', { details: [{ field: 'secret', message: 'no secret of that name on this machine' }] });
         if (!d.keyring) throw new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off).');
         const v = openRow(r);
-        if (v === null) throw new AppError('internal_error', "The stored secret cannot be decrypted with this deployment's keyring.");
+        if (v === null) throw keyringUnavailable(null);
         if (v.length > MAX_TYPE_TEXT) {
           throw new AppError('invalid_request', `The secret is too long to type (at most ${MAX_TYPE_TEXT} characters).`, {
             details: [{ field: 'secret', message: `longer than ${MAX_TYPE_TEXT} characters` }],

@@ -27,6 +27,8 @@ export function secretsRepo(db: Db) {
     get: (machineId: string, name: string) =>
       db.get<SecretRow>('SELECT * FROM machine_secrets WHERE machine_id = ? AND name = ?', [machineId, name]),
     forMachine: (machineId: string) => db.all<SecretRow>('SELECT * FROM machine_secrets WHERE machine_id = ? ORDER BY name', [machineId]),
+    /** Sealed secrets in the whole database (a missing keyring with any of them is a lost keyring). */
+    countAll: () => db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machine_secrets')!.n,
     /** Count and total value size of a machine's secrets, leaving one name out (the one being replaced). */
     usage: (machineId: string, except: string) =>
       db.get<{ n: number; bytes: number }>(
