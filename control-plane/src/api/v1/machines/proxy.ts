@@ -45,8 +45,16 @@ export interface ProxySpec {
    * even where the route itself needs only membership).
    */
   needs?: (query: unknown, body: unknown) => Permission | undefined;
-  /** File downloads: the answer's bytes count as the machine's egress. */
-  egress?: boolean;
+}
+
+/**
+ * Sends a machine's answer (what its agent produced: exec output, a screenshot, file contents, …) and
+ * counts its body bytes as that machine's egress (docs/usage-and-billing.md, "What egress counts").
+ */
+export function meteredAnswer(c: Context<CpEnv>, s: Services, machineId: string, answer: unknown): Response {
+  const text = JSON.stringify(answer);
+  s.metering.egress.add(machineId, Buffer.byteLength(text));
+  return c.body(text, 200, { 'content-type': 'application/json' });
 }
 
 export function machineIdParam(c: Context<CpEnv>): string {
@@ -110,12 +118,7 @@ export function proxyOp(spec: ProxySpec): Op {
       }
       if (answer === null) return c.body(null, 204);
       spec.check?.(answer);
-      if (spec.egress) {
-        const text = JSON.stringify(answer);
-        s.metering.egress.add(machineId, Buffer.byteLength(text));
-        return c.body(text, 200, { 'content-type': 'application/json' });
-      }
-      return c.json(answer as object, 200);
+      return meteredAnswer(c, s, machineId, answer);
     },
   });
 }

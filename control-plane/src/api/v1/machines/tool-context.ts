@@ -4,13 +4,17 @@ import { readAgentAnswer } from '../../../agent-client/answer.js';
 import type { AgentCall } from '../../../computer-tools/anthropic.js';
 import type { CpEnv } from '../../../context.js';
 import type { Services } from '../../../services/index.js';
-import { machineIdParam } from './proxy.js';
+import { machineIdParam, meteredAnswer } from './proxy.js';
 
 /**
  * The checks every tool endpoint makes, in the proxy's order (machine, body, lease), and the agent
  * caller its actions go through: each answer parsed against its route's schema like any agent answer.
  */
-export async function toolOpContext<B>(c: Context<CpEnv>, s: Services, body: () => Promise<B>): Promise<{ body: B; call: AgentCall }> {
+export async function toolOpContext<B>(
+  c: Context<CpEnv>,
+  s: Services,
+  body: () => Promise<B>,
+): Promise<{ body: B; call: AgentCall; reply: (answer: unknown) => Response }> {
   const p = c.get('principal');
   const machineId = machineIdParam(c);
   // Existence and state first: another organization's machine is 404 whatever the body says.
@@ -28,5 +32,6 @@ export async function toolOpContext<B>(c: Context<CpEnv>, s: Services, body: () 
     });
     return readAgentAnswer(op, res);
   };
-  return { body: parsed, call };
+  // The tool's answer (screenshots, mostly) leaves on the machine's behalf: counted as its egress.
+  return { body: parsed, call, reply: (answer) => meteredAnswer(c, s, machineId, answer) };
 }

@@ -18,7 +18,7 @@ export default defineOp({
   body: AnthropicToolRequest,
   responses: { 200: AnthropicToolResult },
   async handler(c, s, io) {
-    const { body, call } = await toolOpContext(c, s, () => io.body());
-    return c.json(await runAnthropicTool(body, call), 200);
+    const { body, call, reply } = await toolOpContext(c, s, () => io.body());
+    return reply(await runAnthropicTool(body, call));
   },
 });

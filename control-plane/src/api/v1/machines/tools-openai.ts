@@ -17,7 +17,7 @@ export default defineOp({
   body: OpenAIToolRequest,
   responses: { 200: OpenAIToolResult },
   async handler(c, s, io) {
-    const { body, call } = await toolOpContext(c, s, () => io.body());
-    return c.json(await runOpenAITool(body, call), 200);
+    const { body, call, reply } = await toolOpContext(c, s, () => io.body());
+    return reply(await runOpenAITool(body, call));
   },
 });
