@@ -11,6 +11,8 @@ PACKAGES=(
   fonts-dejavu-core locales coreutils procps
   # browser the agent opens
   chromium
+  # tests: a throwaway TLS certificate for the https cookie test (test/helpers/tls-terminator.ts)
+  openssl
   # guest image build (images/build.sh): mmdebstrap, mkfs.ext4 -d, qemu-img, the initrd's cpio
   mmdebstrap e2fsprogs qemu-utils cpio
   # container substrate: rootful podman with runc (crun fails on cgroup v1 hybrid hosts), CNI bridge, host guard
