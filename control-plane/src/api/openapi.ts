@@ -131,7 +131,10 @@ export function buildOpenApi(ops: readonly Op[], o: OpenApiOptions): Json {
       schemas,
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (sk_…).' },
-        session: { type: 'apiKey', in: 'cookie', name: 'computer_session' },
+        session: {
+          type: 'apiKey', in: 'cookie', name: 'computer_session',
+          description: 'The browser session cookie: `__Host-computer_session` when the server is reached over https, `computer_session` on plain http. A request carrying two session cookies is refused (401).',
+        },
       },
     },
   };
