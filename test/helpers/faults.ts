@@ -91,8 +91,11 @@ export async function restartableContainerRig(t: { teardown(fn: () => Promise<vo
       await self.rig.close({ keepDir: true });
       Object.assign(self, open());
     },
-    /** Runs `method path` in a child control plane killed at `point`; then this one is reopened. */
-    async crashAt(point: string, key: string, method: string, p: string, body?: unknown): Promise<{ signal: string | null; out: string }> {
+    /**
+     * Runs `method path` in a child control plane killed at `point`; then this one is reopened (`beforeReopen`
+     * looks at what the dead one left, before a new control plane touches it).
+     */
+    async crashAt(point: string, key: string, method: string, p: string, body?: unknown, beforeReopen?: () => void): Promise<{ signal: string | null; out: string }> {
       await self.rig.close({ keepDir: true });
       const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, key, method, path: p, body })], {
         env: { ...process.env, COMPUTER_FAULT_POINT: point }, stdio: ['ignore', 'pipe', 'inherit'],
@@ -100,6 +103,7 @@ export async function restartableContainerRig(t: { teardown(fn: () => Promise<vo
       let out = '';
       child.stdout.on('data', (b: Buffer) => (out += b.toString()));
       const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
+      beforeReopen?.();
       Object.assign(self, open());
       return { signal, out };
     },
