@@ -4,7 +4,7 @@
  * (between the freeze and the thaw) inside a snapshot and inside a fork; it leaves the container frozen with
  * the freeze in the machine's record, and the next control plane thaws it as it starts: the machine answers
  * without anyone restarting it, and the reconciler settles the capture (`error`, no blob). The substrate watch
- * thaws a machine found frozen with no capture in flight (a freeze nobody recorded).
+ * thaws a machine found frozen with no capture in flight (a freeze nobody recorded). Both disk modes.
  */
 import t, { type Test } from 'tap';
 import fs from 'node:fs';
@@ -38,8 +38,9 @@ function thawAfter(t: Test, root: string, id: string): void {
   });
 }
 
-t.test('crashes while a live capture holds the machine frozen', { timeout: 900_000 }, async (t) => {
-  const cp = await restartableContainerRig(t);
+async function drill(t: Test, disks: 'auto' | 'copy'): Promise<void> {
+  const cp = await restartableContainerRig(t, { disks });
+  t.equal(cp.substrate.diskMode, disks === 'auto' ? 'snapshot' : 'copy');
   const { key } = await cp.rig.tenant('pro', ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'snapshots:read', 'snapshots:write']);
   const made = await cp.rig.call('POST', '/v1/machines', { key, body: { name: 'frozen' } });
   t.equal(made.status, 201, made.text);
@@ -116,4 +117,10 @@ t.test('crashes while a live capture holds the machine frozen', { timeout: 900_0
     t.same(await cp.rig.services.machines.watchPass(), []);
     t.equal((await exec(['true'])).json.exit_code, 0);
   });
-});
+}
+
+// Both ways a live capture duplicates the disk: a btrfs snapshot (the default), and a copy (`disks: 'copy'`,
+// where the machine stays frozen for the whole copy).
+for (const disks of ['auto', 'copy'] as const) {
+  t.test(`crashes while a live capture holds the machine frozen (disks: ${disks})`, { timeout: 900_000 }, (t) => drill(t, disks));
+}

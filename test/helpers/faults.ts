@@ -74,12 +74,12 @@ export async function agentAnswers(rig: MachinesRig, key: string, id: string, tr
  * directory and substrate root (new objects, so nothing survives in memory), and a crash drill that runs one
  * /v1 call in a child control plane killed at a named fault point.
  */
-export async function restartableContainerRig(t: { teardown(fn: () => Promise<void> | void): void }) {
+export async function restartableContainerRig(t: { teardown(fn: () => Promise<void> | void): void }, opts: { disks?: 'auto' | 'copy' } = {}) {
   const image = await testImage('container');
   const root = fs.mkdtempSync('/tmp/cpk-');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-crash-'));
   const open = () => {
-    const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
+    const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000, ...(opts.disks ? { disks: opts.disks } : {}) });
     const rig = makeMachinesRig({ substrate, dir, services: { readyProbe: false, agentTimeouts: { connectMs: 5000, requestMs: 60_000 } } });
     return { substrate, rig };
   };
@@ -97,7 +97,7 @@ export async function restartableContainerRig(t: { teardown(fn: () => Promise<vo
      */
     async crashAt(point: string, key: string, method: string, p: string, body?: unknown, beforeReopen?: () => void): Promise<{ signal: string | null; out: string }> {
       await self.rig.close({ keepDir: true });
-      const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, key, method, path: p, body })], {
+      const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, disks: opts.disks, key, method, path: p, body })], {
         env: { ...process.env, COMPUTER_FAULT_POINT: point }, stdio: ['ignore', 'pipe', 'inherit'],
       });
       let out = '';
