@@ -17,8 +17,9 @@ PACKAGES=(
   mmdebstrap e2fsprogs qemu-utils cpio
   # container substrate: rootful podman with runc (crun fails on cgroup v1 hybrid hosts), CNI bridge, host guard
   podman runc conmon containernetworking-plugins iptables catatonit uidmap
-  # container disk layers: btrfs subvolumes (constant-time live captures); getfattr/setfattr to flatten chains
-  btrfs-progs attr
+  # container disk layers: btrfs subvolumes (constant-time live captures); getfattr/setfattr to flatten chains;
+  # setpriv (util-linux, essential: listed for the record) ties every disk copy's life to the control plane's
+  btrfs-progs attr util-linux
   # vm substrate (iproute2: bridge and taps for outbound networking; ebtables comes with iptables)
   qemu-system-x86 iproute2
 )

@@ -96,6 +96,11 @@ export class DeferredSubstrate implements Substrate {
   diskUsage: Substrate['diskUsage'] = async (id) => (await this.get()).diskUsage(id);
   reattach: Substrate['reattach'] = async () => (await this.get()).reattach();
   diskVolume = (): DiskVolume | null => this.impl?.diskVolume?.() ?? null;
+  thaw = async (id: string): Promise<void> => {
+    const impl = await this.get();
+    if (!impl.thaw) throw new AppError('compute_unavailable', 'This substrate does not freeze machines.');
+    await impl.thaw(id);
+  };
   remountDiskVolume = async (): Promise<void> => {
     const impl = await this.get();
     if (!impl.remountDiskVolume) throw new AppError('compute_unavailable', 'This substrate has no disk volume to mount again.');

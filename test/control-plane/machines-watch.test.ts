@@ -182,3 +182,40 @@ t.test('a read-only disk volume: the starts a recovery owes survive a control-pl
   t.same([a, b].map((id) => rig.store.machines.byId(id)!.state), ['running', 'running'], 'both started again by the new control plane');
   t.same(rig.store.volumeRestarts.all(), [], 'nothing more owed');
 });
+
+t.test('a machine found frozen with no capture in flight: thawed and left running, or failed when it cannot be', async (t) => {
+  const fake = new FakeSubstrate();
+  // The fake freezes nothing: its liveness and the optional thaw are driven by the test on this instance.
+  const frozen = new Set<string>();
+  const thaws: string[] = [];
+  let thawFails = false;
+  const liveness = fake.liveness.bind(fake);
+  Object.assign(fake, {
+    liveness: async (id: string) => (frozen.has(id) ? 'frozen' : liveness(id)),
+    thaw: async (id: string) => {
+      thaws.push(id);
+      if (thawFails) throw new Error('freezer.state: no such file');
+      frozen.delete(id);
+    },
+  });
+  const rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
+  t.teardown(() => rig.close());
+  const { key } = await rig.tenant();
+  const events = async (id: string) =>
+    ((await rig.call('GET', `/v1/machines/${id}/events?limit=100`, { key })).json.data as Array<{ type: string; data: any }>).reverse();
+  const a = await createMachine(t, rig, key, 'a');
+  const b = await createMachine(t, rig, key, 'b');
+
+  frozen.add(a);
+  t.same(await rig.services.machines.watchPass(), [], 'nothing moved');
+  t.same(thaws, [a], 'thawed once');
+  t.equal(rig.store.machines.byId(a)!.state, 'running');
+  t.notOk((await events(a)).some((e) => e.type === 'machine.failed'), 'no machine.failed: it runs on');
+  t.same(await rig.services.machines.watchPass(), [], 'the next pass finds it running');
+  t.same(thaws, [a]);
+
+  frozen.add(b);
+  thawFails = true;
+  t.same(await rig.services.machines.watchPass(), [{ id: b, to: 'error' }], 'one that cannot be thawed answers nothing: it fails');
+  t.match((await events(b)).at(-1), { type: 'machine.failed', data: { from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: 'frozen' } });
+});

@@ -74,12 +74,12 @@ export async function agentAnswers(rig: MachinesRig, key: string, id: string, tr
  * directory and substrate root (new objects, so nothing survives in memory), and a crash drill that runs one
  * /v1 call in a child control plane killed at a named fault point.
  */
-export async function restartableContainerRig(t: { teardown(fn: () => Promise<void> | void): void }) {
+export async function restartableContainerRig(t: { teardown(fn: () => Promise<void> | void): void }, opts: { disks?: 'auto' | 'copy' } = {}) {
   const image = await testImage('container');
   const root = fs.mkdtempSync('/tmp/cpk-');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-crash-'));
   const open = () => {
-    const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
+    const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000, ...(opts.disks ? { disks: opts.disks } : {}) });
     const rig = makeMachinesRig({ substrate, dir, services: { readyProbe: false, agentTimeouts: { connectMs: 5000, requestMs: 60_000 } } });
     return { substrate, rig };
   };
@@ -91,15 +91,19 @@ export async function restartableContainerRig(t: { teardown(fn: () => Promise<vo
       await self.rig.close({ keepDir: true });
       Object.assign(self, open());
     },
-    /** Runs `method path` in a child control plane killed at `point`; then this one is reopened. */
-    async crashAt(point: string, key: string, method: string, p: string, body?: unknown): Promise<{ signal: string | null; out: string }> {
+    /**
+     * Runs `method path` in a child control plane killed at `point`; then this one is reopened (`beforeReopen`
+     * looks at what the dead one left, before a new control plane touches it).
+     */
+    async crashAt(point: string, key: string, method: string, p: string, body?: unknown, beforeReopen?: () => void): Promise<{ signal: string | null; out: string }> {
       await self.rig.close({ keepDir: true });
-      const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, key, method, path: p, body })], {
+      const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, disks: opts.disks, key, method, path: p, body })], {
         env: { ...process.env, COMPUTER_FAULT_POINT: point }, stdio: ['ignore', 'pipe', 'inherit'],
       });
       let out = '';
       child.stdout.on('data', (b: Buffer) => (out += b.toString()));
       const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
+      beforeReopen?.();
       Object.assign(self, open());
       return { signal, out };
     },

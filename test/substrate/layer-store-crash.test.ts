@@ -4,7 +4,7 @@
  * half way) and is killed while the new blob exists but is not yet recorded; the store opened again deletes
  * that blob and holds exactly what it held before the capture began.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,8 +27,18 @@ async function storeWithDisk(t: { teardown(fn: () => void): void }, prefix: stri
   return { root, base, dir, store, disk };
 }
 
-t.test('SIGKILL mid-capture: the reopened store sweeps the half-made blob', async (t) => {
-  const { root, base, dir, store, disk } = await storeWithDisk(t, 'layers-kill-');
+/**
+ * A child process copying `disk-a`'s writable layer (filled so the copy takes a while) into a new layer, killed
+ * with SIGKILL once the new blob exists and is being filled, before the state file names it: `group` kills its
+ * whole process group (a crash of the control plane's service), `node` only the node process (a bare `kill -9`
+ * of its pid), which leaves whatever it started to the kernel. Returns the half-made blob's path.
+ */
+async function killedMidCopy(
+  t: Test,
+  s: Awaited<ReturnType<typeof storeWithDisk>>,
+  how: 'group' | 'node',
+): Promise<{ before: string[]; stateBefore: string; half: string }> {
+  const { root, dir, store, disk } = s;
   // Enough files that `cp -a` takes a while (thousands of small files, then a large one).
   const diff = path.join(store.blobPath(disk.writable), 'diff');
   for (let d = 0; d < 40; d++) {
@@ -49,30 +59,34 @@ await s.copyToLayer('disk-a', 'snp_killedmidcapture000000000');
 console.log('finished');
 `,
   );
-  // Its own process group: the kill below takes the whole process tree, as a crash of the control plane's service
-  // does (its `cp` included; a copy left running would still be writing while the reopened store sweeps).
+  // Its own process group either way, so `group` takes exactly the child's tree and nothing of this test's.
   const proc = spawn(process.execPath, [...process.execArgv, child], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let out = '';
   proc.stdout.on('data', (b) => (out += b));
   proc.stderr.on('data', (b) => (out += b));
   const exited = new Promise<NodeJS.Signals | number | null>((r) => proc.on('exit', (code, sig) => r(sig ?? code)));
-  // Kill it once the new blob exists and is being filled, before the state file names it.
-  let caught = false;
+  let half = '';
   for (let i = 0; i < 6000 && proc.exitCode === null; i++) {
     const extra = fs.readdirSync(path.join(dir, 'blobs')).filter((b) => !before.includes(b));
     if (extra.length && fs.existsSync(path.join(dir, 'blobs', extra[0]!, 'diff'))) {
-      process.kill(-proc.pid!, 'SIGKILL');
-      caught = true;
+      half = path.join(dir, 'blobs', extra[0]!);
+      if (how === 'group') process.kill(-proc.pid!, 'SIGKILL');
+      else proc.kill('SIGKILL');
       break;
     }
     await new Promise((r) => setTimeout(r, 5));
   }
-  t.equal(await exited, caught ? 'SIGKILL' : 0, `the child was killed mid-capture (${out.trim() || 'no output'})`);
-  t.ok(caught, 'caught the capture half way');
+  t.equal(await exited, half ? 'SIGKILL' : 0, `the child was killed mid-capture (${out.trim() || 'no output'})`);
+  t.ok(half, 'caught the capture half way');
   t.notOk(out.includes('finished'), 'the capture never finished');
   t.equal(fs.readFileSync(path.join(dir, 'state.json'), 'utf8'), stateBefore, 'the state file never named the half-made layer');
   t.not(fs.readdirSync(path.join(dir, 'blobs')).length, before.length, 'a half-made blob was left on disk');
+  return { before, stateBefore, half };
+}
 
+/** The reopened store swept the half-made blob, holds what it held before, and captures again. */
+async function sweptAndWorks(t: Test, s: Awaited<ReturnType<typeof storeWithDisk>>, before: string[]): Promise<void> {
+  const { dir, disk } = s;
   const reopened = new LayerStore(dir, new OverlayBackend());
   await reopened.settled();
   t.same(fs.readdirSync(path.join(dir, 'blobs')).sort(), before, 'the reopened store deleted it: nothing leaked');
@@ -84,6 +98,53 @@ console.log('finished');
   await reopened.unpin(again.id, 'snp_retry');
   await reopened.deleteDisk('disk-a');
   t.same(fs.readdirSync(path.join(dir, 'blobs')), []);
+}
+
+/**
+ * Live processes (not zombies) with an argument inside `blob`, and whether each already has SIGKILL pending
+ * (the kernel is taking it down: it starts no further system call).
+ */
+function processesOn(blob: string): Array<{ pid: number; argv: string[]; dying: boolean }> {
+  const out: Array<{ pid: number; argv: string[]; dying: boolean }> = [];
+  for (const p of fs.readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(p)) continue;
+    try {
+      const argv = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0').filter(Boolean);
+      if (!argv.some((a) => a === blob || a.startsWith(blob + '/'))) continue;
+      const status = fs.readFileSync(`/proc/${p}/status`, 'utf8');
+      if (/^State:\s+[ZX]/m.test(status)) continue;
+      const pending = [...status.matchAll(/^(?:SigPnd|ShdPnd):\s+([0-9a-f]+)$/gm)].map((m) => BigInt('0x' + m[1]));
+      out.push({ pid: Number(p), argv, dying: pending.some((m) => (m & (1n << 8n)) !== 0n) });
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return out;
+}
+
+t.test('SIGKILL of the process group mid-capture: the reopened store sweeps the half-made blob', async (t) => {
+  const s = await storeWithDisk(t, 'layers-kill-');
+  const { before } = await killedMidCopy(t, s, 'group');
+  await sweptAndWorks(t, s, before);
+});
+
+/**
+ * Issue 21 item 7: a bare `kill -9` of the node process alone. Its copy must not outlive it: by the time the
+ * process is seen dead, every process still copying into the half-made blob has SIGKILL pending (it starts no
+ * further system call, so it can add nothing the sweep would have to race with), and once they are gone the
+ * sweep has deleted the blob and nothing refills it. Without the tethering the `cp` runs on, orphaned.
+ */
+t.test('SIGKILL of the node process alone mid-capture: no copy outlives it to race the sweep', async (t) => {
+  const s = await storeWithDisk(t, 'layers-kill-node-');
+  const { before, half } = await killedMidCopy(t, s, 'node');
+  const left = processesOn(half);
+  t.same(left.filter((p) => !p.dying).map((p) => p.argv[0]), [], 'no copy into the half-made blob outlived the control plane');
+  // Never leave a stray copy behind this test, with or without the fix.
+  for (const p of left) if (!p.dying) process.kill(p.pid, 'SIGKILL');
+  await sweptAndWorks(t, s, before);
+  for (let i = 0; i < 2000 && processesOn(half).length; i++) await new Promise((r) => setTimeout(r, 5));
+  t.same(processesOn(half), [], 'the killed copies are gone');
+  t.same(fs.readdirSync(path.join(s.dir, 'blobs')), [], 'nothing refilled the swept blob');
 });
 
 /**

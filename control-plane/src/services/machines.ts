@@ -85,6 +85,9 @@ const WATCH_INTERVAL_MS = 2_000;
 
 const DEFAULT_READY_PROBE = { intervalMs: 1_000, timeoutMs: 180_000 };
 
+/** `machine.failed {operation: run}`'s reason for each way the watch finds a running machine dead. */
+const FAILED_REASON = { crashed: 'exited', frozen: 'frozen', lost: 'lost', absent: 'lost' } as const;
+
 export function createMachineService(d: MachineServiceDeps) {
   const { store, substrate, events, locks } = d;
   const catalog = d.catalog ?? CATALOG;
@@ -323,6 +326,19 @@ export function createMachineService(d: MachineServiceDeps) {
         // Asked again inside the lock: an act queued before this one may have changed the answer.
         const how = await substrate.liveness(m.id).catch(() => seen);
         if (how === 'running') return null;
+        if (how === 'frozen') {
+          // Every capture of this process holds the disk lock this runs in: a frozen machine here is a fault (a
+          // control plane killed mid-capture, a freeze from outside). Thawed, it runs on; one that cannot be
+          // thawed answers nothing, so it fails like a dead one (a start after the cleanup begins clean).
+          try {
+            if (!substrate.thaw) throw new AppError('compute_unavailable', 'this substrate cannot thaw a machine');
+            await substrate.thaw(m.id);
+            d.onFailure?.(m.id, 'watch_thaw', new AppError('compute_unavailable', 'the machine was frozen with no capture in flight; thawed'));
+            return null;
+          } catch (e) {
+            d.onFailure?.(m.id, 'watch_thaw', e);
+          }
+        }
         d.pool.drop(m.id);
         const moved = store.db.tx((): 'error' | 'stopped' | null => {
           if (!unchanged()) return null;
@@ -335,7 +351,7 @@ export function createMachineService(d: MachineServiceDeps) {
           if (!store.machines.casState(m.id, 'running', decideTo('running', 'fail'), at())) return null;
           d.leases.releaseInTx(m.org_id, m.id, 'machine_failed', SYSTEM);
           events.append(m.org_id, m.id, 'machine.failed', {
-            from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: how === 'crashed' ? 'exited' : 'lost',
+            from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: FAILED_REASON[how],
           });
           return 'error';
         });

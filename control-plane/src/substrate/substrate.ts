@@ -37,11 +37,13 @@ export interface CreateSpec {
 export type SubstrateStatus = 'running' | 'stopped' | 'lost' | 'absent';
 
 /**
- * A machine that should be running, as the substrate watch sees it: `running`; `shutdown` (the guest ended
+ * A machine that should be running, as the substrate watch sees it: `running`; `frozen` (it runs, but every
+ * process is frozen and no capture of this process is in flight: a control plane killed inside a live capture
+ * left it so, or someone froze it from outside; it answers nothing until thawed); `shutdown` (the guest ended
  * itself cleanly: its init exited 0, or QEMU exited on a guest power-off); `crashed` (killed from outside,
  * out of memory, the runtime died); `lost` / `absent` as in SubstrateStatus.
  */
-export type Liveness = 'running' | 'shutdown' | 'crashed' | 'lost' | 'absent';
+export type Liveness = 'running' | 'frozen' | 'shutdown' | 'crashed' | 'lost' | 'absent';
 
 export interface CaptureResult {
   /** The new immutable layer; pinned by `holder` until unpinned in the layer store. */
@@ -93,6 +95,11 @@ export interface Substrate {
   liveness(id: string): Promise<Liveness>;
   /** Freeze the machine's writable disk into a new immutable layer, live when it is running. */
   capture(id: string, holder: string): Promise<CaptureResult>;
+  /**
+   * Thaw a running machine liveness() found `frozen` (only substrates that freeze machines to capture them
+   * have it). A freeze a killed control plane recorded is also thawed when the substrate is made.
+   */
+  thaw?(id: string): Promise<void>;
   /** Add a pin on a layer (a template sharing a snapshot's layer). */
   pinLayer(layerId: string, holder: string): Promise<void>;
   /** Drop `holder`'s pin; a layer nothing refers to any more is freed. An unknown layer is not an error. */

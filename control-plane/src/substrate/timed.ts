@@ -43,5 +43,6 @@ export function timedSubstrate(inner: Substrate, sink: TimingSink): Substrate {
     reattach: () => inner.reattach(),
     diskVolume: () => inner.diskVolume?.() ?? null,
     ...(inner.remountDiskVolume ? { remountDiskVolume: () => inner.remountDiskVolume!() } : {}),
+    ...(inner.thaw ? { thaw: (id: string) => inner.thaw!(id) } : {}),
   };
 }

@@ -90,7 +90,15 @@ interface MachineRecord {
   address?: string;
   /** outbound, while running: the host side of its veth (guarded on the bridge). */
   port?: string;
+  /**
+   * A live capture's freeze, recorded before the container is frozen and cleared once it is thawed: a control
+   * plane killed in between leaves it here, and the next one thaws the container when it starts.
+   */
+  frozen?: Freeze;
 }
+
+/** How a container was frozen: through its cgroup v1 freezer (the cgroup's path), or `podman pause`. */
+type Freeze = { how: 'cgroup'; cgroup: string } | { how: 'podman' };
 
 function bootId(): string {
   try {
@@ -101,6 +109,20 @@ function bootId(): string {
 }
 
 const GiB = 1024 ** 3;
+
+/** The cgroup v1 freezer state file of a container cgroup (as podman or a record names it); '' if not one. */
+function freezerStatePath(cg: string): string {
+  return cg && /^\/[A-Za-z0-9_./-]+$/.test(cg) && !cg.includes('..') ? path.join('/sys/fs/cgroup/freezer', cg, 'freezer.state') : '';
+}
+
+/** Whether a freezer state file says frozen (or freezing: a freeze that never completed is still one). */
+function frozenState(stateFile: string): boolean {
+  try {
+    return fs.readFileSync(stateFile, 'utf8').trim() !== 'THAWED';
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Machines on one bridge must not reach each other: every port of the bridge (each container's veth) is an
@@ -171,6 +193,10 @@ export class ContainerSubstrate implements Substrate {
   readonly uidBase: number | null;
   /** Where the disks' btrfs lives: the root's own filesystem, a loop volume file, or none (plain directory). */
   private volume: 'native' | 'loop' | null = null;
+  /** Machines this process is capturing live (frozen on purpose); any other frozen machine is a fault. */
+  private readonly capturing = new Set<string>();
+  /** The thaw of freezes a killed control plane left (started by the constructor; reattach waits for it). */
+  private readonly leftoverFreezes: Promise<void>;
 
   constructor(private readonly cfg: ContainerSubstrateConfig) {
     fs.mkdirSync(cfg.root, { recursive: true, mode: 0o700 });
@@ -201,6 +227,31 @@ export class ContainerSubstrate implements Substrate {
     }
     this.diskMode = snapshots ? 'snapshot' : 'copy';
     this.disks = new LayerStore(disksDir, new OverlayBackend({ snapshots, quotas }));
+    this.leftoverFreezes = this.thawLeftovers();
+  }
+
+  /**
+   * Containers a control plane killed inside a live capture left frozen (their records say so): thawed before
+   * anything else, so a running machine answers again as soon as the control plane is back. A cgroup freeze is
+   * undone synchronously, within the constructor; only the `podman unpause` fallback runs after it.
+   */
+  private async thawLeftovers(): Promise<void> {
+    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
+      let rec: MachineRecord;
+      try {
+        rec = this.record(id);
+      } catch {
+        continue;
+      }
+      if (!rec.frozen) continue;
+      this.cfg.warn?.(`container substrate: ${id} was left frozen by a capture the control plane did not finish; thawing it`);
+      try {
+        await this.thawAs(id, rec.frozen);
+      } catch (e) {
+        // The substrate watch finds it frozen and tries again.
+        this.cfg.warn?.(`container substrate: ${id} could not be thawed (${(e as Error).message})`);
+      }
+    }
   }
 
   private guestTraversable(dir: string): void {
@@ -525,13 +576,18 @@ export class ContainerSubstrate implements Substrate {
     assertMachineId(id);
     if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) return 'absent';
     const rec = this.record(id);
-    if (this.liveCgroup(rec)) return rec.boot === undefined || rec.boot === bootId() ? 'running' : 'lost';
+    const cg = this.liveCgroup(rec);
+    if (cg) {
+      if (rec.boot !== undefined && rec.boot !== bootId()) return 'lost';
+      return frozenState(freezerStatePath(cg)) && !this.capturing.has(id) ? 'frozen' : 'running';
+    }
     const r = await this.podman(['inspect', '--format', '{{.State.Status}} {{.State.ExitCode}}', containerName(id)], { allowFail: true });
     if (r.code !== 0) return 'lost';
     const [status = '', code = ''] = r.stdout.trim().split(' ');
     if (status === 'running' || status === 'paused') {
       // podman still says running, but the cgroup is empty: its monitor (conmon) died with the container.
-      return this.cgroupsReadable(rec) ? 'crashed' : 'running';
+      if (this.cgroupsReadable(rec)) return 'crashed';
+      return status === 'paused' && !this.capturing.has(id) ? 'frozen' : 'running';
     }
     if (status === 'exited' || status === 'stopped') return code === '0' ? 'shutdown' : 'crashed';
     return 'crashed';
@@ -565,12 +621,18 @@ export class ContainerSubstrate implements Substrate {
       // Live: the overlay's upper directory cannot be swapped under a mounted overlay, so the container is
       // frozen (cgroup freezer) while its upper layer is duplicated: a btrfs snapshot (constant time), or a
       // copy whose time grows with what the machine wrote since its disk was last mounted.
-      const thaw = await this.freeze(id, info.cgroup);
+      this.capturing.add(id);
       try {
-        const layer = await this.disks.copyToLayer(rec.disk, holder);
-        return { layerId: layer.id, bytes: layer.bytes, live: true };
+        const thaw = await this.freeze(rec, info.cgroup);
+        try {
+          faultPoint('container.capture.frozen');
+          const layer = await this.disks.copyToLayer(rec.disk, holder);
+          return { layerId: layer.id, bytes: layer.bytes, live: true };
+        } finally {
+          await thaw();
+        }
       } finally {
-        await thaw();
+        this.capturing.delete(id);
       }
     }
     // Stopped: the writable directory becomes the layer in place (a rename-free O(1) freeze).
@@ -582,25 +644,57 @@ export class ContainerSubstrate implements Substrate {
   /**
    * Freeze every process of the container; returns the thaw. Writes the cgroup v1 freezer directly (about a
    * millisecond) when podman's cgroup is where cgroupfs puts it, else falls back to podman pause/unpause.
+   * Decide and record, act, record the outcome: the freeze is written to the machine's record before it is
+   * made and cleared only once the container is thawed (a control plane killed in between: thawLeftovers).
    */
-  private async freeze(id: string, cg: string): Promise<() => Promise<void>> {
-    const state = cg && /^\/[A-Za-z0-9_./-]+$/.test(cg) && !cg.includes('..') ? path.join('/sys/fs/cgroup/freezer', cg, 'freezer.state') : '';
-    if (state && fs.existsSync(state)) {
-      fs.writeFileSync(state, 'FROZEN');
-      const end = Date.now() + 5000;
-      while (fs.readFileSync(state, 'utf8').trim() !== 'FROZEN') {
-        if (Date.now() > end) {
-          fs.writeFileSync(state, 'THAWED');
-          throw new AppError('compute_unavailable', 'container did not freeze');
+  private async freeze(rec: MachineRecord, cg: string): Promise<() => Promise<void>> {
+    const state = freezerStatePath(cg);
+    const how: Freeze = state && fs.existsSync(state) ? { how: 'cgroup', cgroup: cg } : { how: 'podman' };
+    this.writeRecord({ ...this.record(rec.id), frozen: how });
+    const thaw = () => this.thawAs(rec.id, how);
+    try {
+      if (how.how === 'podman') await this.podman(['pause', containerName(rec.id)]);
+      else {
+        fs.writeFileSync(state, 'FROZEN');
+        const end = Date.now() + 5000;
+        while (fs.readFileSync(state, 'utf8').trim() !== 'FROZEN') {
+          if (Date.now() > end) throw new AppError('compute_unavailable', 'container did not freeze');
+          await new Promise((res) => setTimeout(res, 1));
         }
-        await new Promise((res) => setTimeout(res, 1));
       }
-      return async () => fs.writeFileSync(state, 'THAWED');
+    } catch (e) {
+      await thaw();
+      throw e;
     }
-    await this.podman(['pause', containerName(id)]);
-    return async () => {
-      await this.podman(['unpause', containerName(id)], { allowFail: true });
-    };
+    return thaw;
+  }
+
+  /** Thaw a container frozen `how`, then clear the freeze from its record (kept if the thaw failed). */
+  private async thawAs(id: string, how: Freeze): Promise<void> {
+    if (how.how === 'podman') {
+      const r = await this.podman(['unpause', containerName(id)], { allowFail: true });
+      // Not paused (any more) is thawed; anything else is kept for the watch to try again.
+      if (r.code !== 0 && (await this.containerState(id)) === 'paused') throw new AppError('compute_unavailable', 'podman could not unpause the machine');
+    } else {
+      const state = freezerStatePath(how.cgroup);
+      // A cgroup that is gone (the container stopped meanwhile) has nothing left to thaw.
+      if (state && fs.existsSync(state)) fs.writeFileSync(state, 'THAWED');
+    }
+    const now = this.record(id);
+    if (now.frozen) {
+      delete now.frozen;
+      this.writeRecord(now);
+    }
+  }
+
+  /**
+   * Thaw a running machine the watch found frozen with no capture of this process in flight (liveness
+   * `frozen`): what a killed control plane left, or a freeze made from outside. Undone where liveness saw it:
+   * the cgroup's freezer when it could read it, else podman's pause.
+   */
+  async thaw(id: string): Promise<void> {
+    const cg = this.liveCgroup(this.record(id));
+    await this.thawAs(id, cg ? { how: 'cgroup', cgroup: cg } : { how: 'podman' });
   }
 
   async pinLayer(layerId: string, holder: string): Promise<void> {
@@ -695,6 +789,7 @@ export class ContainerSubstrate implements Substrate {
   }
 
   async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {
+    await this.leftoverFreezes;
     const out: Array<{ id: string; status: SubstrateStatus }> = [];
     for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
       if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) continue;

@@ -8,6 +8,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { runTethered } from './tethered.js';
 
 const run = promisify(execFile);
 
@@ -118,7 +119,7 @@ function enableQuotas(dir: string): boolean {
  * fail with EDQUOT in the guest. Snapshots of it are qgroups of their own and do not count.
  */
 export async function limitSubvolume(p: string, bytes: number): Promise<void> {
-  await run('btrfs', ['qgroup', 'limit', String(bytes), p]);
+  await runTethered('btrfs', ['qgroup', 'limit', String(bytes), p]);
 }
 
 /**
@@ -154,18 +155,18 @@ export function ensureBtrfsVolume(opts: { dir: string; image: string; sizeBytes:
 }
 
 export async function createSubvolume(p: string): Promise<void> {
-  await run('btrfs', ['-q', 'subvolume', 'create', p]);
+  await runTethered('btrfs', ['-q', 'subvolume', 'create', p]);
 }
 
 /** A writable snapshot (btrfs flushes the subvolume's dirty data into it first); `dst` must not exist. */
 export async function snapshot(src: string, dst: string): Promise<void> {
-  await run('btrfs', ['-q', 'subvolume', 'snapshot', src, dst]);
+  await runTethered('btrfs', ['-q', 'subvolume', 'snapshot', src, dst]);
 }
 
 export async function setReadOnly(p: string): Promise<void> {
-  await run('btrfs', ['property', 'set', '-ts', p, 'ro', 'true']);
+  await runTethered('btrfs', ['property', 'set', '-ts', p, 'ro', 'true']);
 }
 
 export async function deleteSubvolume(p: string): Promise<void> {
-  await run('btrfs', ['-q', 'subvolume', 'delete', p]);
+  await runTethered('btrfs', ['-q', 'subvolume', 'delete', p]);
 }

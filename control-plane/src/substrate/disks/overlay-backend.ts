@@ -13,6 +13,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { createSubvolume, deleteSubvolume, isMounted, isSubvolume, limitSubvolume, setReadOnly, snapshot } from './btrfs.js';
 import { allocatedBytes, type BlobBackend } from './layer-store.js';
+import { runTethered } from './tethered.js';
 
 const run = promisify(execFile);
 
@@ -79,7 +80,8 @@ export class OverlayBackend implements BlobBackend {
 async function duplicateBlob(src: string, dst: string): Promise<void> {
   if (isSubvolume(src)) return snapshot(src, dst);
   fs.mkdirSync(dst, { recursive: true, mode: 0o755 });
-  await run('cp', ['-a', '--reflink=auto', path.join(src, 'diff'), path.join(dst, 'diff')]);
+  // Tethered (like every command here that writes into a blob): a copy never outlives the control plane.
+  await runTethered('cp', ['-a', '--reflink=auto', path.join(src, 'diff'), path.join(dst, 'diff')]);
 }
 
 function isWhiteout(st: fs.Stats): boolean {
@@ -98,7 +100,7 @@ function lstatOrNull(p: string): fs.Stats | null {
 async function opaqueDirs(dir: string): Promise<Set<string>> {
   let stdout = '';
   try {
-    ({ stdout } = await run('getfattr', ['-R', '-P', '--absolute-names', '-n', 'trusted.overlay.opaque', '-e', 'text', dir], { maxBuffer: 64 * 1024 * 1024 }));
+    ({ stdout } = await runTethered('getfattr', ['-R', '-P', '--absolute-names', '-n', 'trusted.overlay.opaque', '-e', 'text', dir], { maxBuffer: 64 * 1024 * 1024 }));
   } catch (e) {
     // getfattr exits 1 when some file lacks the attribute, which is the usual case; its stdout is still whole.
     stdout = (e as { stdout?: string }).stdout ?? '';
@@ -150,8 +152,8 @@ async function applyLayer(src: string, dst: string): Promise<void> {
   };
   walk('');
   for (const r of remove) fs.rmSync(path.join(dst, r), { recursive: true, force: true });
-  await run('cp', ['-a', '--reflink=auto', `${src}/.`, dst]);
-  for (const r of makeOpaque) await run('setfattr', ['-n', 'trusted.overlay.opaque', '-v', 'y', path.join(dst, r)]);
+  await runTethered('cp', ['-a', '--reflink=auto', `${src}/.`, dst]);
+  for (const r of makeOpaque) await runTethered('setfattr', ['-n', 'trusted.overlay.opaque', '-v', 'y', path.join(dst, r)]);
 }
 
 /** Directory of a chain element as an overlayfs lowerdir: a layer's diff/, or the base root itself. */

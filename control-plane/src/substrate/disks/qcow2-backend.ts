@@ -2,12 +2,9 @@
  * Layer blobs as qcow2 files chained by backing file. The base is the image's base.qcow2. A writable blob's
  * virtual size is the machine's disk size (the guest grows its filesystem to fit at boot).
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import { promisify } from 'node:util';
 import type { BlobBackend } from './layer-store.js';
-
-const run = promisify(execFile);
+import { runTethered } from './tethered.js';
 
 export class Qcow2Backend implements BlobBackend {
   readonly blobSuffix = '.qcow2';
@@ -15,7 +12,7 @@ export class Qcow2Backend implements BlobBackend {
   async createWritable(blobPath: string, lower: string[], sizeBytes: number): Promise<void> {
     const backing = lower[0];
     if (!backing) throw new Error('a qcow2 disk needs a backing file');
-    await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', backing, '-F', 'qcow2', blobPath, String(sizeBytes)]);
+    await runTethered('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', backing, '-F', 'qcow2', blobPath, String(sizeBytes)]);
   }
 
   /**
@@ -26,9 +23,9 @@ export class Qcow2Backend implements BlobBackend {
   async flatten(dst: string, layers: string[], base: string): Promise<void> {
     const top = layers[0];
     if (!top) throw new Error('nothing to flatten');
-    await run('cp', ['--reflink=auto', top, dst]);
+    await runTethered('cp', ['--reflink=auto', top, dst]);
     fs.chmodSync(dst, 0o600);
-    await run('qemu-img', ['rebase', '-q', '-f', 'qcow2', '-b', base, '-F', 'qcow2', dst]);
+    await runTethered('qemu-img', ['rebase', '-q', '-f', 'qcow2', '-b', base, '-F', 'qcow2', dst]);
   }
 
   async sealLayer(blobPath: string): Promise<void> {
