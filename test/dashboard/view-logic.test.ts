@@ -1,10 +1,10 @@
 /**
  * Pure parts of the dashboard: browser keys → input-channel messages, pointer mapping through the
- * letterboxed canvas, the screen's connection label, and the page's Content-Security-Policy.
+ * letterboxed canvas, the screen's connection label, quota refusals, and the page's Content-Security-Policy.
  */
 import t from 'tap';
 import { keyMessage } from '../../clients/dashboard/src/keys.js';
-import { connLabel, toDesktop } from '../../clients/dashboard/src/view-logic.js';
+import { connLabel, quotaText, toDesktop } from '../../clients/dashboard/src/view-logic.js';
 import { dashboardCsp } from '../../control-plane/src/dashboard.js';
 
 const k = (key: string, mods: { ctrlKey?: boolean; altKey?: boolean; metaKey?: boolean; shiftKey?: boolean } = {}) =>
@@ -51,6 +51,16 @@ t.test('connection label', async (t) => {
   t.equal(connLabel('reconnecting', 'running'), 'reconnecting');
   t.equal(connLabel('deleted', 'running'), 'machine deleted');
   t.equal(connLabel('down', 'deleting'), 'machine deleted');
+});
+
+t.test('quota refusals are rendered from quota', async (t) => {
+  const q = { limit: 'running_machines', current: 3, maximum: 3, plan_id: 'developer', upgrade_url: null } as const;
+  t.equal(quotaText(q), 'Quota exceeded — running machines on plan developer: 3 used, maximum 3.');
+  t.equal(quotaText({ ...q, limit: 'machines', current: 7, maximum: null, plan_id: 'enterprise' }),
+    'Quota exceeded — machines on plan enterprise: 7 used, maximum negotiated.', 'null is negotiated, never unlimited');
+  t.equal(quotaText({ ...q, limit: 'subscription', current: 0, maximum: 0, plan_id: 'none', upgrade_url: 'https://computer.example.com/billing' }),
+    'Quota exceeded — subscription on plan none: 0 used, maximum 0. Upgrade: https://computer.example.com/billing');
+  t.equal(quotaText({ ...q, limit: 'snapshots_per_machine', current: 10, maximum: 10 }), 'Quota exceeded — snapshots of this machine on plan developer: 10 used, maximum 10.');
 });
 
 t.test('content security policy', async (t) => {

@@ -1,5 +1,28 @@
 /** Pure decisions of the screen view (no DOM), unit-tested in test/dashboard/view-logic.test.ts. */
 import type { MachineState } from '../../../shared/schemas/machine.js';
+import type { ErrorEnvelopeBody } from '../../../shared/schemas/responses.js';
+
+export type Quota = NonNullable<ErrorEnvelopeBody['error']['quota']>;
+
+const QUOTA_LABELS: Record<Quota['limit'], string> = {
+  running_machines: 'running machines',
+  machines: 'machines',
+  templates: 'templates',
+  members: 'members',
+  concurrent_sessions: 'concurrent sessions',
+  snapshots_per_machine: 'snapshots of this machine',
+  subscription: 'subscription',
+};
+
+/**
+ * A quota refusal as the page shows it: the entitlement, what is used and the maximum. A null maximum is
+ * negotiated (an enterprise agreement decides it), never unlimited.
+ */
+export function quotaText(q: Quota): string {
+  const max = q.maximum === null ? 'negotiated' : String(q.maximum);
+  const upgrade = q.upgrade_url ? ` Upgrade: ${q.upgrade_url}` : '';
+  return `Quota exceeded — ${QUOTA_LABELS[q.limit]} on plan ${q.plan_id}: ${q.current} used, maximum ${max}.${upgrade}`;
+}
 
 /** What the screen socket says; shown together with the machine's state (a stopped machine is not "reconnecting"). */
 export type Socket = 'connecting' | 'up' | 'down' | 'reconnecting' | 'deleted';
@@ -29,3 +52,4 @@ export function toDesktop(rect: { left: number; top: number; width: number; heig
   const y = Math.round((clientY - f.top) / f.scale);
   return { x: Math.max(0, Math.min(w - 1, x)), y: Math.max(0, Math.min(h - 1, y)) };
 }
+

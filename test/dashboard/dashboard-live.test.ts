@@ -1,0 +1,61 @@
+/**
+ * The dashboard's live parts in the system Chromium against the control plane on fake machines whose
+ * in-process agents serve a desktop that starts down (issue 21): a quota refusal is rendered from its `quota`.
+ * Every console error fails the file, except the quota refusals this test provokes.
+ */
+import t from 'tap';
+import { builtDashboard, dashboardBrowser } from '../helpers/dashboard.js';
+import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
+import { makeMachinesRig } from '../helpers/machines-rig.js';
+import { serveWithGateway } from '../helpers/serve-gateway.js';
+
+const dashboardDir = await builtDashboard();
+const fake = fakeSubstrateWithAgents({ desktopsStartDown: true });
+const rig = makeMachinesRig({ substrate: fake.substrate, dashboardDir, services: { readyProbe: { intervalMs: 100, timeoutMs: 600_000 } } });
+t.teardown(async () => {
+  fake.close();
+  await rig.close();
+});
+const served = await serveWithGateway(rig);
+t.teardown(() => served.close());
+const b = await dashboardBrowser(t, served.port);
+const URL0 = 'http://cp.test';
+
+/** A page signed in as the tenant (its session cookie in the browser context). */
+async function signedIn(cookie: string) {
+  const { context, page } = await b.page({ width: 1280, height: 900 });
+  page.setDefaultTimeout(60_000);
+  await context.addCookies([{ name: 'computer_session', value: cookie.slice('computer_session='.length), domain: 'cp.test', path: '/' }]);
+  return { context, page };
+}
+
+t.test('a quota refusal shows its quota, a negotiated maximum as negotiated', async (t) => {
+  const ten = await rig.tenant('developer');
+  for (let i = 0; i < 3; i++) t.equal((await rig.call('POST', '/v1/machines', { key: ten.key, body: { name: `q${i}` } })).status, 201);
+  const { context, page } = await signedIn(ten.cookie);
+  await page.goto(`${URL0}/`);
+  const form = page.getByRole('form', { name: 'Create a machine' });
+  await page.getByRole('link', { name: 'q2', exact: true }).waitFor();
+  await form.getByRole('button', { name: 'Create machine' }).click();
+  t.equal(await form.getByRole('alert').textContent(), 'Quota exceeded — running machines on plan developer: 3 used, maximum 3.');
+
+  // An enterprise agreement's null maximum is negotiated, never unlimited (this answer is the page's own route).
+  await page.route(`${URL0}/v1/machines`, (route) => route.request().method() !== 'POST' ? route.continue() : route.fulfill({
+    status: 402,
+    contentType: 'application/json',
+    body: JSON.stringify({ error: { code: 'quota_exceeded', message: 'The plan allows a negotiated number of machines; 7 in use.', request_id: 'req_x', details: [],
+      quota: { limit: 'machines', current: 7, maximum: null, plan_id: 'enterprise', upgrade_url: 'https://example.com/contact' } } }),
+  }));
+  await form.getByRole('button', { name: 'Create machine' }).click();
+  await form.getByRole('alert').filter({ hasText: 'negotiated' }).waitFor();
+  t.equal(await form.getByRole('alert').textContent(), 'Quota exceeded — machines on plan enterprise: 7 used, maximum negotiated. Upgrade: https://example.com/contact');
+  await context.close();
+  // The two refusals are the only console errors this test makes.
+  const quotaErrors = b.errors.filter((e) => /status of 402/.test(e) && /\/v1\/machines\)$/.test(e));
+  t.equal(quotaErrors.length, 2, 'the two 402 answers reached the console');
+  b.errors.splice(0, b.errors.length, ...b.errors.filter((e) => !quotaErrors.includes(e)));
+});
+
+t.test('no console errors', async (t) => {
+  t.same(b.errors, []);
+});
