@@ -1,9 +1,11 @@
 /**
  * The dashboard's live parts in the system Chromium against the control plane on fake machines whose
- * in-process agents serve a desktop that starts down (issue 21): a quota refusal is rendered from its `quota`.
- * Every console error fails the file, except the quota refusals this test provokes.
+ * in-process agents serve a desktop that starts down (issue 21): a new machine's thumbnail is asked for
+ * only once its desktop is up (machine.ready) and nothing is left loading across sign-out; a quota refusal is
+ * rendered from its `quota`. Every console error fails the file, except the quota refusals this test provokes.
  */
 import t from 'tap';
+import type { Route } from 'playwright-core';
 import { builtDashboard, dashboardBrowser } from '../helpers/dashboard.js';
 import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig } from '../helpers/machines-rig.js';
@@ -28,6 +30,49 @@ async function signedIn(cookie: string) {
   await context.addCookies([{ name: 'computer_session', value: cookie.slice('computer_session='.length), domain: 'cp.test', path: '/' }]);
   return { context, page };
 }
+
+t.test('a new machine\'s thumbnail waits for its desktop, and sign-out leaves nothing loading', async (t) => {
+  const ten = await rig.tenant('pro');
+  const { context, page } = await signedIn(ten.cookie);
+  const shots: string[] = [];
+  page.on('request', (r) => {
+    if (/\/screenshot\?/.test(r.url())) shots.push(r.url());
+  });
+  await page.goto(`${URL0}/`);
+  await page.getByLabel('Name').fill('thumb');
+  const created = page.waitForResponse((r) => r.url().endsWith('/v1/machines') && r.request().method() === 'POST');
+  // The card reads the machine's events (no machine.ready yet) and shows the desktop starting.
+  const eventsRead = page.waitForResponse((r) => /\/v1\/machines\/mch_[a-z0-9]+\/events\?/.test(r.url()));
+  await page.getByRole('button', { name: 'Create machine' }).click();
+  const id = ((await (await created).json()) as { id: string }).id;
+  t.match((await eventsRead).url(), `/v1/machines/${id}/events?`);
+  await page.locator('.card', { hasText: 'thumb' }).getByText('desktop starting…').waitFor();
+  t.same(shots, [], 'no screenshot asked while the desktop is down');
+  fake.desktopOf(id).up = true;
+  await page.getByRole('img', { name: 'Screen of thumb' }).waitFor();
+  t.equal(shots.length, 1, 'one screenshot, once machine.ready came');
+  t.match(shots[0], /\/screenshot\?format=jpeg&quality=50&max_side=320$/);
+
+  // Sign out while the next thumbnail is in flight (held here until the sign-out is done).
+  const held = new Promise<Route>((resolve) => void page.route(/\/screenshot\?/, (route) => resolve(route)));
+  const route = await held;
+  const inFlight = route.request();
+  const settled = new Promise<string>((resolve) => {
+    page.on('requestfailed', (r) => r === inFlight && resolve('aborted'));
+    page.on('requestfinished', (r) => r === inFlight && resolve('answered'));
+  });
+  const after: string[] = [];
+  page.on('request', (r) => {
+    if (/\/v1\//.test(r.url()) && !/\/v1\/auth\//.test(r.url())) after.push(`${r.method()} ${r.url()}`);
+  });
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.waitForURL(`${URL0}/signin`);
+  // Let it go on now: an answer (401, the cookie is gone) would reach the console; an aborted one never leaves.
+  await route.continue().catch(() => {});
+  t.equal(await settled, 'aborted', 'the thumbnail in flight was aborted at sign-out');
+  t.same(after, [], 'no request of the signed-in page went out after sign-out');
+  await context.close();
+});
 
 t.test('a quota refusal shows its quota, a negotiated maximum as negotiated', async (t) => {
   const ten = await rig.tenant('developer');

@@ -53,3 +53,22 @@ export function toDesktop(rect: { left: number; top: number; width: number; heig
   return { x: Math.max(0, Math.min(w - 1, x)), y: Math.max(0, Math.min(h - 1, y)) };
 }
 
+/** Events after which the desktop is not (yet) up: a boot begins or the machine goes away. */
+const DESKTOP_DOWN_EVENTS = new Set([
+  'machine.created', 'machine.started', 'machine.stopped', 'machine.failed', 'machine.deleted', 'machine.restore_started',
+]);
+
+/**
+ * Events (newest first) → is the desktop of a machine running since `since` up? `machine.ready` says up; a
+ * boot, stop, failure or restore newer than any ready, or reaching events older than `since`, says down;
+ * undefined when these events do not decide (read older ones).
+ */
+export function desktopFromEvents(events: ReadonlyArray<{ type: string; created_at: string }>, since: string): 'up' | 'down' | undefined {
+  for (const e of events) {
+    if (e.created_at < since) return 'down';
+    if (e.type === 'machine.ready') return 'up';
+    if (DESKTOP_DOWN_EVENTS.has(e.type)) return 'down';
+  }
+  return undefined;
+}
+

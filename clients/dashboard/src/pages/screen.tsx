@@ -5,7 +5,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { InputServerMessage, ScreenStatusMessage } from '../../../../shared/schemas/gateway.js';
-import { api, errorText, wsUrl } from '../api.js';
+import { api, errorText, openChannel } from '../api.js';
 import { keyMessage } from '../keys.js';
 import { connLabel, toDesktop, type Socket } from '../view-logic.js';
 import type { LeaseGrant, LeaseState, Machine, Session } from '../types.js';
@@ -28,7 +28,8 @@ export function Screen({ machine }: { machine: Machine }) {
     let attempt = 0;
     let drawing = Promise.resolve();
     const connect = () => {
-      ws = new WebSocket(wsUrl(`/v1/machines/${machine.id}/screen?format=jpeg&quality=70&fps=10`));
+      ws = openChannel(`/v1/machines/${machine.id}/screen?format=jpeg&quality=70&fps=10`);
+      if (!ws) return;
       ws.binaryType = 'blob';
       ws.onmessage = (ev) => {
         if (typeof ev.data === 'string') {
@@ -150,7 +151,8 @@ function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | nul
       // A person at the dashboard takes over from whoever holds the lease (an agent, another tab).
       const grant = await api<LeaseGrant>('POST', `/v1/machines/${machine.id}/input-lease`, { session_id: r.session, force: true, ttl_seconds: 60 });
       r.fence = grant.fence;
-      const ws = new WebSocket(wsUrl(`/v1/machines/${machine.id}/input?session_id=${encodeURIComponent(r.session)}`));
+      const ws = openChannel(`/v1/machines/${machine.id}/input?session_id=${encodeURIComponent(r.session)}`);
+      if (!ws) throw new Error('signed out');
       r.ws = ws;
       ws.onmessage = (ev) => {
         const m = JSON.parse(String(ev.data)) as InputServerMessage;
