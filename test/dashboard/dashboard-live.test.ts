@@ -1,6 +1,7 @@
 /**
  * The dashboard's live parts in the system Chromium against the control plane on fake machines whose
- * in-process agents serve a desktop that starts down (issue 21): a new machine's thumbnail is asked for
+ * in-process agents serve a desktop that starts down (issue 21): taking control holds through the re-render
+ * that ends it and a loss is shown even when nothing is being typed; a new machine's thumbnail is asked for
  * only once its desktop is up (machine.ready) and nothing is left loading across sign-out; a quota refusal is
  * rendered from its `quota`. Every console error fails the file, except the quota refusals this test provokes.
  */
@@ -30,6 +31,45 @@ async function signedIn(cookie: string) {
   await context.addCookies([{ name: 'computer_session', value: cookie.slice('computer_session='.length), domain: 'cp.test', path: '/' }]);
   return { context, page };
 }
+
+t.test('taking control holds through the re-render that ends it, and a loss is shown', async (t) => {
+  const ten = await rig.tenant('pro');
+  const id = (await rig.call('POST', '/v1/machines', { key: ten.key, body: { name: 'held' } })).json.id as string;
+  const { context, page } = await signedIn(ten.cookie);
+  await page.goto(`${URL0}/machines/${id}`);
+  await page.getByRole('button', { name: 'Take control' }).click();
+  await page.locator('[data-control="control"]').waitFor();
+  // The second click of a double click lands where Take control was: on Release since the re-render.
+  await page.mouse.down({ clickCount: 2 });
+  await page.mouse.up({ clickCount: 2 });
+  // Events arrive right after the takeover (machine.updated, the lease's own): the page re-renders on them.
+  for (let i = 0; i < 3; i++) t.equal((await rig.call('PATCH', `/v1/machines/${id}`, { key: ten.key, body: { metadata: { n: String(i) } } })).status, 200);
+  await page.getByRole('img', { name: 'Screen of held' }).click();
+  await page.keyboard.type('kept');
+  // Until the machine has it all, or the page stopped being in control (the slip).
+  const control = () => page.locator('[data-control]').getAttribute('data-control');
+  while (!fake.desktopOf(id).typed.join('').includes('kept') && (await control()) === 'control') await new Promise((r) => setTimeout(r, 100));
+  t.equal(await control(), 'control', 'still in control');
+  t.equal(fake.desktopOf(id).typed.join(''), 'kept', 'typing reaches the machine');
+  const lease = (await rig.call('GET', `/v1/machines/${id}/input-lease`, { key: ten.key })).json;
+  t.equal(lease.held, true, 'the lease is still held');
+  t.equal(lease.holder.type, 'human', 'by the page\'s human session');
+
+  // Control taken anew (a fresh input socket, nothing sent on it), then an agent takes over while the person
+  // types nothing: the page says so at once, with who and why (the input channel alone would say it only
+  // when the next input is refused).
+  await page.getByRole('button', { name: 'Release' }).click();
+  await page.locator('[data-control="view"]').waitFor();
+  await page.getByRole('button', { name: 'Take control' }).click();
+  await page.locator('[data-control="control"]').waitFor();
+  const agent = (await rig.call('POST', '/v1/sessions', { key: ten.key, body: { machine_id: id, type: 'agent' } })).json.id as string;
+  t.equal((await rig.call('POST', `/v1/machines/${id}/input-lease`, { key: ten.key, body: { session_id: agent, force: true } })).status, 200);
+  await page.locator('[data-control="lost"]').waitFor();
+  t.equal(await page.locator('[data-control="lost"]').textContent(),
+    `Control lost: held by an agent session (${agent}) opened by an API key ${ten.keyId} (lease revoked)`);
+  t.ok(await page.getByRole('button', { name: 'Take control' }).isEnabled(), 'and control can be taken again');
+  await context.close();
+});
 
 t.test('a new machine\'s thumbnail waits for its desktop, and sign-out leaves nothing loading', async (t) => {
   const ten = await rig.tenant('pro');

@@ -1,11 +1,11 @@
 /**
  * Pure parts of the dashboard: browser keys → input-channel messages, pointer mapping through the
- * letterboxed canvas, the screen's connection label, quota refusals, the desktop's readiness read from
- * events, and the page's Content-Security-Policy.
+ * letterboxed canvas, the screen's connection label, quota refusals, the desktop's readiness and a lost
+ * lease read from events, and the page's Content-Security-Policy.
  */
 import t from 'tap';
 import { keyMessage } from '../../clients/dashboard/src/keys.js';
-import { connLabel, desktopFromEvents, quotaText, toDesktop } from '../../clients/dashboard/src/view-logic.js';
+import { connLabel, desktopFromEvents, leaseLossFrom, quotaText, toDesktop } from '../../clients/dashboard/src/view-logic.js';
 import { dashboardCsp } from '../../control-plane/src/dashboard.js';
 
 const k = (key: string, mods: { ctrlKey?: boolean; altKey?: boolean; metaKey?: boolean; shiftKey?: boolean } = {}) =>
@@ -75,6 +75,18 @@ t.test('the desktop is up after machine.ready since the machine began running', 
   t.equal(desktopFromEvents([ev('machine.updated', '2026-11-26T10:00:05.000Z'), ev('machine.ready', '2026-11-26T09:59:59.999Z')], since), 'down', 'a ready of an earlier run');
   t.equal(desktopFromEvents([ev('machine.updated', '2026-11-26T10:00:05.000Z')], since), undefined, 'undecided: read older events');
   t.equal(desktopFromEvents([], since), undefined);
+});
+
+t.test('a lost lease read from events', async (t) => {
+  const mine = 'ses_mine';
+  t.equal(leaseLossFrom({ type: 'session.control_acquired', data: { session_id: mine, fence: 4 } }, mine, 4), null, 'this takeover itself');
+  t.equal(leaseLossFrom({ type: 'session.control_released', data: { session_id: 'ses_before', fence: 3, reason: 'revoked' } }, mine, 4), null, 'the previous holder let go');
+  t.equal(leaseLossFrom({ type: 'machine.updated', data: {} }, mine, 4), null);
+  t.equal(leaseLossFrom({ type: 'session.control_released', data: { session_id: mine, fence: 4, reason: 'revoked' } }, mine, 4), 'lease revoked');
+  t.equal(leaseLossFrom({ type: 'session.control_released', data: { session_id: mine, fence: 4, reason: 'machine_stopped' } }, mine, 4), 'lease machine stopped');
+  t.equal(leaseLossFrom({ type: 'session.control_released', data: { session_id: mine, fence: 3, reason: 'expired' } }, mine, 4), null, 'an older grant of the same session');
+  t.equal(leaseLossFrom({ type: 'session.control_acquired', data: { session_id: 'ses_other', fence: 5 } }, mine, 4), 'taken over');
+  t.equal(leaseLossFrom({ type: 'session.control_acquired', data: { session_id: 'ses_other', fence: 4 } }, mine, 4), null, 'not newer than this grant');
 });
 
 t.test('content security policy', async (t) => {

@@ -72,3 +72,16 @@ export function desktopFromEvents(events: ReadonlyArray<{ type: string; created_
   return undefined;
 }
 
+/**
+ * An event on the machine → why the holder of grant `fence` (session `session`) lost control, or null: its
+ * grant released (stop, session closed, expiry, another's takeover) or a newer grant to someone else.
+ */
+export function leaseLossFrom(e: { type: string; data: Record<string, unknown> }, session: string, fence: number): string | null {
+  if (e.type === 'session.control_released' && e.data.session_id === session && e.data.fence === fence) {
+    return `lease ${String(e.data.reason ?? 'released').replaceAll('_', ' ')}`;
+  }
+  if (e.type === 'session.control_acquired' && e.data.session_id !== session && typeof e.data.fence === 'number' && e.data.fence > fence) {
+    return 'taken over';
+  }
+  return null;
+}
