@@ -85,12 +85,12 @@ function memorySecretStore(delivered: Map<string, string>): SecretStore {
  * `mountsFirst` adds route groups ahead of the stock ones (a hostile agent's routes).
  */
 export function fakeSubstrateWithAgents(
-  opts: FakeSubstrateOptions & { replaced?: Map<string, (guestEnd: Duplex) => void>; mountsFirst?: () => Hono<AgentEnv>[] } = {},
+  opts: FakeSubstrateOptions & { replaced?: Map<string, (guestEnd: Duplex) => void>; mountsFirst?: () => Hono<AgentEnv>[]; desktopsStartDown?: boolean } = {},
 ) {
   const desktops = new Map<string, FakeDesktopState>();
   const desktopOf = (id: string) => {
     let d = desktops.get(id);
-    if (!d) desktops.set(id, (d = { width: 1280, height: 800, up: true, pointer: null, typed: [] }));
+    if (!d) desktops.set(id, (d = { width: 1280, height: 800, up: !opts.desktopsStartDown, pointer: null, typed: [] }));
     return d;
   };
   const secrets = new Map<string, Map<string, string>>();

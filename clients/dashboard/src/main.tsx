@@ -4,7 +4,7 @@ import { useCallback, useEffect, useState } from 'preact/hooks';
 import '@xterm/xterm/css/xterm.css';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
-import { api, ApiError, errorText } from './api.js';
+import { api, ApiError, beginSignedIn, endSignedIn, errorText } from './api.js';
 import { navigate, onLink, usePath } from './router.js';
 import type { Me } from './types.js';
 import { SignIn, SignUp } from './pages/auth.js';
@@ -19,7 +19,9 @@ function App() {
   const [error, setError] = useState<string | null>(null);
   const refresh = useCallback(async () => {
     try {
-      setMe(await api<Me>('GET', '/v1/auth/me'));
+      const who = await api<Me>('GET', '/v1/auth/me');
+      beginSignedIn();
+      setMe(who);
     } catch (e) {
       if (e instanceof ApiError && e.status === 401) setMe(null);
       else setError(errorText(e));
@@ -38,6 +40,8 @@ function App() {
   if (me === null) return null;
 
   const signOut = async () => {
+    // Stop everything the page is loading (thumbnails, polls) before the cookie stops working.
+    endSignedIn();
     await api('POST', '/v1/auth/logout').catch(() => {});
     setMe(null);
     navigate('/signin');

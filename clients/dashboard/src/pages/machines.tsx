@@ -1,6 +1,7 @@
 /** Machines: the list with state and lifecycle actions, and the create form (size, template). */
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from '../api.js';
+import { useDesktopUp } from '../machine-events.js';
 import { usePoll } from '../poll.js';
 import { onLink } from '../router.js';
 import type { Machine, Page, PlanList, Template } from '../types.js';
@@ -34,7 +35,7 @@ export function MachinesPage() {
                 <a href={`/machines/${m.id}`} onClick={onLink} class="name">{m.name}</a>
                 <span class={`state state-${m.state}`} data-state={m.state}>{m.state}</span>
               </div>
-              {m.state === 'running' && <Thumb machine={m} />}
+              {m.state === 'running' && <Thumb key={m.state_changed_at} machine={m} />}
               <div class="meta">{m.size} · {m.id}</div>
               <LifecycleButtons machine={m} onChange={load} />
             </li>
@@ -91,21 +92,23 @@ function CreateMachine({ onCreated }: { onCreated: () => Promise<void> }) {
   );
 }
 
-/** A live thumbnail: a small screenshot every 10 s while the machine runs (nothing while the desktop starts). */
+/**
+ * A live thumbnail: a small screenshot every 10 s once the desktop is up (its `machine.ready`, from the
+ * machine's events); nothing is asked while it starts, so no request fails. Keyed by the machine's
+ * state_changed_at: every boot starts a new wait.
+ */
 function Thumb({ machine }: { machine: Machine }) {
+  const up = useDesktopUp(machine);
   const [src, setSrc] = useState<string | null>(null);
-  const last = useRef(0);
-  // Asked every 2 s until the desktop answers, then refreshed every 10 s.
   usePoll(async () => {
-    if (Date.now() - last.current < 10_000) return;
+    if (!up) return;
     try {
       const r = await api<{ image: string; format: string }>('GET', `/v1/machines/${machine.id}/screenshot?format=jpeg&quality=50&max_side=320`);
       setSrc(`data:image/${r.format};base64,${r.image}`);
-      last.current = Date.now();
     } catch {
-      /* the desktop is not up yet: keep the last picture */
+      /* signed out or the desktop went away meanwhile: keep the last picture */
     }
-  }, 2000, [machine.id]);
+  }, 10_000, [machine.id, up]);
   return (
     <a href={`/machines/${machine.id}`} onClick={onLink} class="thumb" aria-label={`Open ${machine.name}`}>
       {src ? <img src={src} alt={`Screen of ${machine.name}`} /> : <span class="meta">desktop starting…</span>}

@@ -5,12 +5,13 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { InputServerMessage, ScreenStatusMessage } from '../../../../shared/schemas/gateway.js';
-import { api, errorText, wsUrl } from '../api.js';
+import { api, errorText, openChannel } from '../api.js';
 import { keyMessage } from '../keys.js';
-import { connLabel, toDesktop, type Socket } from '../view-logic.js';
+import { watchEvents } from '../machine-events.js';
+import { connLabel, leaseLossFrom, toDesktop, type Socket } from '../view-logic.js';
 import type { LeaseGrant, LeaseState, Machine, Session } from '../types.js';
 
-type Control = { kind: 'view' } | { kind: 'taking' } | { kind: 'control'; fence: number } | { kind: 'lost'; holder: string };
+type Control = { kind: 'view' } | { kind: 'taking' } | { kind: 'control'; fence: number } | { kind: 'lost'; holder: string; why: string };
 
 const RENEW_MS = 20_000;
 
@@ -28,7 +29,8 @@ export function Screen({ machine }: { machine: Machine }) {
     let attempt = 0;
     let drawing = Promise.resolve();
     const connect = () => {
-      ws = new WebSocket(wsUrl(`/v1/machines/${machine.id}/screen?format=jpeg&quality=70&fps=10`));
+      ws = openChannel(`/v1/machines/${machine.id}/screen?format=jpeg&quality=70&fps=10`);
+      if (!ws) return;
       ws.binaryType = 'blob';
       ws.onmessage = (ev) => {
         if (typeof ev.data === 'string') {
@@ -90,12 +92,16 @@ export function Screen({ machine }: { machine: Machine }) {
           {control.state.kind === 'view' && 'View only'}
           {control.state.kind === 'taking' && 'Taking control…'}
           {control.state.kind === 'control' && 'You have control'}
-          {control.state.kind === 'lost' && `Control lost: ${control.state.holder}`}
+          {control.state.kind === 'lost' && `Control lost: ${control.state.holder} (${control.state.why})`}
         </span>
+        {/*
+          Two elements (keys), and a click that is the second of a double click is not a new decision: the
+          re-render that ends a takeover puts Release where Take control was, under the pointer.
+        */}
         {control.state.kind === 'control' ? (
-          <button type="button" onClick={() => void control.release()}>Release</button>
+          <button key="release" type="button" onClick={(e) => e.detail <= 1 && void control.release()}>Release</button>
         ) : (
-          <button type="button" disabled={control.state.kind === 'taking' || machine.state !== 'running'} onClick={() => void control.take()}>
+          <button key="take" type="button" disabled={control.state.kind === 'taking' || machine.state !== 'running'} onClick={(e) => e.detail <= 1 && void control.take()}>
             Take control
           </button>
         )}
@@ -117,61 +123,94 @@ export function Screen({ machine }: { machine: Machine }) {
   );
 }
 
+/** What the page holds while it has (or is taking) control; all of it ends together in `drop`. */
+type Held = {
+  ws: WebSocket | null;
+  session: string | null;
+  fence: number;
+  renew?: ReturnType<typeof setInterval>;
+  unwatch?: () => void;
+  n: number;
+  lastMove: number;
+};
+
 function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | null }) {
   const [state, setState] = useState<Control>({ kind: 'view' });
   const [error, setError] = useState<string | null>(null);
-  const ref = useRef<{ ws: WebSocket | null; session: string | null; fence: number; renew?: ReturnType<typeof setInterval>; n: number; lastMove: number }>({
-    ws: null, session: null, fence: 0, n: 0, lastMove: 0,
-  });
+  const ref = useRef<Held>({ ws: null, session: null, fence: 0, n: 0, lastMove: 0 });
 
   const holderText = async (): Promise<string> => {
     try {
       const l = await api<LeaseState>('GET', `/v1/machines/${machine.id}/input-lease`);
       if (!l.held || !l.holder) return 'no one holds it now';
-      return `held by a ${l.holder.type} session (${l.holder.session_id}) opened by ${l.holder.opener.type === 'user' ? 'a person' : 'an API key'} ${l.holder.opener.id}`;
+      return `held by ${l.holder.type === 'agent' ? 'an' : 'a'} ${l.holder.type} session (${l.holder.session_id}) opened by ${l.holder.opener.type === 'user' ? 'a person' : 'an API key'} ${l.holder.opener.id}`;
     } catch {
       return 'holder unknown';
     }
   };
-  const lost = async () => {
+  /** Ends the input socket, the renewal and the lease watch (the session stays, for the next take). */
+  const drop = () => {
     const r = ref.current;
     clearInterval(r.renew);
-    r.ws?.close();
+    r.unwatch?.();
+    r.unwatch = undefined;
+    const ws = r.ws;
     r.ws = null;
-    setState({ kind: 'lost', holder: await holderText() });
+    ws?.close();
+  };
+  /** Every way control ends without the user's Release lands here, and is shown with why. */
+  const lost = async (why: string) => {
+    drop();
+    const holder = await holderText();
+    setState({ kind: 'lost', holder, why });
   };
 
   const take = async () => {
     setError(null);
     setState({ kind: 'taking' });
+    drop();
     const r = ref.current;
     try {
+      // The lease is watched from before it is taken (the events channel carries every grant and release),
+      // so a loss is shown even when nothing is being typed; this takeover's own events are not one.
+      await new Promise<void>((resolve) => {
+        r.unwatch = watchEvents(machine.id, {
+          event(e) {
+            if (!r.ws) return;
+            const why = leaseLossFrom(e, r.session ?? '', r.fence);
+            if (why) void lost(why);
+          },
+          // Open, or failed to (then input goes on without the watch: lease_lost still comes on the next input).
+          conn: () => resolve(),
+        });
+      });
       if (!r.session) r.session = (await api<Session>('POST', '/v1/sessions', { machine_id: machine.id, type: 'human' })).id;
       // A person at the dashboard takes over from whoever holds the lease (an agent, another tab).
       const grant = await api<LeaseGrant>('POST', `/v1/machines/${machine.id}/input-lease`, { session_id: r.session, force: true, ttl_seconds: 60 });
       r.fence = grant.fence;
-      const ws = new WebSocket(wsUrl(`/v1/machines/${machine.id}/input?session_id=${encodeURIComponent(r.session)}`));
+      const ws = openChannel(`/v1/machines/${machine.id}/input?session_id=${encodeURIComponent(r.session)}`);
+      if (!ws) throw new Error('signed out');
       r.ws = ws;
       ws.onmessage = (ev) => {
         const m = JSON.parse(String(ev.data)) as InputServerMessage;
-        if (m.type === 'lease_lost') void lost();
+        if (m.type === 'lease_lost') void lost('lease lost');
         else if (m.type === 'error') setError(`${m.message} (${m.code})`);
       };
-      ws.onclose = () => {
-        if (r.ws === ws) void lost();
+      ws.onclose = (ev) => {
+        if (r.ws === ws) void lost(`input channel closed (${ev.code})`);
       };
       await new Promise<void>((resolve, reject) => {
         ws.onopen = () => resolve();
         ws.onerror = () => reject(new Error('the input channel did not open'));
       });
-      clearInterval(r.renew);
       r.renew = setInterval(() => {
         // Renewal by the holder keeps the fence; a refusal means someone else has taken it.
-        api<LeaseGrant>('POST', `/v1/machines/${machine.id}/input-lease`, { session_id: r.session, ttl_seconds: 60 }).catch(() => void lost());
+        api<LeaseGrant>('POST', `/v1/machines/${machine.id}/input-lease`, { session_id: r.session, ttl_seconds: 60 }).catch(() => void lost('renewal refused'));
       }, RENEW_MS);
       setState({ kind: 'control', fence: grant.fence });
       canvas.current?.focus({ preventScroll: true });
     } catch (e) {
+      drop();
       setError(errorText(e));
       setState({ kind: 'view' });
     }
@@ -179,10 +218,7 @@ function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | nul
 
   const release = async () => {
     const r = ref.current;
-    clearInterval(r.renew);
-    const ws = r.ws;
-    r.ws = null;
-    ws?.close();
+    drop();
     if (r.session) {
       await api('DELETE', `/v1/machines/${machine.id}/input-lease?session_id=${encodeURIComponent(r.session)}`).catch(() => {});
     }
@@ -192,10 +228,7 @@ function useControl(machine: Machine, canvas: { current: HTMLCanvasElement | nul
   // Leaving the page ends the session (which releases the lease).
   useEffect(() => () => {
     const r = ref.current;
-    clearInterval(r.renew);
-    const ws = r.ws;
-    r.ws = null;
-    ws?.close();
+    drop();
     if (r.session) void api('DELETE', `/v1/sessions/${r.session}`).catch(() => {});
   }, [machine.id]);
 

@@ -3,7 +3,7 @@ import { FitAddon } from '@xterm/addon-fit';
 import { Terminal } from '@xterm/xterm';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { TerminalServerMessage } from '../../../../shared/schemas/gateway.js';
-import { api, errorText, wsUrl } from '../api.js';
+import { api, errorText, openChannel } from '../api.js';
 import type { Machine } from '../types.js';
 
 export function TerminalTab({ machine }: { machine: Machine }) {
@@ -24,7 +24,8 @@ export function TerminalTab({ machine }: { machine: Machine }) {
         const t = await api<{ id: string }>('POST', `/v1/machines/${machine.id}/terminals`, { cols: term.cols, rows: term.rows });
         termId = t.id;
         if (disposed) return;
-        ws = new WebSocket(wsUrl(`/v1/machines/${machine.id}/terminals/${t.id}/attach`));
+        ws = openChannel(`/v1/machines/${machine.id}/terminals/${t.id}/attach`);
+        if (!ws) return;
         ws.binaryType = 'arraybuffer';
         ws.onopen = () => {
           setStatus('connected');
