@@ -55,9 +55,10 @@ User = Literal["agent", "root"]
 class AsyncComputer(AsyncOperations):
     """`async with AsyncComputer(api_key=..., base_url=...) as cx:`; `AsyncComputer.from_env()` finds the
     credentials as the CLI does. `compute_unavailable` (503) is retried up to `retries` attempts, waiting
-    Retry-After when given, else 0.25 s doubling up to `max_backoff` seconds."""
+    Retry-After when given, else 0.25 s doubling up to `max_backoff` seconds. `timeout` bounds each read
+    (None: no bound, as an exec or a waited snapshot may take long); connecting is bounded to 30 s."""
 
-    def __init__(self, *, api_key: str, base_url: str = _config.DEFAULT_BASE_URL, retries: int = DEFAULT_RETRIES, max_backoff: float = DEFAULT_MAX_BACKOFF, timeout: float = 120.0, http: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, *, api_key: str, base_url: str = _config.DEFAULT_BASE_URL, retries: int = DEFAULT_RETRIES, max_backoff: float = DEFAULT_MAX_BACKOFF, timeout: float | None = None, http: httpx.AsyncClient | None = None) -> None:
         self._t = Transport(base_url, api_key, retries=max(1, retries), max_backoff=max_backoff, timeout=timeout, client=http)
 
     @classmethod

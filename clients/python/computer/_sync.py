@@ -71,7 +71,7 @@ class Computer(SyncOperations):
 
     _async: AsyncComputer
 
-    def __init__(self, *, api_key: str, base_url: str = _config.DEFAULT_BASE_URL, retries: int = DEFAULT_RETRIES, max_backoff: float = DEFAULT_MAX_BACKOFF, timeout: float = 120.0, http: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, *, api_key: str, base_url: str = _config.DEFAULT_BASE_URL, retries: int = DEFAULT_RETRIES, max_backoff: float = DEFAULT_MAX_BACKOFF, timeout: float | None = None, http: httpx.AsyncClient | None = None) -> None:
         self._loop = _Loop()
         self._async = AsyncComputer(api_key=api_key, base_url=base_url, retries=retries, max_backoff=max_backoff, timeout=timeout, http=http)
 

@@ -33,12 +33,14 @@ def retry_delay(retry_after: str | None, attempt: int, max_backoff: float) -> fl
 
 
 class Transport:
-    def __init__(self, base_url: str, api_key: str, *, retries: int, max_backoff: float, timeout: float, client: httpx.AsyncClient | None) -> None:
+    def __init__(self, base_url: str, api_key: str, *, retries: int, max_backoff: float, timeout: float | None, client: httpx.AsyncClient | None) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.retries = retries
         self.max_backoff = max_backoff
-        self.http = client or httpx.AsyncClient(timeout=timeout)
+        # No read deadline by default: an exec may run for an hour and a waited snapshot for minutes (the
+        # server bounds both); connecting is bounded.
+        self.http = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=30.0))
 
     def auth_headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self.api_key}"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import secrets
 import struct
 import subprocess
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from computer import AsyncComputer, ComputerError, Computer, EventDelivery, Machine
+from computer import AsyncComputer, ComputerError, Computer, EventDelivery, Machine, ScreenFrame
 
 from helpers import Relay, until
 
@@ -46,6 +45,23 @@ def test_errors_are_the_envelope(cx: Computer) -> None:
         cx.machines_get("mch_000000000000000000000000")
     assert (e.value.status, e.value.code, e.value.quota, e.value.details) == (404, "not_found", None, [])
     assert e.value.request_id.startswith("req_")
+
+
+def test_gateway_refusals_are_the_envelope(server: tuple[str, str], machine: Machine) -> None:
+    async def refused() -> list[ComputerError]:
+        out: list[ComputerError] = []
+        async with AsyncComputer(base_url=server[0], api_key="sk_not_a_key") as stranger, AsyncComputer(base_url=server[0], api_key=server[1]) as acx:
+            for attempt in (stranger.machine(machine.id).events(), acx.machine("mch_000000000000000000000000").screen_frames(), acx.machine(machine.id).events(cursor="bogus!")):
+                try:
+                    await attempt
+                except ComputerError as e:
+                    out.append(e)
+        return out
+
+    errors = asyncio.run(asyncio.wait_for(refused(), 60))
+    assert [(e.status, e.code) for e in errors] == [(401, "unauthenticated"), (404, "not_found"), (400, "invalid_request")]
+    assert all(e.request_id.startswith("req_") for e in errors)
+    assert [d.field for d in errors[2].details] == ["cursor"]
 
 
 def test_exec(machine: Machine) -> None:
@@ -79,10 +95,9 @@ def test_lease_renewed_at_half_the_ttl(cx: Computer, machine: Machine) -> None:
     assert cx.input_lease_get(machine.id)["held"] is False
 
 
-def test_terminal_as_a_stream(machine: Machine) -> None:
+def test_terminal_as_a_stream(server: tuple[str, str], machine: Machine) -> None:
     async def go() -> tuple[bytes, int | None]:
-        server, key = os.environ["COMPUTER_BASE_URL"], os.environ["COMPUTER_API_KEY"]
-        async with AsyncComputer(base_url=server, api_key=key, retries=60) as acx:
+        async with AsyncComputer(base_url=server[0], api_key=server[1], retries=60) as acx:
             m = acx.machine(machine.id)
             term = await m.open_terminal({"command": ["bash", "--norc", "-i"], "cols": 100, "rows": 30})
             stream = await m.attach_terminal(term["id"])
@@ -143,7 +158,7 @@ def test_ports(cx: Computer, machine: Machine) -> None:
     secret = pv.get("secret")
     assert secret, "the publishing answer carries the secret once"
     assert [p["id"] for p in machine.list_ports()["data"]] == [pv["id"]]
-    assert "secret" not in cx.ports_get(machine.id, pv["id"]) or cx.ports_get(machine.id, pv["id"]).get("secret") is None
+    assert cx.ports_get(machine.id, pv["id"]).get("secret") is None, "later reads do not"
     port = httpx.URL(cx.base_url).port
     host = f"{httpx.URL(pv['url']).host}:{port}"
 
@@ -167,22 +182,33 @@ def test_secrets(machine: Machine) -> None:
     assert "PY_TOKEN" not in str(machine.list_secrets())
 
 
-def test_screen_frames(cx: Computer, machine: Machine) -> None:
+def test_screen_frames(server: tuple[str, str], cx: Computer, machine: Machine) -> None:
+    display = cx.machines_display_get(machine.id)
     with machine.screen_frames(format="jpeg", fps=2) as frames:
         frame = next(frames)
         status = frames.aio.status
-    display = cx.machines_display_get(machine.id)
     assert frame.image[:2] == b"\xff\xd8", "a JPEG"
     assert (frame.format, frame.width, frame.height) == ("jpeg", display["width"], display["height"])
     assert status is not None and status["up"] is True
 
+    async def webp() -> ScreenFrame:
+        async with AsyncComputer(base_url=server[0], api_key=server[1]) as acx:
+            async with await acx.machine(machine.id).screen_frames(format="webp", quality=50, fps=5) as stream:
+                async for f in stream:
+                    return f
+        raise AssertionError("no frame")
 
-def test_events_resume_across_a_cut_connection(cx: Computer, machine: Machine) -> None:
+    f = asyncio.run(asyncio.wait_for(webp(), 120))
+    assert f.image[:4] == b"RIFF" and f.image[8:12] == b"WEBP", "a WebP, through the async iterator"
+    assert (f.format, f.width, f.height) == ("webp", display["width"], display["height"])
+
+
+def test_events_resume_across_a_cut_connection(server: tuple[str, str], cx: Computer, machine: Machine) -> None:
     relay = Relay(httpx.URL(cx.base_url).port or 80)
-    server, key = os.environ["COMPUTER_BASE_URL"], os.environ["COMPUTER_API_KEY"]
+    key = server[1]
 
     async def go() -> tuple[list[EventDelivery], int]:
-        async with AsyncComputer(base_url=f"http://127.0.0.1:{relay.port}", api_key=key) as via, AsyncComputer(base_url=server, api_key=key) as direct:
+        async with AsyncComputer(base_url=f"http://127.0.0.1:{relay.port}", api_key=key) as via, AsyncComputer(base_url=server[0], api_key=key) as direct:
             events = await via.machine(machine.id).events(max_reconnects=20)
             got: list[EventDelivery] = []
 
