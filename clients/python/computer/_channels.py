@@ -237,10 +237,11 @@ class EventStream(_Pull[EventDelivery]):
 
     async def aclose(self) -> None:
         self._finish(None)
+        if self._task is not None:
+            self._task.cancel()  # it may be waiting out a reconnection backoff
+            await asyncio.gather(self._task, return_exceptions=True)
         if self._ws is not None:
             await self._ws.close(1000)
-        if self._task is not None:
-            await self._task
 
 
 def _parse(msg: str | bytes) -> dict[str, Any] | None:

@@ -295,3 +295,9 @@ class AsyncLease:
     async def release(self) -> None:
         self._task.cancel()
         await self._c.input_lease_release(self._m.id, session_id=self.session_id)
+
+    async def __aenter__(self) -> AsyncLease:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Generic, Literal, TypeVar
 
@@ -86,10 +86,14 @@ class Computer(SyncOperations):
 
     @property
     def aio(self) -> AsyncComputer:
-        """The async client underneath (its coroutines run on this client's loop: use `run`)."""
+        """The async client underneath; its coroutines must run on this client's loop: `cx.run(cx.aio.…)`."""
         return self._async
 
     def _run(self, aw: Awaitable[T]) -> T:
+        return self._loop.run(aw)
+
+    def run(self, aw: Awaitable[T]) -> T:
+        """Runs an awaitable of `aio` (or of a handle's `aio`) on this client's loop; answers its result."""
         return self._loop.run(aw)
 
     def close(self) -> None:
@@ -240,6 +244,12 @@ class Lease:
     def release(self) -> None:
         self._run(self.aio.release())
 
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
 
 P = TypeVar("P", bound=_Pull[Any])
 
@@ -309,7 +319,3 @@ class Terminal:
     def detach(self) -> None:
         self._run(self.aio.detach())
 
-
-def run(client: Computer, coro: Coroutine[Any, Any, T]) -> T:
-    """Runs a coroutine of `client.aio` on the client's loop and answers its result."""
-    return client._run(coro)

@@ -70,16 +70,14 @@ def test_exec(machine: Machine) -> None:
     assert machine.exec({"command": ["pwd"], "cwd": "/tmp"})["stdout"] == "/tmp\n"
 
 
-def test_type_under_the_lease_into_a_terminal_window(machine: Machine) -> None:
+def test_type_under_the_lease_into_a_terminal_window(cx: Computer, machine: Machine) -> None:
     xterm = "setsid xterm -xrm '*allowTitleOps: false' -title pysdk </dev/null >/dev/null 2>&1 &"
     machine.exec(["bash", "-c", xterm])
     until("the xterm to have the focus", lambda: True if machine.exec(["xdotool", "getwindowfocus", "getwindowname"])["stdout"].strip() == "pysdk" else None)
-    lease = machine.control()
-    try:
+    with machine.control() as lease:  # released on the way out
         lease.type("echo typed-by-python > /tmp/typed")
         lease.key("Return")
-    finally:
-        lease.release()
+    assert cx.input_lease_get(machine.id)["held"] is False
     assert until("the shell to write the file", lambda: machine.read_file("/tmp/typed") or None) == b"typed-by-python\n"
 
 
