@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from websockets.client import WebSocketClientProtocol
+from websockets.legacy.client import WebSocketClientProtocol
 from websockets.exceptions import ConnectionClosed
 
 REASONS = {

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from computer import DEFAULT_DOWNLOAD_CAP, UPLOAD_CHUNK, AsyncComputer, ComputerError, Quota
+from computer._config import resolve
 from computer._errors import error_from_body
 from computer._transport import render_query, retry_delay
 
@@ -95,3 +97,16 @@ def test_retries_give_up_with_the_envelope_and_other_errors_are_not_retried() ->
 def test_a_server_error_is_not_retried(status: int) -> None:
     seen, r = run_with([httpx.Response(status, text="oops")], retries=5)
     assert len(seen) == 1 and isinstance(r, ComputerError) and r.code == "internal_error"
+
+
+def test_credentials_are_found_as_the_cli_finds_them(tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+    with pytest.raises(LookupError, match="COMPUTER_API_KEY"):
+        resolve(env)
+    (tmp_path / "computer").mkdir()
+    (tmp_path / "computer" / "config.json").write_text(json.dumps({"base_url": "https://stored.test", "api_key": "sk_stored"}))
+    assert resolve(env) == ("https://stored.test", "sk_stored"), "the file `computer login` writes"
+    assert resolve({**env, "COMPUTER_API_KEY": "sk_env"}) == ("https://stored.test", "sk_env"), "the variable overrides the file"
+    assert resolve({**env, "COMPUTER_BASE_URL": "http://h:1"}) == ("http://h:1", "sk_stored")
+    (tmp_path / "computer" / "config.json").unlink()
+    assert resolve({**env, "COMPUTER_API_KEY": "sk_env"}) == ("http://127.0.0.1:8080", "sk_env"), "the CLI's default URL"
