@@ -32,6 +32,9 @@ function run(cmd: string, args: string[], o: { cwd?: string; env?: Record<string
   });
 }
 
+/** The child's output only when it failed (tap prints an assertion's message either way). */
+const said = (what: string, r: { code: number | null; out: string }) => (r.code === 0 ? what : `${what} exited ${r.code}:\n${r.out}`);
+
 t.test('Python SDK', { timeout: 1_800_000 }, async (t) => {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'python-sdk-'));
   t.teardown(() => fs.rmSync(work, { recursive: true, force: true }));
@@ -39,26 +42,26 @@ t.test('Python SDK', { timeout: 1_800_000 }, async (t) => {
 
   // The README's install, offline: a venv that sees Debian's httpx/websockets, pip without an index.
   const mk = await run(PYTHON, ['-m', 'venv', '--system-site-packages', venv]);
-  t.equal(mk.code, 0, `venv: ${mk.out}`);
+  t.equal(mk.code, 0, said('python3 -m venv --system-site-packages', mk));
   const pip = await run(path.join(venv, 'bin', 'pip'), ['install', '--no-index', '--no-build-isolation', PKG], { cwd: work });
-  t.equal(pip.code, 0, `pip install ./clients/python: ${pip.out}`);
+  t.equal(pip.code, 0, said('pip install --no-index --no-build-isolation ./clients/python', pip));
   t.match(pip.out, /Successfully installed computer-sdk-/);
 
   const mypy = await run(PYTHON, ['-m', 'mypy', '--strict', '--cache-dir', path.join(work, 'mypy-cache'), 'computer', 'codegen.py', 'examples', 'tests']);
-  t.equal(mypy.code, 0, `mypy --strict:\n${mypy.out}`);
+  t.equal(mypy.code, 0, said('mypy --strict', mypy));
 
   const { rig, served } = await serveOnContainers(t, 'python-sdk-');
   const baseUrl = `http://127.0.0.1:${served.port}`;
   const a = await rig.tenant('developer', ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'snapshots:read', 'snapshots:write', 'ports:read', 'ports:write', 'secrets:write']);
 
   const coverage = await run(path.join(venv, 'bin', 'python'), [path.join(PKG, 'codegen.py'), '--check', '--url', `${baseUrl}/v1/openapi.json`]);
-  t.equal(coverage.code, 0, `coverage check:\n${coverage.out}`);
+  t.equal(coverage.code, 0, said('codegen.py --check (every route has its method)', coverage));
   t.match(coverage.out, /coverage: \d+ routes, 0 problems/);
 
   // From a directory outside the package, so `import computer` is the installed copy.
   const env = { COMPUTER_BASE_URL: baseUrl, COMPUTER_API_KEY: a.key, XDG_CONFIG_HOME: work, PYTHONDONTWRITEBYTECODE: '1' };
   const pytest = await run(path.join(venv, 'bin', 'python'), ['-m', 'pytest', '-p', 'no:cacheprovider', '-q', '-rA', path.join(PKG, 'tests')], { cwd: work, env });
-  t.equal(pytest.code, 0, `pytest:\n${pytest.out}`);
+  t.equal(pytest.code, 0, said('pytest', pytest));
   const summary = pytest.out.trim().split('\n').pop() ?? '';
   t.match(summary, /^\d+ passed in [\d.]+s$/, 'every test passed, none skipped, failed or in error');
   t.comment(pytest.out.split('\n').filter((l) => l.startsWith('PASSED') || /passed|failed/.test(l)).join('\n'));
