@@ -24,6 +24,13 @@ PACKAGES=(
   qemu-system-x86 iproute2
 )
 
+# --test: the Python SDK's install, type check and tests (clients/python, test/clients/python-sdk.test.ts):
+# venv + pip + setuptools + wheel install it offline, httpx and websockets are its dependencies.
+TEST_PACKAGES=(python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest mypy)
+if [ "${1:-}" = "--test" ]; then
+  PACKAGES+=("${TEST_PACKAGES[@]}")
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

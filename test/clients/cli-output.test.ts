@@ -20,7 +20,7 @@ t.test('errors from the envelope', async (t) => {
       '  request id: req_abc\n',
   );
   const noUrl = new ComputerError(402, { code: 'quota_exceeded', message: 'm', request_id: '', details: [], quota: { limit: 'snapshots_per_machine', current: 10, maximum: null, plan_id: 'free', upgrade_url: null } });
-  t.equal(renderError(noUrl), 'error: m (quota_exceeded, HTTP 402)\n  quota: snapshots_per_machine is at 10 of unlimited on plan free\n  upgrade your plan (`GET /v1/plans`) or free capacity to raise this limit\n');
+  t.equal(renderError(noUrl), 'error: m (quota_exceeded, HTTP 402)\n  quota: snapshots_per_machine is at 10 of a negotiated maximum on plan free\n  upgrade your plan (`GET /v1/plans`) or free capacity to raise this limit\n');
   const fields = new ComputerError(400, { code: 'invalid_request', message: 'Invalid request body.', request_id: 'req_1', details: [{ field: 'command.0', message: 'command[0] must name a program' }], quota: null });
   t.equal(renderError(fields), 'error: Invalid request body. (invalid_request, HTTP 400)\n  command.0: command[0] must name a program\n  request id: req_1\n');
   // Server text cannot drive the terminal.

@@ -44,7 +44,7 @@ export function renderError(e: unknown, baseUrl?: string): string {
     for (const d of e.details) lines.push(`  ${sanitize(d.field)}: ${sanitize(d.message)}`);
     if (e.quota) {
       const q = e.quota;
-      lines.push(`  quota: ${q.limit} is at ${q.current} of ${q.maximum ?? 'unlimited'} on plan ${sanitize(q.plan_id)}`);
+      lines.push(`  quota: ${q.limit} is at ${q.current} of ${q.maximum ?? 'a negotiated maximum'} on plan ${sanitize(q.plan_id)}`);
       lines.push(q.upgrade_url ? `  upgrade: ${sanitize(q.upgrade_url)}` : '  upgrade your plan (`GET /v1/plans`) or free capacity to raise this limit');
     }
     if (e.requestId) lines.push(`  request id: ${e.requestId}`);
