@@ -2,8 +2,8 @@
 # Installs the Debian packages the service and its tests use on a host. Idempotent.
 # Usage: scripts/setup-host.sh [--test] [--check]
 #   --test   also creates the `agent` user the agent tests run work as
-#   --check  changes nothing: prints what is owed, one line each (`missing-packages: p…`, `missing-user: agent`),
-#            and exits 0 (what `npm test` asks first: scripts/test-host.mjs)
+#   --check  changes nothing: prints what is owed, one line each (`missing-packages: p…`, `missing-user: agent`;
+#            packages only where dpkg can tell), and exits 0 (what `npm test` asks first: scripts/test-host.mjs)
 set -euo pipefail
 
 test_user=false
@@ -39,7 +39,8 @@ for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if $check; then
-  if [ ${#missing[@]} -gt 0 ]; then echo "missing-packages: ${missing[*]}"; fi
+  # Without dpkg (not Debian) the packages cannot be told apart from missing ones: only the user is checked.
+  if [ ${#missing[@]} -gt 0 ] && command -v dpkg-query >/dev/null; then echo "missing-packages: ${missing[*]}"; fi
   if $test_user && ! id agent >/dev/null 2>&1; then echo "missing-user: agent"; fi
   exit 0
 fi
