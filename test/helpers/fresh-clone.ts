@@ -65,7 +65,9 @@ export async function freshClone(t: Teardown): Promise<FreshClone> {
   const env = Object.fromEntries(
     Object.entries(process.env).filter(([k]) => !/^(DATA_DIR|HOST|PUBLIC_BASE_URL|SUBSTRATE|PREVIEW_DOMAIN|SECRETS_KEYRING|IMAGE_CACHE_DIR|MACHINE_NETWORK|TAP.*|NODE_OPTIONS)$/.test(k)),
   );
-  const child = spawn('npm', ['start'], { cwd: dir, env: { ...env, PORT: String(port) }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  // The tests' image cache, when they are given one (the README's default otherwise): the image is not built again.
+  const cache = process.env.COMPUTER_IMAGE_CACHE ? { IMAGE_CACHE_DIR: process.env.COMPUTER_IMAGE_CACHE } : {};
+  const child = spawn('npm', ['start'], { cwd: dir, env: { ...env, ...cache, PORT: String(port) }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
