@@ -4,7 +4,7 @@
  * checkout used to fail every start (`runc create failed … mount …/merged: permission denied`).
  * - a root under a 0700 directory starts a machine whose agent answers;
  * - a machine made before (mount point and channel under the root, its container made with those paths) is
- *   moved at its next start and keeps its disk;
+ *   moved at its next start and keeps its disk; so is one whose reach directory was removed by hand;
  * - a host where guest root cannot pass a directory above the reach dir is told which one;
  * - the reach dir is one per root path, outside it.
  */
@@ -118,6 +118,17 @@ t.test('a substrate root inside a 0700 data directory', { timeout: 900_000 }, as
     const b = await waitForAgent(sub, 'mch_reach2', key, READY_MS);
     clients.push(b.client);
     t.equal((await exec(b.client, ['cat', '/home/agent/kept.txt'])).stdout, 'kept\n', 'its disk came along');
+  });
+
+  await t.test('a machine whose reach directory was removed by hand gets it back at its start', async (t) => {
+    const key = crypto.randomBytes(24).toString('hex');
+    await sub.stop('mch_reach2');
+    fs.rmSync(path.join(sub.reachDir, 'mch_reach2'), { recursive: true });
+    await sub.start('mch_reach2');
+    t.equal(sub.channelPath('mch_reach2'), path.join(sub.reachDir, 'mch_reach2', 'channel', 'agent.sock'));
+    const b = await waitForAgent(sub, 'mch_reach2', key, READY_MS);
+    clients.push(b.client);
+    t.equal((await exec(b.client, ['cat', '/home/agent/kept.txt'])).stdout, 'kept\n');
   });
 
   await t.test('destroy and release leave nothing in the reach dir', async (t) => {
