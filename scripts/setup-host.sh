@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the service and its tests use on a host. Idempotent.
-# Usage: scripts/setup-host.sh [--test]   (--test also creates the `agent` user the agent tests run work as)
+# Usage: scripts/setup-host.sh [--test] [--check]
+#   --test   also creates the `agent` user the agent tests run work as
+#   --check  changes nothing: prints what is owed, one line each (`missing-packages: p…`, `missing-user: agent`;
+#            packages only where dpkg can tell), and exits 0 (what `npm test` asks first: scripts/test-host.mjs)
 set -euo pipefail
+
+test_user=false
+check=false
+for arg in "$@"; do
+  case "$arg" in
+    --test) test_user=true ;;
+    --check) check=true ;;
+    *) echo "usage: $0 [--test] [--check]" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   # build of native modules (better-sqlite3, node-pty); gcc + libc6-dev: the agent's static computer-spawn
@@ -35,6 +48,12 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+if $check; then
+  # Without dpkg (not Debian) the packages cannot be told apart from missing ones: only the user is checked.
+  if [ ${#missing[@]} -gt 0 ] && command -v dpkg-query >/dev/null; then echo "missing-packages: ${missing[*]}"; fi
+  if $test_user && ! id agent >/dev/null 2>&1; then echo "missing-user: agent"; fi
+  exit 0
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup-host: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -43,7 +62,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if [ "${1:-}" = "--test" ]; then
+if $test_user; then
   id agent >/dev/null 2>&1 || useradd --create-home --shell /bin/bash agent
 fi
 echo "setup-host: ok"

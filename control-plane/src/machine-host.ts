@@ -60,11 +60,11 @@ export class DeferredSubstrate implements Substrate {
 
   private async get(): Promise<Substrate> {
     if (this.impl) return this.impl;
-    if (this.failed) throw new AppError('compute_unavailable', 'The machine host failed to prepare its guest image; see the server log.');
+    if (this.failed) throw prepareFailed();
     try {
       return await this.ready;
     } catch {
-      throw new AppError('compute_unavailable', 'The machine host failed to prepare its guest image; see the server log.');
+      throw prepareFailed();
     }
   }
 
@@ -106,6 +106,11 @@ export class DeferredSubstrate implements Substrate {
     if (!impl.remountDiskVolume) throw new AppError('compute_unavailable', 'This substrate has no disk volume to mount again.');
     await impl.remountDiskVolume();
   };
+}
+
+/** The reason (the image build, a directory guest root cannot reach) is in the server log: it can name paths. */
+function prepareFailed(): AppError {
+  return new AppError('compute_unavailable', 'The machine host failed to prepare (its guest image or its directories); see the server log.');
 }
 
 function preparing(): AppError {

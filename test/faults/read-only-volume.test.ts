@@ -122,5 +122,5 @@ t.test('a read-only disk volume is recovered once space is back', { timeout: 600
   const containers = (await podmanOf(substrate, 'ps', '-a', '--format', '{{.Names}}')).split('\n').filter(Boolean).sort();
   t.equal(containers.length, 3, `one container per machine: ${containers}`);
   t.equal(blobsIn(root).length, 3, 'one writable blob per disk, no layer');
-  for (const m of created) t.equal(mountsOf(path.join(root, 'machines', m, 'merged')).length, 1, `one overlay for ${m}`);
+  for (const m of created) t.equal(mountsOf(substrate.mergedPath(m)).length, 1, `one overlay for ${m}`);
 });

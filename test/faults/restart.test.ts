@@ -56,9 +56,9 @@ t.test('control-plane restarts', { timeout: 900_000 }, async (t) => {
     // overlay's mount point is a file now).
     for (const id of [keep, broken]) {
       await podmanOf(cp.substrate, 'rm', '--force', '--time', '0', containerName(id));
-      await unmount(path.join(cp.root, 'machines', id, 'merged'));
+      await unmount(cp.substrate.mergedPath(id));
     }
-    const merged = path.join(cp.root, 'machines', broken, 'merged');
+    const merged = cp.substrate.mergedPath(broken);
     fs.rmSync(merged, { recursive: true, force: true });
     fs.writeFileSync(merged, 'not a directory');
     await cp.restart();

@@ -50,6 +50,7 @@ t.test('item 10: guest files name neither the machine, the container nor host pa
   t.notMatch(files.out, 'mch_sock1', 'no machine id');
   t.notMatch(files.out, rec.ctrId.slice(0, 12), 'no podman container id');
   t.notMatch(files.out, root, 'no substrate root');
+  t.notMatch(files.out, sub.reachDir, 'no reach dir');
   t.notMatch(files.out, 'host.containers.internal', 'no podman-written hosts entries');
   t.match(files.out, /^127\.0\.0\.1\s+localhost$/m, 'localhost still resolves');
   t.match(files.out, /^0::\/$/m, 'a private cgroup namespace');
@@ -150,7 +151,7 @@ t.test('item 5: guest uids are a private host range, not host uids', async (t) =
   t.same(map.out.trim().split('\n').map((l) => l.trim().split(/\s+/)), [['0', String(base), '65536'], ['0', String(base), '65536']], 'guest 0..65535 = host base..base+65535');
   // Guest root writes in the channel directory (the host's own directory): the file is not host root's.
   await guest('mch_sock1', 'touch /run/computer-channel/by-guest-root && echo x > /root/by-guest-root');
-  t.equal(fs.statSync(path.join(root, 'machines', 'mch_sock1', 'channel', 'by-guest-root')).uid, base, 'owned by the mapped uid on the host');
+  t.equal(fs.statSync(path.join(path.dirname(sub.channelPath('mch_sock1')), 'by-guest-root')).uid, base, 'owned by the mapped uid on the host');
   // A guest process of uid 1000 (the agent user) with a secret in its environment...
   const rec = JSON.parse(fs.readFileSync(path.join(root, 'machines', 'mch_sock1', 'machine.json'), 'utf8')) as { ctrId: string };
   await run('podman', [...globalArgs(sub.env), 'exec', '-d', '--user', '1000', '--env', 'GUEST_SECRET=s3cr3t-env', containerName('mch_sock1'), 'sleep', '300'], {

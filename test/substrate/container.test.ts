@@ -110,7 +110,7 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   a1.client.session.destroy();
   await sub.stop('mch_ct1');
   t.equal(await sub.status('mch_ct1'), 'stopped');
-  t.notOk(isMounted(path.join(root, 'machines', 'mch_ct1', 'merged')), 'overlay unmounted while stopped');
+  t.notOk(isMounted(sub.mergedPath('mch_ct1')), 'overlay unmounted while stopped');
   await sub.start('mch_ct1');
   const a1b = await waitForAgent(sub, 'mch_ct1', token1, READY_MS);
   clients.push(a1b.client);

@@ -38,6 +38,7 @@ import { machineNetFor, releaseMachineNet, type MachineNet } from '../machine-ne
 import { allocateAddress, inSubnet, macFor } from '../vm/network.js';
 import { guardPort, removeBridge, removePortGuard } from '../vm/host-net.js';
 import { idmappedBase, uidBaseFor } from './idmap.js';
+import { assertGuestReaches, guestPassable, machineDirs, makeReachDir, reachDirFor, type MachineDirs, type MachinePlace } from './reach.js';
 import {
   cniConflist,
   containerName,
@@ -52,8 +53,13 @@ import {
 const execFileP = promisify(execFile);
 
 export interface ContainerSubstrateConfig {
-  /** Everything this substrate keeps: podman state, disk layers, machine directories. */
+  /** What this substrate keeps: podman state, disk layers, machine records (private: 0700 is fine). */
   root: string;
+  /**
+   * What guest root must reach: each machine's mount point and channel directory (reach.ts); default
+   * /var/lib/computer/containers/<hash of root>.
+   */
+  reachDir?: string;
   /** The guest image's read-only root directory (bottom layer of every new disk). */
   baseRootfs: string;
   /** Default graceful stop timeout. */
@@ -95,6 +101,8 @@ interface MachineRecord {
    * plane killed in between leaves it here, and the next one thaws the container when it starts.
    */
   frozen?: Freeze;
+  /** Where its mount point and channel directory are (reach.ts); absent: under the root (made before). */
+  place?: MachinePlace;
 }
 
 /** How a container was frozen: through its cgroup v1 freezer (the cgroup's path), or `podman pause`. */
@@ -155,20 +163,29 @@ function isolateBridgePorts(bridge: string): void {
   }
 }
 
+/** Where a machine's record says its mount point and channel are (a machine not yet recorded: the reach dir). */
+function placeOf(root: string, id: string): MachinePlace {
+  try {
+    return (JSON.parse(fs.readFileSync(path.join(root, 'machines', id, 'machine.json'), 'utf8')) as MachineRecord).place ?? 'root';
+  } catch {
+    return 'reach';
+  }
+}
+
 /**
- * A machine's agent socket under a substrate root: known without the substrate object, so a restarted control
- * plane reaches running machines before its guest image is checked (machine-host.ts).
+ * A machine's agent socket: known without the substrate object, so a restarted control plane reaches running
+ * machines before its guest image is checked (machine-host.ts).
  */
-export function containerChannelPath(root: string, id: string): string {
+export function containerChannelPath(root: string, id: string, reach = reachDirFor(root)): string {
   assertMachineId(id);
-  return path.join(root, 'machines', id, 'channel', 'agent.sock');
+  return path.join(machineDirs({ root, reach }, id, placeOf(root, id)).channel, 'agent.sock');
 }
 
 /** The channel of a machine under a substrate root, usable before the substrate object exists (machine-host.ts). */
-export function containerEarlyChannel(root: string): EarlyChannel {
+export function containerEarlyChannel(root: string, reach = reachDirFor(root)): EarlyChannel {
   return {
-    channelPath: (id) => containerChannelPath(root, id),
-    issueEnrollment: async (id) => dropEnrollmentSecret(path.dirname(containerChannelPath(root, id))),
+    channelPath: (id) => containerChannelPath(root, id, reach),
+    issueEnrollment: async (id) => dropEnrollmentSecret(path.dirname(containerChannelPath(root, id, reach))),
   };
 }
 
@@ -197,6 +214,8 @@ export class ContainerSubstrate implements Substrate {
   private readonly capturing = new Set<string>();
   /** The thaw of freezes a killed control plane left (started by the constructor; reattach waits for it). */
   private readonly leftoverFreezes: Promise<void>;
+  /** What guest root must reach (reach.ts): machines' mount points and channel directories. */
+  readonly reachDir: string;
 
   constructor(private readonly cfg: ContainerSubstrateConfig) {
     fs.mkdirSync(cfg.root, { recursive: true, mode: 0o700 });
@@ -211,9 +230,12 @@ export class ContainerSubstrate implements Substrate {
     fs.writeFileSync(path.join(networkConfigDir(this.env), 'computer.conflist'), cniConflist(this.env, this.net));
     fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
     this.uidBase = this.guestRange();
-    // runc mounts the machine's root and channel as guest root (host uid uidBase): it must traverse the path
-    // to them, and no host user but root may (group uidBase, mode 0710; the same for each machine directory).
-    if (this.uidBase !== null) for (const d of [cfg.root, path.join(cfg.root, 'machines')]) this.guestTraversable(d);
+    // runc mounts the machine's root and channel as guest root (host uid uidBase): it must pass every directory
+    // above them, and no host user but root may enter them. They live outside the root (DATA_DIR stays 0700),
+    // and a host where guest root still cannot reach them is told so now, not at the first start.
+    this.reachDir = cfg.reachDir ?? reachDirFor(cfg.root);
+    makeReachDir(this.reachDir, this.uidBase);
+    if (this.uidBase !== null) assertGuestReaches(this.reachDir, this.uidBase);
     const disksDir = path.join(cfg.root, 'disks');
     let snapshots = false;
     let quotas = false;
@@ -254,11 +276,6 @@ export class ContainerSubstrate implements Substrate {
     }
   }
 
-  private guestTraversable(dir: string): void {
-    fs.chownSync(dir, 0, this.uidBase!);
-    fs.chmodSync(dir, 0o710);
-  }
-
   /** The root's uid range, recorded in `<root>/idmap.json` when the root is first used. */
   private guestRange(): number | null {
     const f = path.join(this.cfg.root, 'idmap.json');
@@ -294,14 +311,16 @@ export class ContainerSubstrate implements Substrate {
   private machineDir(id: string): string {
     return path.join(this.cfg.root, 'machines', id);
   }
-  private mergedDir(id: string): string {
-    return path.join(this.machineDir(id), 'merged');
+  /** A machine's mount point and channel directory, where its record places them. */
+  private placed(rec: Pick<MachineRecord, 'id' | 'place'>): MachineDirs {
+    return machineDirs({ root: this.cfg.root, reach: this.reachDir }, rec.id, rec.place ?? 'root');
   }
-  private channelDir(id: string): string {
-    return path.join(this.machineDir(id), 'channel');
+  /** The machine's overlay mount point (tests look at it). */
+  mergedPath(id: string): string {
+    return this.placed(this.record(id)).merged;
   }
   channelPath(id: string): string {
-    return containerChannelPath(this.cfg.root, id);
+    return containerChannelPath(this.cfg.root, id, this.reachDir);
   }
 
   private record(id: string): MachineRecord {
@@ -318,7 +337,7 @@ export class ContainerSubstrate implements Substrate {
   }
 
   private async mount(rec: MachineRecord): Promise<void> {
-    const target = this.mergedDir(rec.id);
+    const target = this.placed(rec).merged;
     if (isMounted(target)) return;
     const d = this.disks.disk(rec.disk);
     if (this.uidBase === null) return mountOverlay(target, this.disks.lowerPaths(d), d.base, this.disks.blobPath(d.writable));
@@ -332,18 +351,14 @@ export class ContainerSubstrate implements Substrate {
     const dir = this.machineDir(spec.id);
     if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    if (this.uidBase !== null) this.guestTraversable(dir);
-    // The channel directory is the agent's only door: 0700 guest root (host root otherwise). Nothing that
-    // opens it is stored there: a fresh agent gets a one-time secret just before its enrollment (issueEnrollment).
-    fs.mkdirSync(this.channelDir(spec.id), { mode: 0o700 });
-    if (this.uidBase !== null) fs.chownSync(this.channelDir(spec.id), this.uidBase, this.uidBase);
+    this.makePlace(spec.id);
     const disk = await this.disks.newDisk({
       id: `disk-${spec.id}`,
       base: this.cfg.baseRootfs,
       top: spec.source.kind === 'layer' ? spec.source.layerId : null,
       sizeBytes: spec.resources.disk_gb * GiB,
     });
-    const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none' };
+    const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none', place: 'reach' };
     if (rec.network === 'outbound') {
       rec.address = allocateAddress(this.net, [...this.usedAddresses(), ...this.reserved]);
       this.reserved.add(rec.address);
@@ -362,14 +377,44 @@ export class ContainerSubstrate implements Substrate {
     if (opts.start !== false) await this.start(spec.id);
   }
 
+  /**
+   * A machine's directory in the reach dir: passable by guest root only. The channel directory in it is the
+   * agent's only door: 0700 guest root (host root otherwise). Nothing that opens it is stored there: a fresh
+   * agent gets a one-time secret just before its enrollment (issueEnrollment).
+   */
+  private makePlace(id: string): void {
+    const at = machineDirs({ root: this.cfg.root, reach: this.reachDir }, id, 'reach');
+    fs.mkdirSync(at.dir, { recursive: true, mode: 0o700 });
+    guestPassable(at.dir, this.uidBase);
+    fs.mkdirSync(at.merged, { recursive: true });
+    fs.mkdirSync(at.channel, { recursive: true, mode: 0o700 });
+    if (this.uidBase !== null) fs.chownSync(at.channel, this.uidBase, this.uidBase);
+  }
+
+  /**
+   * A machine made before the reach dir (its mount point and channel under the root, which guest root may not
+   * pass), or whose directory there is gone (removed by hand): placed there at its start, and its container made
+   * again with the new paths. Its disk does not move.
+   */
+  private async placeInReach(rec: MachineRecord): Promise<void> {
+    const old = this.placed(rec);
+    await unmount(old.merged);
+    fs.rmSync(old.channel, { recursive: true, force: true });
+    if (fs.existsSync(old.merged)) fs.rmdirSync(old.merged);
+    this.makePlace(rec.id);
+    rec.place = 'reach';
+    this.writeRecord(rec);
+    await this.recreate(rec);
+  }
+
   /** `podman create` for a machine record: at create, and again when a broken container is replaced. */
   private async podmanCreate(rec: MachineRecord): Promise<void> {
     const created = await this.podman(
       createArgs(this.env, {
         id: rec.id,
         resources: rec.resources,
-        rootfs: this.mergedDir(rec.id),
-        channelDir: this.channelDir(rec.id),
+        rootfs: this.placed(rec).merged,
+        channelDir: this.placed(rec).channel,
         network: rec.network,
         ...(rec.address ? { nic: { address: rec.address, mac: macFor(rec.address) } } : {}),
         ...(this.uidBase !== null ? { uidBase: this.uidBase } : {}),
@@ -446,10 +491,11 @@ export class ContainerSubstrate implements Substrate {
 
   async start(id: string): Promise<void> {
     const rec = this.record(id);
+    if (rec.place !== 'reach' || !fs.existsSync(this.placed(rec).channel)) await this.placeInReach(rec);
     // A stale socket from the last run would look like a live agent to a client probing the path. A machine made
     // before enrollment existed also has the agent key itself in the channel directory (`token`): never again.
     fs.rmSync(this.channelPath(id), { force: true });
-    fs.rmSync(path.join(this.channelDir(id), 'token'), { force: true });
+    fs.rmSync(path.join(this.placed(rec).channel, 'token'), { force: true });
     await this.mount(rec);
     if (rec.network === 'outbound') {
       // The bridge is never used without the guard that keeps machines off the host's own services.
@@ -541,7 +587,7 @@ export class ContainerSubstrate implements Substrate {
       if (this.liveCgroup(old) !== null) throw new AppError('compute_unavailable', 'the machine could not be stopped');
     }
     await this.unguard(rec);
-    await unmount(this.mergedDir(id));
+    await unmount(this.placed(rec).merged);
     fs.rmSync(this.channelPath(id), { force: true });
   }
 
@@ -636,7 +682,7 @@ export class ContainerSubstrate implements Substrate {
       }
     }
     // Stopped: the writable directory becomes the layer in place (a rename-free O(1) freeze).
-    await unmount(this.mergedDir(id));
+    await unmount(this.placed(rec).merged);
     const layer = await this.disks.freeze(rec.disk, holder);
     return { layerId: layer.id, bytes: layer.bytes, live: false };
   }
@@ -712,27 +758,28 @@ export class ContainerSubstrate implements Substrate {
   async replaceDisk(id: string, source: DiskSource): Promise<void> {
     const rec = this.record(id);
     if ((await this.containerState(id)) === 'running') throw new AppError('conflict', 'stop the machine before replacing its disk');
-    await unmount(this.mergedDir(id));
+    await unmount(this.placed(rec).merged);
     await this.disks.replaceDisk(rec.disk, source.kind === 'layer' ? source.layerId : null, this.cfg.baseRootfs);
   }
 
   /**
-   * Unmount whatever is still mounted under this substrate's root: podman's overlay storage driver keeps
-   * `<root>/podman/root/overlay` bind-mounted on itself after its last container, so removing a whole
-   * substrate root (tests, an operator deleting a data directory) would fail with EBUSY. Destroy the
-   * machines first; this only lets go of the host side: the mounts (idmapped base views included) and the
-   * root's network (removeNetwork), so no bridge outlives its root.
+   * Unmount whatever is still mounted under this substrate's root and its reach dir: podman's overlay storage
+   * driver keeps `<root>/podman/root/overlay` bind-mounted on itself after its last container, so removing a
+   * whole substrate root (tests, an operator deleting a data directory) would fail with EBUSY. Destroy the
+   * machines first; this only lets go of the host side: the mounts (idmapped base views included), the root's
+   * network (removeNetwork), so no bridge outlives its root, and its reach dir once nothing is mounted there.
    */
   async releaseMounts(): Promise<void> {
     await this.removeNetwork();
-    const root = path.resolve(this.cfg.root) + '/';
+    const under = [this.cfg.root, this.reachDir].map((d) => path.resolve(d) + '/');
     const targets = fs
       .readFileSync('/proc/self/mountinfo', 'utf8')
       .split('\n')
       .map((l) => l.split(' ')[4])
-      .filter((t): t is string => !!t && (t + '/').startsWith(root))
+      .filter((t): t is string => !!t && under.some((d) => (t + '/').startsWith(d)))
       .sort((a, b) => b.length - a.length);
     for (const t of targets) await execFileP('umount', ['-l', t]).catch(() => {});
+    if (!targets.some((t) => isMounted(t))) fs.rmSync(this.reachDir, { recursive: true, force: true });
   }
 
   async destroy(id: string): Promise<void> {
@@ -746,9 +793,12 @@ export class ContainerSubstrate implements Substrate {
     }
     await this.podman(['rm', '--force', '--time', '0', containerName(id)], { allowFail: true });
     if (rec?.port) await removePortGuard(rec.port);
-    await unmount(this.mergedDir(id));
+    // Both places: a create killed before its record was written has made the reach one.
+    const places = (['reach', 'root'] as const).map((place) => this.placed({ id, place }));
+    for (const p of places) await unmount(p.merged);
     // A create killed between making the disk and writing the record leaves a disk no record names.
     await this.disks.deleteDisk(rec?.disk ?? `disk-${id}`);
+    fs.rmSync(places[0]!.dir, { recursive: true, force: true });
     fs.rmSync(dir, { recursive: true, force: true });
   }
 
@@ -759,7 +809,7 @@ export class ContainerSubstrate implements Substrate {
 
   async issueEnrollment(id: string): Promise<string | null> {
     this.record(id);
-    return dropEnrollmentSecret(this.channelDir(id));
+    return dropEnrollmentSecret(path.dirname(this.channelPath(id)));
   }
 
   async diskUsage(id: string): Promise<DiskUsage> {
@@ -781,7 +831,7 @@ export class ContainerSubstrate implements Substrate {
     if (this.volume !== 'loop') throw new AppError('compute_unavailable', 'the disk volume is not a loop volume this host can mount again');
     for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
       if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) continue;
-      await this.stop(id, { timeoutMs: 1000 }).catch(() => unmount(this.mergedDir(id)));
+      await this.stop(id, { timeoutMs: 1000 }).catch(() => unmount(this.mergedPath(id)));
     }
     await this.disks.settled();
     await remountLoopVolume({ dir: this.disks.root, image: path.join(this.cfg.root, 'disks.btrfs') });
@@ -795,7 +845,7 @@ export class ContainerSubstrate implements Substrate {
       if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) continue;
       let status = await this.status(id);
       // After a host reboot podman may still list the container while its overlay mount is gone.
-      if (status === 'running' && !isMounted(this.mergedDir(id))) status = 'lost';
+      if (status === 'running' && !isMounted(this.mergedPath(id))) status = 'lost';
       out.push({ id, status });
     }
     return out;
