@@ -19,13 +19,13 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
     return c ? c(orgId) : 0;
   };
   /** A refusal as the spec's 402; the message is for people, clients render `quota`. */
-  const refuse = (state: string, plan: string | null, key: CountedLimitKey | null, decision: QuotaDecision & { ok: false }): AppError => {
+  const refuse = (state: string, plan: string | null, decision: QuotaDecision & { ok: false }): AppError => {
     const message =
       decision.reason === 'subscription'
         ? `The organization's billing account is ${state}; subscribe to create or start anything.`
         : decision.reason === 'no_agreement'
           ? `The ${plan} plan is negotiated and no agreement is in effect.`
-          : `The plan allows ${decision.quota.maximum ?? 'a negotiated number of'} ${(key ?? decision.quota.limit).replaceAll('_', ' ')}; ${decision.quota.current} in use.`;
+          : `The plan allows ${decision.quota.maximum ?? 'a negotiated number of'} ${decision.quota.limit.replaceAll('_', ' ')}; ${decision.quota.current} in use.`;
     return new AppError('quota_exceeded', message, { quota: decision.quota });
   };
   return {
@@ -60,7 +60,7 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
         }
         return;
       }
-      throw refuse(a.state, a.plan_id, key, decision);
+      throw refuse(a.state, a.plan_id, decision);
     },
     /**
      * Throws 402 quota_exceeded with `quota.limit` `subscription` unless the account may create or start
@@ -70,7 +70,7 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
     checkSubscription(orgId: string): void {
       const a = d.billing.account(orgId);
       const decision = decideSubscription({ state: a.state, plan_id: a.plan_id, entitlements: d.billing.entitlements(a), upgrade_url: d.upgradeUrl });
-      if (!decision.ok) throw refuse(a.state, a.plan_id, null, decision);
+      if (!decision.ok) throw refuse(a.state, a.plan_id, decision);
     },
     /** `limits` of GET /v1/billing: the six counted keys with current use and the limit in force. */
     limits(orgId: string) {
