@@ -106,7 +106,10 @@ export const AGENT_ROUTES = {
   'display.resize': { method: 'POST', path: '/display/resize', body: ResizeRequest, response: Display },
   screenshot: { method: 'GET', path: '/screenshot', query: ScreenshotQuery, response: ScreenshotResult },
   'screen.stream': { method: 'GET', path: '/screen/stream', query: ScreenStreamQuery, stream: 'frames' },
-  /** Extension: where the pointer is, without moving it (the computer tools' cursor_position). */
+  /**
+   * Where the pointer is, without moving it. Agent-only: the spec has no read-only pointer query, so no /v1
+   * route serves it; the tool endpoints' cursor_position reads it inside the control plane.
+   */
   'mouse.position': { method: 'GET', path: '/mouse/position', response: InputResult },
   'mouse.move': { method: 'POST', path: '/mouse/move', body: MouseMove, response: InputResult },
   'mouse.click': { method: 'POST', path: '/mouse/click', body: MouseClick, response: InputResult },

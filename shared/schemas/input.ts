@@ -179,18 +179,39 @@ export const ClipboardContent = z.object({
 });
 export type ClipboardContent = z.infer<typeof ClipboardContent>;
 
-export const BROWSER_URL_SCHEMES = ['http:', 'https:', 'file:', 'about:', 'data:'];
+/**
+ * Schemes that run script instead of naming something to open: handed to a running browser, such a URL would
+ * execute in whatever page the person at the machine has open (docs/security.md, "browser/open").
+ */
+export const SCRIPT_URL_SCHEMES: readonly string[] = ['javascript', 'vbscript', 'livescript'];
+
+/** An absolute URI's scheme (RFC 3986: a letter, then letters, digits, +, - or .) and then no whitespace or control character. */
+const ABSOLUTE_URI = /^([A-Za-z][A-Za-z0-9+.-]*):[^\s\u0000-\u001f\u007f]*$/;
+
+/**
+ * Why `url` is not something browser/open takes, or null. The spec says a URI: any absolute URI a browser
+ * parses (http, https, file, about, data, chrome, view-source, mailto…), except the script schemes. The raw
+ * string must be a URI itself (no spaces or control characters), so the scheme checked is the one Chromium
+ * sees: a WHATWG parser strips leading blanks and drops tabs and newlines, which would turn " javascript:…"
+ * or "java\tscript:…" into a script URL.
+ */
+export function browserUrlProblem(url: string): string | null {
+  const m = ABSOLUTE_URI.exec(url);
+  if (!m) return 'must be an absolute URI (a scheme such as https: first; no spaces or control characters)';
+  const scheme = m[1]!.toLowerCase();
+  if (SCRIPT_URL_SCHEMES.includes(scheme)) return `${scheme}: URLs run script in the open page instead of opening one; they are refused`;
+  if (!URL.canParse(url)) return 'must be a URI a browser can parse';
+  return null;
+}
+
 export const BrowserOpen = z.strictObject({
   url: z
     .string()
     .max(4096)
-    .refine((u) => {
-      try {
-        return BROWSER_URL_SCHEMES.includes(new URL(u).protocol);
-      } catch {
-        return false;
-      }
-    }, `must be an absolute URI with scheme ${BROWSER_URL_SCHEMES.map((s) => s.slice(0, -1)).join(', ')}`),
+    .superRefine((u, ctx) => {
+      const problem = browserUrlProblem(u);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }),
   new_window: z.boolean().default(false),
 });
 export type BrowserOpen = z.infer<typeof BrowserOpen>;

@@ -12,10 +12,11 @@ export const SnapshotState = z.enum(['pending', 'ready', 'error', 'deleting']);
 export type SnapshotState = z.infer<typeof SnapshotState>;
 
 /**
- * manual: requested; stop: taken when the billing state stopped the machine; restore: the machine's disk just
- * before a restore ("Before restore"); template: the capture behind a template made from a machine.
+ * The spec's three: manual: requested (POST /v1/snapshots); stop: taken automatically when the machine stopped
+ * (the billing stop, "Stopped by billing", and the restore's capture of the stopped disk, "Before restore");
+ * template: the capture behind a template made from a machine.
  */
-export const SnapshotOrigin = z.enum(['manual', 'stop', 'restore', 'template']);
+export const SnapshotOrigin = z.enum(['manual', 'stop', 'template']);
 export type SnapshotOrigin = z.infer<typeof SnapshotOrigin>;
 
 /** A caller label: printable text, no control characters. */

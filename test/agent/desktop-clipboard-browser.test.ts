@@ -109,6 +109,12 @@ t.test('clipboard and browser over the real channel', async (t) => {
     t.ok(win.trim().length > 0, 'the second URL reached the running browser');
     const again = await c.request('POST', '/browser/open', { url: 'about:blank' });
     t.same(again.json(), { url: 'about:blank', launched: false });
+    // The spec says a URI: schemes beyond the common five are what a browser opens too.
+    for (const url of ['chrome://version/', 'view-source:about:blank']) {
+      const other = await c.request('POST', '/browser/open', { url });
+      t.equal(other.status, 200, url);
+      t.same(other.json(), { url, launched: false });
+    }
   });
 
   t.test('browser refusals', async (t) => {
@@ -116,6 +122,24 @@ t.test('clipboard and browser over the real channel', async (t) => {
       const r = await c.request('POST', '/browser/open', body);
       t.equal(r.status, 400, JSON.stringify(body).slice(0, 60));
       t.equal(r.json().error.code, 'invalid_request');
+    }
+    // Script schemes, however spelled, are refused with a message that says why; so is anything that is not a
+    // URI as written (a browser would strip the blank or the tab and see javascript:).
+    const script = (s: string) => `${s}: URLs run script in the open page instead of opening one; they are refused`;
+    const notUri = 'must be an absolute URI (a scheme such as https: first; no spaces or control characters)';
+    for (const [url, message] of [
+      ['javascript:alert(1)', script('javascript')],
+      ['JavaScript:alert(1)', script('javascript')],
+      ['vbscript:msgbox(1)', script('vbscript')],
+      ['livescript:x', script('livescript')],
+      [' javascript:alert(1)', notUri],
+      ['java\tscript:alert(1)', notUri],
+      ['javascript\n:alert(1)', notUri],
+      ['data:text/html,<p>a b</p>', notUri],
+    ]) {
+      const r = await c.request('POST', '/browser/open', { url });
+      t.equal(r.status, 400, JSON.stringify(url));
+      t.same(r.json().error.details, [{ field: 'url', message }], JSON.stringify(url));
     }
   });
 

@@ -26,6 +26,10 @@ export async function run(baseUrl: string, origin: string) {
   const su = await api.POST('/v1/auth/signup', { body: { email: 'gen@example.com', password: 'correct horse battery', name: 'g' } });
   if (!su.data) throw new Error('signup failed');
   const cookie = (su.response.headers.get('set-cookie') ?? '').split(';')[0]!;
+  // A new organization creates nothing (API keys included) until it subscribes: start the trial first.
+  const co = await api.POST('/v1/billing/checkout', { body: { plan_id: 'developer', success_url: origin + '/ok' }, headers: { cookie, origin } });
+  if (!co.data) throw new Error('checkout failed');
+  await fetch(baseUrl + new URL(co.data.url).pathname, { redirect: 'manual' });
   const key = await api.POST('/v1/api-keys', { body: { name: 'gen', scopes: ['machines:read'] }, headers: { cookie, origin } });
   if (!key.data) throw new Error('key failed');
   const authed = createClient<paths>({ baseUrl, headers: { authorization: 'Bearer ' + key.data.secret } });

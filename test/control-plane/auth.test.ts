@@ -90,6 +90,7 @@ t.test('signup, login, me, sessions, logout', async (t) => {
 
   // Browser-session routes refuse API keys; garbage credentials are 401.
   const fresh = await rig.user('carol');
+  await rig.subscribe(fresh.cookie);
   const key = (await rig.call('POST', '/v1/api-keys', { cookie: fresh.cookie, body: { name: 'k', scopes: [] } })).json.secret;
   assertEnvelope(t, await rig.call('GET', '/v1/auth/sessions', { key }), 'permission_denied', 403);
   assertEnvelope(t, await rig.call('POST', '/v1/auth/logout', { key }), 'permission_denied', 403);
@@ -151,6 +152,7 @@ t.test('CSRF: cookie-authenticated writes need a recognised Origin', async (t) =
   const rig = makeRig({ env: { ALLOWED_ORIGINS: 'https://dash.example, http://localhost:3000' } });
   t.teardown(() => rig.close());
   const u = await rig.user('u');
+  await rig.subscribe(u.cookie);
   const body = { name: 'k', scopes: [] };
   assertEnvelope(t, await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body, origin: null }), 'permission_denied', 403);
   assertEnvelope(t, await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body, origin: 'https://evil.example' }), 'permission_denied', 403);
@@ -275,6 +277,7 @@ t.test('API keys: format, shown once, hashed at rest, last_used_at, revoke', asy
   const rig = makeRig();
   t.teardown(() => rig.close());
   const u = await rig.user('k');
+  await rig.subscribe(u.cookie);
   const c = await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body: { name: 'ci', scopes: ['machines:write', 'machines:read'] } });
   t.equal(c.status, 201);
   const secret: string = c.json.secret;
@@ -356,6 +359,7 @@ t.test('errors: envelope, zod paths, unknown routes, unexpected failures, loggin
   }
 
   // Request log: id, operation, org, status, duration; never a secret, e-mail, cookie or body.
+  await rig.subscribe(u.cookie);
   const k = await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body: { name: 'logged', scopes: [] } });
   await rig.call('GET', '/v1/auth/me', { key: k.json.secret });
   await rig.call('POST', '/v1/auth/login', { body: { email: u.email, password: u.password } });

@@ -59,9 +59,13 @@ t.test('account states: checkout → trialing → provider events', async (t) =>
   const rig = makeRig();
   t.teardown(() => rig.close());
   const u = await rig.user('o');
-  // Browser sessions last 14 days, like the trial: read through a key, which does not expire.
-  const key = (await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body: { name: 'r', scopes: [] } })).json.secret;
-  const acct = async () => (await rig.call('GET', '/v1/billing', { key })).json;
+  // Browser sessions last 14 days, like the trial: read through a key, which does not expire, once the account
+  // may create one (an unsubscribed account creates nothing: 402 subscription).
+  const early = await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body: { name: 'r', scopes: [] } });
+  assertEnvelope(t, early, 'quota_exceeded', 402);
+  t.same(early.json.error.quota, { limit: 'subscription', current: 0, maximum: 0, plan_id: 'none', upgrade_url: null });
+  let key: string | null = null;
+  const acct = async () => (await rig.call('GET', '/v1/billing', key ? { key } : { cookie: u.cookie })).json;
 
   const a0 = await acct();
   t.equal(a0.state, 'unsubscribed');
@@ -90,6 +94,7 @@ t.test('account states: checkout → trialing → provider events', async (t) =>
   t.equal(done.status, 303);
   t.equal(done.headers.get('location'), `${PUBLIC_ORIGIN}/welcome?x=1`);
   assertEnvelope(t, await rig.call('GET', path), 'not_found', 404);
+  key = (await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body: { name: 'r', scopes: [] } })).json.secret;
 
   const a1 = await acct();
   t.equal(a1.state, 'trialing');
@@ -263,9 +268,9 @@ t.test('operator CLI drives provider events and agreements on the same database'
   const rig = makeRig();
   t.teardown(() => rig.close());
   const u = await rig.user('cli');
-  const key = (await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body: { name: 'r', scopes: [] } })).json.secret;
   const co = await checkout(rig, u.cookie, 'pro');
   await rig.call('GET', new URL(co.json.url).pathname);
+  const key = (await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body: { name: 'r', scopes: [] } })).json.secret;
   const out: string[] = [];
   const run = (...argv: string[]) => runCli(argv, rig.config, (s) => out.push(s));
   t.equal(await run('billing-event', u.orgId, 'trial.payment_failed'), 0);

@@ -1,5 +1,6 @@
 /** Store, configuration, password hashing, pure domain rules and import boundaries. */
 import t from 'tap';
+import Database from 'better-sqlite3';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +16,38 @@ import { MIGRATIONS } from '../../control-plane/src/store/migrations.js';
 import { makeRig } from '../helpers/control-plane.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+t.test('migration 10: a data dir with "Before restore" rows of origin restore migrates in place to origin stop', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-db-v9-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'x.sqlite');
+  // A database as the previous release left it: schema version 9, snapshots of all four old origins.
+  const old = new Database(file);
+  for (const m of MIGRATIONS.filter((m) => m.version <= 9)) old.exec(m.sql);
+  old.pragma('user_version = 9');
+  old.exec("INSERT INTO organizations (id, name, personal, created_at) VALUES ('org_a','a',0,'2026-01-01T00:00:00.000Z')");
+  const ins = old.prepare('INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,layer_id,size_bytes,created_at,completed_at) VALUES (?,?,?,?,?,?,?,?,?,?)');
+  ins.run('snp_1', 'org_a', 'mch_1', 'mine', 'ready', 'manual', 'lyr_1', 10, '2026-01-01T00:00:01.000Z', '2026-01-01T00:00:02.000Z');
+  ins.run('snp_2', 'org_a', 'mch_1', 'Before restore', 'ready', 'restore', 'lyr_2', 20, '2026-01-01T00:00:03.000Z', '2026-01-01T00:00:04.000Z');
+  ins.run('snp_3', 'org_a', 'mch_1', 'Stopped by billing', 'error', 'stop', null, null, '2026-01-01T00:00:05.000Z', '2026-01-01T00:00:06.000Z');
+  ins.run('snp_4', 'org_a', 'mch_2', 'Before restore', 'pending', 'restore', null, null, '2026-01-01T00:00:07.000Z', null);
+  ins.run('snp_5', 'org_a', 'mch_2', 'tpl', 'ready', 'template', 'lyr_5', 50, '2026-01-01T00:00:08.000Z', '2026-01-01T00:00:09.000Z');
+  old.close();
+
+  const db = openDb(file);
+  t.teardown(() => db.close());
+  t.equal(schemaVersion(db), 10);
+  t.same(db.all('SELECT id, org_id, machine_id, name, state, origin, layer_id, size_bytes, created_at, completed_at FROM snapshots ORDER BY id'), [
+    { id: 'snp_1', org_id: 'org_a', machine_id: 'mch_1', name: 'mine', state: 'ready', origin: 'manual', layer_id: 'lyr_1', size_bytes: 10, created_at: '2026-01-01T00:00:01.000Z', completed_at: '2026-01-01T00:00:02.000Z' },
+    { id: 'snp_2', org_id: 'org_a', machine_id: 'mch_1', name: 'Before restore', state: 'ready', origin: 'stop', layer_id: 'lyr_2', size_bytes: 20, created_at: '2026-01-01T00:00:03.000Z', completed_at: '2026-01-01T00:00:04.000Z' },
+    { id: 'snp_3', org_id: 'org_a', machine_id: 'mch_1', name: 'Stopped by billing', state: 'error', origin: 'stop', layer_id: null, size_bytes: null, created_at: '2026-01-01T00:00:05.000Z', completed_at: '2026-01-01T00:00:06.000Z' },
+    { id: 'snp_4', org_id: 'org_a', machine_id: 'mch_2', name: 'Before restore', state: 'pending', origin: 'stop', layer_id: null, size_bytes: null, created_at: '2026-01-01T00:00:07.000Z', completed_at: null },
+    { id: 'snp_5', org_id: 'org_a', machine_id: 'mch_2', name: 'tpl', state: 'ready', origin: 'template', layer_id: 'lyr_5', size_bytes: 50, created_at: '2026-01-01T00:00:08.000Z', completed_at: '2026-01-01T00:00:09.000Z' },
+  ]);
+  t.throws(() => db.run("INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,created_at) VALUES ('snp_6','org_a','mch_1','x','ready','restore','x')"), 'origin restore is no longer stored');
+  t.same(db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'snapshots' AND sql IS NOT NULL ORDER BY name").map((r) => r.name), ['snapshots_machine', 'snapshots_org']);
+  t.same(db.all('PRAGMA foreign_key_check'), [], 'no dangling reference');
+});
 
 t.test('database: pragmas, migrations, acknowledged writes survive a reopen', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-db-'));

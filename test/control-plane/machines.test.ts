@@ -238,7 +238,7 @@ t.test('compare-and-set in the store: a stale read never moves the row', async (
 t.test('quotas: subscription, machines, running_machines, largest size', async (t) => {
   const { rig } = setup(t);
   const none = await rig.tenant('none');
-  const refused = await rig.call('POST', '/v1/machines', { key: none.key, body: {} });
+  const refused = await rig.call('POST', '/v1/machines', { cookie: none.cookie, body: {} });
   assertEnvelope(t, refused, 'quota_exceeded', 402);
   t.equal(refused.json.error.quota.limit, 'subscription');
 

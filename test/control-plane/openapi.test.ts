@@ -67,6 +67,13 @@ t.test('route inventory: every mounted /v1 route is in the document and the docu
   for (const x of ['POST /v1/machines', 'GET /v1/machines/{machine_id}/screenshot', 'PUT /v1/machines/{machine_id}/files/content', 'POST /v1/snapshots', 'DELETE /v1/machines/{machine_id}/ports/{preview_id}']) {
     t.ok(documented.has(x), x);
   }
+  // The spec: "There is no read-only pointer query." Neither mounted nor documented (the tool endpoints'
+  // cursor_position still reads the pointer from the agent inside the service).
+  t.notOk(mounted.has('GET /v1/machines/{machine_id}/mouse/position'), 'no pointer query is mounted');
+  t.notOk(documented.has('GET /v1/machines/{machine_id}/mouse/position'), 'no pointer query is documented');
+  t.same(Object.keys(doc.paths).filter((p) => p.includes('mouse')).sort(), [
+    '/v1/machines/{machine_id}/mouse/click', '/v1/machines/{machine_id}/mouse/drag', '/v1/machines/{machine_id}/mouse/move', '/v1/machines/{machine_id}/mouse/scroll',
+  ]);
   const create = doc.paths['/v1/machines'].post;
   t.equal(create.requestBody.content['application/json'].schema.$ref, '#/components/schemas/CreateMachineRequest');
   t.equal(create.responses['201'].content['application/json'].schema.$ref, '#/components/schemas/Machine');

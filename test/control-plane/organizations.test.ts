@@ -76,6 +76,7 @@ t.test('invitations: pending, accepted, revoked, expired', async (t) => {
   const stranger = await rig.user('stranger');
   assertEnvelope(t, await rig.call('POST', '/v1/invitations/accept', { cookie: stranger.cookie, body: { token: inv.json.token } }), 'permission_denied', 403);
   assertEnvelope(t, await rig.call('POST', '/v1/invitations/accept', { cookie: invitee.cookie, body: { token: 'A'.repeat(43) } }), 'not_found', 404);
+  await subscribe(rig, invitee.cookie);
   const key = (await rig.call('POST', '/v1/api-keys', { cookie: invitee.cookie, body: { name: 'k', scopes: [] } })).json.secret;
   assertEnvelope(t, await rig.call('POST', '/v1/invitations/accept', { key, body: { token: inv.json.token } }), 'permission_denied', 403);
   const acc = await rig.call('POST', '/v1/invitations/accept', { cookie: invitee.cookie, body: { token: inv.json.token } });

@@ -48,7 +48,9 @@ t.test('serve: signup, login, cookie flags, request id, per-socket IP', async (t
     headers: { cookie, origin: 'https://computer.example', 'content-type': 'application/json' },
     body: JSON.stringify({ name: 'k', scopes: [] }),
   });
-  t.equal(ok.status, 201);
+  // Past the Origin check to the service, which refuses: a new (unsubscribed) organization creates nothing.
+  t.equal(ok.status, 402);
+  t.match(await ok.json(), { error: { code: 'quota_exceeded', quota: { limit: 'subscription' } } });
 
   const nf = await fetch(`${running.url}/nowhere`);
   t.equal(nf.status, 404);

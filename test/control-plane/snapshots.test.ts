@@ -66,7 +66,11 @@ t.test('capture: 202 pending then ready, ?wait=true, list/get, events in order, 
   const p2 = await rig.call('GET', `/v1/snapshots?machine_id=${m.id}&limit=2&cursor=${p1.json.next_cursor}`, { key: a.key });
   t.same([...p1.json.data, ...p2.json.data].map((s: any) => s.name), ['first', waited.json.name, 'cold']);
   t.equal(p2.json.next_cursor, null);
-  t.equal((await rig.call('GET', '/v1/snapshots?origin=restore', { key: a.key })).json.data.length, 0);
+  t.equal((await rig.call('GET', '/v1/snapshots?origin=stop', { key: a.key })).json.data.length, 0);
+  // The spec's origins are manual, stop and template: there is no fourth to filter by.
+  const fourth = await rig.call('GET', '/v1/snapshots?origin=restore', { key: a.key });
+  assertEnvelope(t, fourth, 'invalid_request', 400);
+  t.same(fourth.json.error.details.map((d: any) => d.field), ['origin']);
   assertEnvelope(t, await rig.call('GET', '/v1/snapshots?origin=bogus', { key: a.key }), 'invalid_request', 400);
 
   // newest-only delete
@@ -165,9 +169,13 @@ t.test('restore: lease refusal, Before restore, running comes back running on th
   t.same(eventTypes(rig, m.id).slice(mark), [
     'machine.restore_started', 'snapshot.started', 'snapshot.completed', 'machine.stopped', 'machine.started', 'machine.restore_completed',
   ]);
-  const before = (await rig.call('GET', `/v1/snapshots?machine_id=${m.id}&origin=restore`, { key: a.key })).json.data;
+  // "Before restore" keeps its name and is one of the spec's three origins: stop (the restore stopped the machine
+  // and captured the stopped disk).
+  const all = (await rig.call('GET', `/v1/snapshots?machine_id=${m.id}`, { key: a.key })).json.data;
+  t.same(all.map((x: any) => [x.name, x.origin]), [['good', 'manual'], ['Before restore', 'stop']]);
+  const before = (await rig.call('GET', `/v1/snapshots?machine_id=${m.id}&origin=stop`, { key: a.key })).json.data;
   t.equal(before.length, 1);
-  t.match(before[0], { name: 'Before restore', origin: 'restore', state: 'ready' });
+  t.match(before[0], { name: 'Before restore', origin: 'stop', state: 'ready' });
   // the Before restore snapshot holds the disk as it was: restoring onto it brings "changed" back
   await rig.call('POST', `/v1/machines/${m.id}/stop`, { key: a.key });
   const r2 = await rig.call('POST', `/v1/machines/${m.id}/restore`, { key: a.key, body: { snapshot_id: before[0].id } });
@@ -283,27 +291,43 @@ t.test('snapshots_per_machine quota, counted in billing; billing stop captures o
   const over = await rig.call('POST', '/v1/snapshots', { key: a.key, body: { machine_id: m.id } });
   assertEnvelope(t, over, 'quota_exceeded', 402);
   t.same(over.json.error.quota, { limit: 'snapshots_per_machine', current: 10, maximum: 10, plan_id: 'developer', upgrade_url: null });
-  const rs = await rig.call('POST', `/v1/machines/${m.id}/restore`, { key: a.key, body: { snapshot_id: (await rig.call('GET', `/v1/snapshots?machine_id=${m.id}`, { key: a.key })).json.data[9].id } });
-  assertEnvelope(t, rs, 'quota_exceeded', 402);
+  // A machine at its limit can still be restored (the spec's only condition is the lease): "Before restore" is
+  // taken whatever the count, and counts from then on like any snapshot.
+  const tenth = (await rig.call('GET', `/v1/snapshots?machine_id=${m.id}`, { key: a.key })).json.data[9].id;
+  const rs = await rig.call('POST', `/v1/machines/${m.id}/restore`, { key: a.key, body: { snapshot_id: tenth } });
+  t.equal(rs.status, 200, `restored at the limit ${rs.text}`);
+  t.equal(rs.json.state, 'running');
+  const afterRestore = (await rig.call('GET', `/v1/snapshots?machine_id=${m.id}&limit=100`, { key: a.key })).json.data;
+  t.equal(afterRestore.length, 11, 'ten and Before restore');
+  t.match(afterRestore[10], { name: 'Before restore', origin: 'stop', state: 'ready' });
   const lim = Object.fromEntries((await rig.call('GET', '/v1/billing', { cookie: a.cookie })).json.limits.map((l: any) => [l.key, l]));
-  t.same(lim.snapshots_per_machine, { key: 'snapshots_per_machine', current: 10, limit: 10 });
+  t.same(lim.snapshots_per_machine, { key: 'snapshots_per_machine', current: 11, limit: 10 });
+  const still = await rig.call('POST', '/v1/snapshots', { key: a.key, body: { machine_id: m.id } });
+  assertEnvelope(t, still, 'quota_exceeded', 402);
+  t.same(still.json.error.quota, { limit: 'snapshots_per_machine', current: 11, maximum: 10, plan_id: 'developer', upgrade_url: null }, 'a requested capture still meets the limit');
   // deleting the machine keeps its snapshots, and they keep counting
   t.equal((await rig.call('DELETE', `/v1/machines/${m.id}`, { key: a.key })).status, 204);
-  t.equal((await rig.call('GET', `/v1/snapshots?machine_id=${m.id}`, { key: a.key })).json.data.length, 10);
+  t.equal((await rig.call('GET', `/v1/snapshots?machine_id=${m.id}`, { key: a.key })).json.data.length, 11);
   const lim2 = Object.fromEntries((await rig.call('GET', '/v1/billing', { cookie: a.cookie })).json.limits.map((l: any) => [l.key, l.current]));
-  t.equal(lim2.snapshots_per_machine, 10);
+  t.equal(lim2.snapshots_per_machine, 11);
 
   // cancel: running machines are stopped with their disks captured (origin stop), past the quota
   const portal = await rig.call('POST', '/v1/billing/portal', { cookie: a.cookie, body: {} });
   t.equal((await rig.call('POST', `${new URL(portal.json.url).pathname}/cancel`, {})).status, 303);
-  for (let i = 0; i < 100 && (await rig.call('GET', `/v1/snapshots?origin=stop`, { key: a.key })).json.data[0]?.state !== 'ready'; i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 100 && (await rig.call('GET', `/v1/snapshots?origin=stop&machine_id=${other.id}`, { key: a.key })).json.data[0]?.state !== 'ready'; i++) await new Promise((r) => setTimeout(r, 10));
   t.equal((await rig.call('GET', `/v1/machines/${other.id}`, { key: a.key })).json.state, 'stopped');
-  const stops = (await rig.call('GET', '/v1/snapshots?origin=stop', { key: a.key })).json.data;
+  const stops = (await rig.call('GET', `/v1/snapshots?origin=stop&machine_id=${other.id}`, { key: a.key })).json.data;
   t.equal(stops.length, 1);
   t.match(stops[0], { machine_id: other.id, state: 'ready', origin: 'stop' });
   const ev = eventTypes(rig, other.id);
   t.ok(ev.lastIndexOf('machine.stopped') < ev.lastIndexOf('snapshot.completed'), 'captured after the clean stop');
   assertEnvelope(t, await rig.call('POST', '/v1/snapshots', { key: a.key, body: { machine_id: other.id } }), 'quota_exceeded', 402);
+  // A canceled account creates nothing: a restore (it would capture "Before restore") is refused with subscription.
+  const mine = (await rig.call('GET', `/v1/snapshots?machine_id=${other.id}&origin=manual`, { key: a.key })).json.data[0].id;
+  const canceled = await rig.call('POST', `/v1/machines/${other.id}/restore`, { key: a.key, body: { snapshot_id: mine } });
+  assertEnvelope(t, canceled, 'quota_exceeded', 402);
+  t.same(canceled.json.error.quota, { limit: 'subscription', current: 0, maximum: 0, plan_id: 'developer', upgrade_url: null });
+  t.equal((await rig.call('GET', `/v1/snapshots?machine_id=${other.id}`, { key: a.key })).json.data.length, 2, 'nothing captured');
 });
 
 t.test('a crash mid-capture: the next run settles pending snapshots and releases stray pins', async (t) => {

@@ -71,6 +71,11 @@ t.test('computer tool endpoints', async (t) => {
     const pos = await tool({ action: 'cursor_position' });
     const [px, py] = api(700, 700);
     t.same(pos.content, [{ type: 'text', text: `X=${px},Y=${py}` }], 'cursor_position scaled back down');
+    // The spec has no read-only pointer query: the tool reads the pointer inside the service, /v1 does not serve it.
+    const direct = await g.api('GET', `${base}/mouse/position`);
+    t.equal(direct.status, 404, 'GET mouse/position is not a /v1 route');
+    t.equal(direct.json.error.code, 'not_found');
+    t.notOk('pointer' in direct.json, 'and answers no pointer');
   });
 
   await t.test('type and key into a text field', async (t) => {

@@ -87,8 +87,8 @@ t.test('snapshot, fork, template, restore on real layers', { timeout: 1_200_000 
   t.equal(r.status, 200, 'restored');
   t.equal(r.json.state, 'running', 'back running');
   t.equal(await readFile(rig, key, m.id), 'captured v1', 'after restore the file reads back exactly as captured');
-  const before = (await rig.call('GET', `/v1/snapshots?machine_id=${m.id}&origin=restore`, { key })).json.data[0];
-  t.match(before, { name: 'Before restore', state: 'ready' });
+  const before = (await rig.call('GET', `/v1/snapshots?machine_id=${m.id}&origin=stop`, { key })).json.data[0];
+  t.match(before, { name: 'Before restore', origin: 'stop', state: 'ready' });
 
   // restore a stopped machine onto Before restore: it boots into it at its next start
   t.equal((await rig.call('POST', `/v1/machines/${m.id}/stop`, { key })).json.state, 'stopped');

@@ -82,8 +82,19 @@ export function makeRig(opts: { env?: Record<string, string>; services?: Partial
     return { email, password, cookie: `computer_session=${cookie}`, userId: r.json.user_id as string, orgId: r.json.organization_id as string };
   }
 
+  /**
+   * Starts `plan`'s trial for the cookie's active organization through the built-in provider's checkout: an
+   * unsubscribed organization creates nothing (API keys included), so tests that need a key subscribe first.
+   */
+  async function subscribe(cookie: string, plan = 'developer'): Promise<void> {
+    const co = await call('POST', '/v1/billing/checkout', { cookie, body: { plan_id: plan, success_url: `${PUBLIC_ORIGIN}/ok` } });
+    if (co.status !== 200) throw new Error(`checkout ${co.status} ${co.text}`);
+    const done = await call('GET', new URL(co.json.url).pathname);
+    if (done.status !== 303) throw new Error(`checkout complete ${done.status}`);
+  }
+
   return {
-    dir, config, store, services, app, logs, clock, call, user,
+    dir, config, store, services, app, logs, clock, call, user, subscribe,
     close() {
       db.close();
       fs.rmSync(dir, { recursive: true, force: true });

@@ -71,7 +71,12 @@ export function makeMachinesRig(o: MachinesRigOptions) {
   }
 
   let n = 0;
-  /** A new user whose personal organization is subscribed to `plan`, with an API key of `scopes`. */
+  /**
+   * A new user whose personal organization is subscribed to `plan`, with an API key of `scopes`. With plan
+   * `none` the organization stays unsubscribed and has no key (it may create none): use its cookie.
+   */
+  async function tenant(plan: 'none'): Promise<{ cookie: string; orgId: string; userId: string }>;
+  async function tenant(plan?: string, scopes?: string[]): Promise<{ cookie: string; orgId: string; userId: string; key: string; keyId: string }>;
   async function tenant(plan = 'pro', scopes: string[] = ['machines:read', 'machines:write', 'machines:control', 'sessions:write']) {
     const email = `m${++n}-${Math.random().toString(36).slice(2, 8)}@example.com`;
     const su = await call('POST', '/v1/auth/signup', { body: { email, password: 'correct horse battery', name: 'm' }, ip: `203.0.113.${n % 250}` });
@@ -85,6 +90,7 @@ export function makeMachinesRig(o: MachinesRigOptions) {
       const done = await call('GET', new URL(co.json.url).pathname);
       if (done.status !== 303) throw new Error(`checkout complete ${done.status}`);
     }
+    if (plan === 'none') return { cookie, orgId, userId: su.json.user_id as string };
     const k = await call('POST', '/v1/api-keys', { cookie, body: { name: 'k', scopes } });
     if (k.status !== 201) throw new Error(`key ${k.status} ${k.text}`);
     return { cookie, orgId, userId: su.json.user_id as string, key: k.json.secret as string, keyId: k.json.id as string };

@@ -1,5 +1,5 @@
 /** What the CLI prints: tables and JSON for listings, errors rendered from the API's envelope. */
-import { ComputerError } from '../../sdk/src/index.js';
+import { ComputerError, type Quota } from '../../sdk/src/index.js';
 import { TerminalClosedError } from '../../sdk/src/terminal.js';
 
 /** Bad command line: printed with the command's usage, exit status 2. */
@@ -35,12 +35,29 @@ export function printJson(io: Io, value: unknown): void {
 }
 
 /**
- * An error as lines for stderr: the envelope's code and message, each field detail, the quota (limit,
- * usage, plan) with where to upgrade, and the request id to quote to support.
+ * A quota refusal in words, from the `quota` object alone (the spec: clients render `quota`, not the message).
+ * A null maximum is negotiated, never unlimited.
+ */
+export function describeQuota(q: Quota): string {
+  const plan = sanitize(q.plan_id);
+  if (q.limit === 'subscription') {
+    if (q.maximum === null) return `the ${plan} plan is negotiated and no agreement is in effect`;
+    if (q.maximum === 0) return `the organization has no active subscription (plan ${plan}); subscribe to create or start anything`;
+    return `the trial's included use is used up: ${q.current} of ${q.maximum} (plan ${plan})`;
+  }
+  const what = q.limit.replaceAll('_', ' ');
+  if (q.maximum === null) return `${what}: ${q.current} in use; the ${plan} plan's maximum is negotiated and none is in effect`;
+  return `${what}: ${q.current} in use of the ${plan} plan's ${q.maximum}`;
+}
+
+/**
+ * An error as lines for stderr: the envelope's code and message (for a quota refusal, the quota in words
+ * instead of the message), each field detail, the raw quota with where to upgrade, and the request id to quote
+ * to support.
  */
 export function renderError(e: unknown, baseUrl?: string): string {
   if (e instanceof ComputerError) {
-    const lines = [`error: ${sanitize(e.message)} (${e.code}, HTTP ${e.status})`];
+    const lines = [`error: ${e.quota ? describeQuota(e.quota) : sanitize(e.message)} (${e.code}, HTTP ${e.status})`];
     for (const d of e.details) lines.push(`  ${sanitize(d.field)}: ${sanitize(d.message)}`);
     if (e.quota) {
       const q = e.quota;

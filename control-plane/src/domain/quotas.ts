@@ -30,15 +30,29 @@ export type QuotaDecision =
   | { ok: true }
   | { ok: false; reason: 'subscription' | 'no_agreement' | 'limit'; quota: QuotaInfo };
 
-export function decideQuota(q: QuotaInput): QuotaDecision {
+export type SubscriptionInput = Pick<QuotaInput, 'state' | 'plan_id' | 'entitlements' | 'upgrade_url'>;
+
+/**
+ * The spec's subscription rule alone: an `unsubscribed` or `canceled` account (and a negotiated plan with no
+ * agreement in effect) may create or start nothing. Every counted check starts with it; the creating writes
+ * that no entitlement counts (published ports, secrets, API keys, the restore's capture) ask it directly.
+ */
+export function decideSubscription(q: SubscriptionInput): QuotaDecision {
   const planId = q.plan_id ?? 'none';
-  const current = Math.max(0, Math.floor(q.current));
   if (!grantsEntitlements(q.state)) {
     return { ok: false, reason: 'subscription', quota: { limit: 'subscription', current: 0, maximum: 0, plan_id: planId, upgrade_url: q.upgrade_url } };
   }
   if (!q.entitlements) {
     return { ok: false, reason: 'no_agreement', quota: { limit: 'subscription', current: 0, maximum: null, plan_id: planId, upgrade_url: q.upgrade_url } };
   }
+  return { ok: true };
+}
+
+export function decideQuota(q: QuotaInput): QuotaDecision {
+  const planId = q.plan_id ?? 'none';
+  const current = Math.max(0, Math.floor(q.current));
+  const subscription = decideSubscription(q);
+  if (!subscription.ok || !q.entitlements) return subscription;
   const maximum = q.entitlements[q.key];
   // null inside an agreement's entitlements is still "negotiated", not unlimited: an override must name it.
   if (maximum === null || current + q.adding > maximum) {

@@ -15,6 +15,7 @@ import { authenticate, requireOrg } from '../api/middleware/auth.js';
 import type { CpEnv, Principal } from '../context.js';
 import type { Services } from '../services/index.js';
 import { v1Caller, type V1Caller } from './caller.js';
+import { noStreamBody, refusalOf } from './http-errors.js';
 import { createInputLeases, type InputLeases } from './input-leases.js';
 import { registerTools } from './tools.js';
 
@@ -133,7 +134,7 @@ export function mountMcp(
     authenticate(s, 'any'),
     requireOrg(),
     async (c) => {
-      if (c.req.method === 'GET') return c.body(null, 405, { allow: 'POST, DELETE' });
+      if (c.req.method === 'GET') return c.json(noStreamBody(c.get('requestId')), 405, { allow: 'POST, DELETE' });
       await sweep();
       const p = c.get('principal');
       const authInfo: AuthInfo = { token: p.api_key_id ?? '', clientId: p.api_key_id ?? '', scopes: p.scopes ?? [] };
@@ -145,7 +146,10 @@ export function mountMcp(
         if (!e || e.owner !== ownerOf(p)) throw new AppError('not_found', 'No such MCP session; initialize a new one.');
         e.lastUsed = now();
         e.principal = p;
-        return e.transport.handleRequest(c.req.raw, { authInfo });
+        const res = await e.transport.handleRequest(c.req.raw, { authInfo });
+        const refused = await refusalOf(res);
+        if (refused) throw refused;
+        return res;
       }
       if (c.req.method !== 'POST') throw new AppError('invalid_request', 'Mcp-Session-Id header required.');
       const e = await open(p);
@@ -154,6 +158,8 @@ export function mountMcp(
       // Anything but a successful initialize leaves no session behind.
       if (id === undefined || res.status !== 200) await e.server.close().catch(() => undefined);
       else sessions.set(id, e);
+      const refused = await refusalOf(res);
+      if (refused) throw refused;
       return res;
     },
   );

@@ -131,7 +131,7 @@ export function createServices(d: ServiceDeps) {
     },
   });
   const secrets = createSecretService({
-    store, pool, now, log: d.log, retry: d.secretsRetry,
+    store, pool, now, quotas, log: d.log, retry: d.secretsRetry,
     keyring: d.keyring === undefined ? openKeyring(config, undefined, { sealedSecrets: store.secrets.countAll() }) : d.keyring,
   });
   machines.onBoot((m) => secrets.deliverAfterBoot(m));
@@ -164,7 +164,7 @@ export function createServices(d: ServiceDeps) {
       ? { current: ex.used_hours, maximum: ex.included_hours, message: `The trial's ${ex.included_hours} included standard-hours of compute are used up; subscribe to a plan with overage to continue.` }
       : { current: ex.used_gb, maximum: ex.included_gb, message: `The trial's ${ex.included_gb} GB of included egress are used up; subscribe to a plan with overage to continue.` };
   });
-  const ports = createPortService({ store, config, now });
+  const ports = createPortService({ store, config, now, quotas });
   return {
     config, store, now, limiter, billing, builtin, stripe, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates, secrets, ports,
     metering, usage,

@@ -628,9 +628,11 @@ export function createMachineService(d: MachineServiceDeps) {
 
     /**
      * Restore onto one of the machine's snapshots. Refused while any session holds the input lease. The current
-     * disk is captured first ("Before restore", origin restore); a running machine is stopped, gets the restored
-     * disk and is started again; a stopped one boots into it at its next start. Open agent connections drop
-     * (the gateway ends screen and terminal streams on machine.restore_started).
+     * disk is captured first ("Before restore", origin stop: the restore stops the machine and captures it; taken
+     * even at the snapshot limit, since the spec's only condition is the lease, and counted from then on); a
+     * running machine is stopped, gets the restored disk and is started again; a stopped one boots into it at its
+     * next start. Open agent connections drop (the gateway ends screen and terminal streams on
+     * machine.restore_started).
      */
     async restore(p: Principal, id: string, req: RestoreMachineRequest): Promise<Machine> {
       const orgId = p.org_id!;
@@ -648,7 +650,7 @@ export function createMachineService(d: MachineServiceDeps) {
           });
         }
         events.append(orgId, m.id, 'machine.restore_started', { snapshot_id: target.id, from: m.state, by });
-        const before = d.snapshots.beginInTx(m, 'restore', 'Before restore', by, { quota: true });
+        const before = d.snapshots.beginInTx(m, 'stop', 'Before restore', by, { admit: 'subscription' });
         transition(m, 'restore');
         return { m, target, before };
       });
@@ -914,7 +916,7 @@ export function createMachineService(d: MachineServiceDeps) {
           // shutdown (a consistent disk), without the snapshot quota (the account grants nothing now).
           const snap = store.db.tx(() => {
             const now = store.machines.byId(m.id);
-            return now && now.state === 'stopped' ? d.snapshots.beginInTx(now, 'stop', 'Stopped by billing', SYSTEM, { quota: false }) : null;
+            return now && now.state === 'stopped' ? d.snapshots.beginInTx(now, 'stop', 'Stopped by billing', SYSTEM, { admit: 'system' }) : null;
           });
           if (snap) await d.snapshots.capture(snap);
         } catch (e) {

@@ -160,7 +160,9 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
 
     listApiKeys: (p: Principal, q: PageQuery) => pageOf(q, (after, limit) => store.access.apiKeysPage(orgOf(p), after, limit), keyView),
 
+    /** A key is created: refused unless the account may create anything (spec: subscription). */
     createApiKey(p: Principal, req: CreateApiKeyRequest) {
+      d.quotas.checkSubscription(orgOf(p));
       const { secret, prefix, hash } = newApiKey();
       const row: ApiKeyRow = {
         id: newId('api_key'), org_id: orgOf(p), created_by: p.user_id, name: req.name, prefix, secret_hash: hash,

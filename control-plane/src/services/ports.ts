@@ -17,6 +17,7 @@ import { previewDomainOf, previewOrigin } from '../previews/hostnames.js';
 import { pageOf } from '../store/pagination.js';
 import type { PreviewRow } from '../store/repos/previews.js';
 import type { Store } from '../store/store.js';
+import type { QuotaService } from './quotas.js';
 
 /** `last_request_at` is written at most this often per preview (it is a coarse "last reached"). */
 export const TOUCH_INTERVAL_MS = 30_000;
@@ -27,6 +28,8 @@ export interface PortServiceDeps {
   store: Store;
   config: Pick<Config, 'previewDomain' | 'host' | 'publicBaseUrl'>;
   now: () => Date;
+  /** Publishing creates a preview: refused unless the account may create anything (spec: subscription). */
+  quotas: Pick<QuotaService, 'checkSubscription'>;
 }
 
 export type PreviewCredential = { ok: true; dropAuthorization: boolean } | { ok: false };
@@ -74,6 +77,8 @@ export function createPortService(d: PortServiceDeps) {
       return store.db.tx(() => {
         const m = machineOf(orgId, machineId);
         if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        // Before the idempotent answer too: a canceled account is told why, whether or not the port was published.
+        d.quotas.checkSubscription(orgId);
         const existing = store.previews.onPort(m.id, req.port);
         if (existing) return { preview: view(existing), created: false };
         const secret = req.access === 'private' ? `${SECRET_PREFIX}${randomBase62(43)}` : null;

@@ -3,7 +3,7 @@
  * registered by the module that owns the resource); the decision is domain/quotas.ts.
  */
 import { AppError } from '../../../shared/errors.js';
-import { COUNTED_LIMIT_KEYS, decideQuota, shownLimit, type CountedLimitKey } from '../domain/quotas.js';
+import { COUNTED_LIMIT_KEYS, decideQuota, decideSubscription, shownLimit, type CountedLimitKey, type QuotaDecision } from '../domain/quotas.js';
 import type { BillingService } from './billing.js';
 
 export type Counter = (orgId: string) => number;
@@ -17,6 +17,16 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
     const c = counters[key];
     // A resource whose module has not registered a counter does not exist yet: there are none.
     return c ? c(orgId) : 0;
+  };
+  /** A refusal as the spec's 402; the message is for people, clients render `quota`. */
+  const refuse = (state: string, plan: string | null, decision: QuotaDecision & { ok: false }): AppError => {
+    const message =
+      decision.reason === 'subscription'
+        ? `The organization's billing account is ${state}; subscribe to create or start anything.`
+        : decision.reason === 'no_agreement'
+          ? `The ${plan} plan is negotiated and no agreement is in effect.`
+          : `The plan allows ${decision.quota.maximum ?? 'a negotiated number of'} ${decision.quota.limit.replaceAll('_', ' ')}; ${decision.quota.current} in use.`;
+    return new AppError('quota_exceeded', message, { quota: decision.quota });
   };
   return {
     /** Lets the module owning a resource (machines, templates, sessions…) supply its count. */
@@ -50,13 +60,17 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
         }
         return;
       }
-      const message =
-        decision.reason === 'subscription'
-          ? `The organization's billing account is ${a.state}; subscribe to create or start anything.`
-          : decision.reason === 'no_agreement'
-            ? `The ${a.plan_id} plan is negotiated and no agreement is in effect.`
-            : `The plan allows ${decision.quota.maximum ?? 'a negotiated number of'} ${key.replaceAll('_', ' ')}; ${decision.quota.current} in use.`;
-      throw new AppError('quota_exceeded', message, { quota: decision.quota });
+      throw refuse(a.state, a.plan_id, decision);
+    },
+    /**
+     * Throws 402 quota_exceeded with `quota.limit` `subscription` unless the account may create or start
+     * anything: for the creating writes no entitlement counts (docs/api-auth-and-billing.md, "Creating and
+     * starting").
+     */
+    checkSubscription(orgId: string): void {
+      const a = d.billing.account(orgId);
+      const decision = decideSubscription({ state: a.state, plan_id: a.plan_id, entitlements: d.billing.entitlements(a), upgrade_url: d.upgradeUrl });
+      if (!decision.ok) throw refuse(a.state, a.plan_id, decision);
     },
     /** `limits` of GET /v1/billing: the six counted keys with current use and the limit in force. */
     limits(orgId: string) {

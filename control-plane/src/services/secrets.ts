@@ -27,6 +27,7 @@ import { pageOf } from '../store/pagination.js';
 import type { MachineRow } from '../store/repos/machines.js';
 import type { SecretRow } from '../store/repos/secrets.js';
 import type { Store } from '../store/store.js';
+import type { QuotaService } from './quotas.js';
 
 export interface SecretServiceDeps {
   store: Store;
@@ -34,6 +35,8 @@ export interface SecretServiceDeps {
   /** null: SECRETS_KEYRING=off, storing is refused with 501. */
   keyring: KeyringSource | null;
   now: () => Date;
+  /** Storing creates (or replaces) a secret: refused unless the account may create anything (spec: subscription). */
+  quotas: Pick<QuotaService, 'checkSubscription'>;
   log?: LogSink;
   /** Redelivery backoff (tests shorten it): waits between attempts, and how long one boot is retried. */
   retry?: { delaysMs: readonly number[]; giveUpMs: number };
@@ -201,10 +204,14 @@ export function createSecretService(d: SecretServiceDeps) {
   }
 
   return {
-    /** Refuses early (before the body is read) what can never be stored: another org's machine, no keyring. */
+    /**
+     * Refuses early (before the body is read) what cannot be stored: another org's machine, no keyring, an account
+     * that may create nothing.
+     */
     checkStorable(orgId: string, machineId: string): void {
       machineIn(orgId, machineId);
       keyring();
+      d.quotas.checkSubscription(orgId);
     },
 
     async put(p: Principal, machineId: string, body: SecretPut): Promise<Secret> {
@@ -213,6 +220,7 @@ export function createSecretService(d: SecretServiceDeps) {
       const { row } = store.db.tx(() => {
         const m = machineIn(orgId, machineId);
         if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        d.quotas.checkSubscription(orgId);
         const refusal = capacityRefusal(store.secrets.usage(m.id, body.name), valueBytes);
         if (refusal) throw new AppError('conflict', refusal);
         // The keyring is read inside the transaction: see pushSet.

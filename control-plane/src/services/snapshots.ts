@@ -45,6 +45,9 @@ export interface SnapshotServiceDeps {
   hostHealth?: HostHealth;
 }
 
+/** What must allow a capture (beginInTx). */
+export type CaptureAdmission = 'quota' | 'subscription' | 'system';
+
 /** Machine states whose disk can be captured: a running one live, a stopped one at rest. */
 const CAPTURABLE = new Set(['running', 'stopped']);
 
@@ -65,12 +68,16 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
   }
 
   /**
-   * Decide and record a capture, inside the caller's transaction. `quota` false only for captures the system
-   * takes on its own (a billing stop): they must not fail because the organization is at its limit.
+   * Decide and record a capture, inside the caller's transaction. `admit` says what must allow it:
+   *   quota: the machine's snapshots_per_machine count (and so the subscription): captures a caller asks for;
+   *   subscription: only the subscription, never the count: the restore's "Before restore", so that a machine at
+   *     its limit can still be restored (the spec's only condition on a restore is the lease); it counts afterwards;
+   *   system: nothing: captures the system takes on its own (a billing stop) must not lose the disk to a limit.
    */
-  function beginInTx(m: MachineRow, origin: SnapshotOrigin, name: string | undefined, by: Actor, opts: { quota: boolean }): SnapshotRow {
+  function beginInTx(m: MachineRow, origin: SnapshotOrigin, name: string | undefined, by: Actor, opts: { admit: CaptureAdmission }): SnapshotRow {
     capturable(m);
-    if (opts.quota) d.quotas.check(m.org_id, 'snapshots_per_machine', { current: store.snapshots.countForMachine(m.id) });
+    if (opts.admit === 'quota') d.quotas.check(m.org_id, 'snapshots_per_machine', { current: store.snapshots.countForMachine(m.id) });
+    else if (opts.admit === 'subscription') d.quotas.checkSubscription(m.org_id);
     const state = decideSnapshot(null, 'capture');
     if (!state) throw new AppError('internal_error', 'The snapshot table does not allow a capture.');
     const t = at();
@@ -174,7 +181,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
       const row = store.db.tx(() => {
         const m = store.machines.inOrg(p.org_id!, req.machine_id);
         if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });
-        return beginInTx(m, 'manual', req.name, actorOf(p), { quota: true });
+        return beginInTx(m, 'manual', req.name, actorOf(p), { admit: 'quota' });
       });
       const done = capture(row);
       if (!wait) {

@@ -104,7 +104,7 @@ export function createTemplateService(d: TemplateServiceDeps) {
           t.source = 'machine';
           t.size = m.size;
           t.machine_id = m.id;
-          capture = snapshots.beginInTx(m, 'template', `Template ${req.name}`, by, { quota: true });
+          capture = snapshots.beginInTx(m, 'template', `Template ${req.name}`, by, { admit: 'quota' });
           t.snapshot_id = capture.id;
         }
         store.templates.insert(t);

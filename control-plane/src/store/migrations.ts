@@ -358,4 +358,32 @@ CREATE TABLE volume_restarts (
 );
 `,
   },
+  {
+    version: 10,
+    name: 'snapshot origins are the spec\'s three',
+    // The spec's origins are manual, stop and template; "Before restore" captures were recorded as `restore`.
+    // They become `stop` (the restore stops the machine and captures the stopped disk), and the CHECK allows
+    // only the three. SQLite cannot change a CHECK in place: the table is rebuilt (nothing references it).
+    sql: `
+CREATE TABLE snapshots_v10 (
+  id TEXT PRIMARY KEY,
+  org_id TEXT NOT NULL REFERENCES organizations(id),
+  machine_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending','ready','error','deleting')),
+  origin TEXT NOT NULL CHECK (origin IN ('manual','stop','template')),
+  layer_id TEXT,
+  size_bytes INTEGER,
+  created_at TEXT NOT NULL,
+  completed_at TEXT
+);
+INSERT INTO snapshots_v10 (id, org_id, machine_id, name, state, origin, layer_id, size_bytes, created_at, completed_at)
+  SELECT id, org_id, machine_id, name, state, CASE origin WHEN 'restore' THEN 'stop' ELSE origin END, layer_id, size_bytes,
+    created_at, completed_at FROM snapshots;
+DROP TABLE snapshots;
+ALTER TABLE snapshots_v10 RENAME TO snapshots;
+CREATE INDEX snapshots_org ON snapshots(org_id, created_at, id);
+CREATE INDEX snapshots_machine ON snapshots(machine_id, created_at, id);
+`,
+  },
 ];

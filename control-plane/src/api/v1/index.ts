@@ -50,7 +50,6 @@ import machinesList from './machines/list.js';
 import machinesMouseClick from './machines/mouse-click.js';
 import machinesMouseDrag from './machines/mouse-drag.js';
 import machinesMouseMove from './machines/mouse-move.js';
-import machinesMousePosition from './machines/mouse-position.js';
 import machinesToolsAnthropic from './machines/tools-anthropic.js';
 import machinesToolsOpenai from './machines/tools-openai.js';
 import machinesMouseScroll from './machines/mouse-scroll.js';
@@ -123,7 +122,6 @@ export const MACHINE_OPS: readonly Op[] = [
   machinesMouseClick,
   machinesMouseDrag,
   machinesMouseMove,
-  machinesMousePosition,
   machinesMouseScroll,
   machinesRestart,
   machinesScreenshot,
