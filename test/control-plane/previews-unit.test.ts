@@ -1,6 +1,7 @@
 /** Pure parts of the preview proxy: hostnames and the headers that cross it, pinned literally. */
 import t from 'tap';
 import { hostOnlyCookie, requestHeadersForGuest, responseHeadersFromGuest, withoutOurCookies } from '../../control-plane/src/previews/headers.js';
+import { DEFAULT_PREVIEW_LIMITS, PreviewAdmission } from '../../control-plane/src/previews/admission.js';
 import { chunkOf, framingOf, LAST_CHUNK, requestHead } from '../../control-plane/src/previews/guest-request.js';
 import { GuestAnswerError, GuestResponseParser, type GuestEvent } from '../../control-plane/src/previews/guest-response.js';
 import { isPreviewHost, previewDomainOf, previewIdFromHost, previewOrigin } from '../../control-plane/src/previews/hostnames.js';
@@ -153,4 +154,20 @@ t.test("the guest's answer, parsed strictly", async (t) => {
     ['HTTP/1.1 200 OK\r\n', 'no answer'],
   ];
   for (const [answer, reason, o] of refused) t.equal(parse(answer, o), reason, JSON.stringify(answer.slice(0, 60)));
+});
+
+t.test('preview admission: per machine, then the global byte budget (384 KiB reserved per connection)', async (t) => {
+  const adm = new PreviewAdmission({ perMachine: 2, budgetBytes: 3 * 384 * 1024 });
+  const a1 = adm.acquire('mch_a');
+  const a2 = adm.acquire('mch_a');
+  t.same(adm.acquire('mch_a'), { refused: 'machine' });
+  const b1 = adm.acquire('mch_b');
+  t.same(adm.acquire('mch_b'), { refused: 'budget' }, 'a third machine slot would exceed the budget');
+  t.equal(adm.reservedBytes(), 3 * 384 * 1024);
+  if (!('release' in a1) || !('release' in a2) || !('release' in b1)) throw new Error('admitted');
+  a1.release();
+  a1.release();
+  t.equal(adm.reservedBytes(), 2 * 384 * 1024, 'a release counts once');
+  t.ok('release' in adm.acquire('mch_b'), 'the freed room goes to any machine');
+  t.same(DEFAULT_PREVIEW_LIMITS, { perMachine: 128, budgetBytes: 256 * 1024 * 1024 });
 });

@@ -18,6 +18,7 @@ import type { EgressMeter, OpenedStream } from '../gateway/deps.js';
 import type { LogSink } from '../log.js';
 import type { PortService } from '../services/ports.js';
 import type { PreviewRow } from '../store/repos/previews.js';
+import { PreviewAdmission, type AdmissionRefusal, type PreviewAdmissionLimits } from './admission.js';
 import { startExchange } from './guest-exchange.js';
 import { chunkOf, framingOf, LAST_CHUNK, requestHead, type BodyFraming } from './guest-request.js';
 import { requestHeadersForGuest, responseHeadersFromGuest } from './headers.js';
@@ -42,6 +43,8 @@ export interface PreviewProxyDeps {
   log?: LogSink;
   /** Deadline for the guest's response headers (default 100 s, as common TLS proxies use). */
   headerTimeoutMs?: number;
+  /** Open connections per machine and the global byte budget (admission.ts; defaults there). */
+  limits?: PreviewAdmissionLimits;
 }
 
 export interface PreviewProxy {
@@ -51,6 +54,15 @@ export interface PreviewProxy {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   /** Open proxied connections (tests, metrics). */
   openConnections(): number;
+  /**
+   * Bytes the open connections hold in the control plane now, measured: what the agent streams received
+   * and nobody has read yet, what waits to go to them, and what waits to go to the clients (tests, metrics).
+   */
+  bufferedBytes(): number;
+  /** What the open connections reserved of the budget (their worst case; bufferedBytes never exceeds it). */
+  reservedBytes(): number;
+  /** Open connections whose stream window is used up: the agent can send nothing more until the client reads. */
+  stalledConnections(): number;
   close(): void;
 }
 
@@ -75,6 +87,11 @@ const UNREACHABLE = () => refusal(unavailable('The machine behind this preview i
 const NOTHING_LISTENING = () => refusal(unavailable("Nothing is answering on this preview's port inside the machine yet.", '2'), NOTHING);
 const NO_ANSWER = () => refusal(unavailable('The app inside the machine closed the connection or did not answer in time.', '2'), NOTHING);
 
+const BUSY: Record<AdmissionRefusal, () => Refusal> = {
+  machine: () => refusal(unavailable('This preview has too many open connections right now; try again in a moment.', '1'), 'This preview is busy'),
+  budget: () => refusal(unavailable('The service has too many open preview connections right now; try again in a moment.', '1'), 'This preview is busy'),
+};
+
 function unavailable(message: string, retryAfter: string): AppError {
   return new AppError('compute_unavailable', message, { headers: { 'retry-after': retryAfter } });
 }
@@ -95,6 +112,18 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
   const headerTimeoutMs = deps.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS;
   /** Per preview: how to cut each of its open connections. */
   const live = new Map<string, Set<() => void>>();
+  const admission = new PreviewAdmission(deps.limits);
+  /** Each open connection's measure: the bytes it holds, and its stream's receive window left. */
+  const meters = new Set<() => { held: number; windowLeft: number }>();
+  /** Meters the connection of `stream` (with its client-side socket or response) until the returned call. */
+  function meter(stream: http2.ClientHttp2Stream, client: { readonly writableLength: number }, clientIn: { readonly readableLength: number }): () => void {
+    const m = () => ({
+      held: stream.readableLength + stream.writableLength + client.writableLength + clientIn.readableLength,
+      windowLeft: stream.state?.localWindowSize ?? -1,
+    });
+    meters.add(m);
+    return () => meters.delete(m);
+  }
   const offUnpublished = ports.onUnpublished((id) => {
     const cuts = live.get(id);
     live.delete(id);
@@ -239,10 +268,14 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     const { row } = a;
     const { head, framing } = guestHead(req, false, a.dropAuthorization);
     ports.touch(row.id);
+    const slot = admission.acquire(row.machine_id);
+    if ('refused' in slot) return sendPage(res, BUSY[slot.refused](), requestId, accept);
+    res.once('close', slot.release);
     const d = await dial(row);
     if ('err' in d) return sendPage(res, d, requestId, accept);
     const { stream, machineId } = d;
     stream.on('error', () => {});
+    res.once('close', meter(stream, res, req));
 
     return new Promise<number>((resolve) => {
       let status = 0;
@@ -291,10 +324,14 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     if ('err' in a) return writeRawPage(socket, a, requestId, accept);
     const { head } = guestHead(req, true, a.dropAuthorization);
     ports.touch(a.row.id);
+    const slot = admission.acquire(a.row.machine_id);
+    if ('refused' in slot) return writeRawPage(socket, BUSY[slot.refused](), requestId, accept);
+    socket.once('close', slot.release);
     const d = await dial(a.row);
     if ('err' in d) return writeRawPage(socket, d, requestId, accept);
     const { stream, machineId } = d;
     stream.on('error', () => {});
+    socket.once('close', meter(stream, socket, socket));
     let answered = false;
     const untrack = track(a.row.id, () => {
       socket.destroy();
@@ -366,6 +403,20 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
       for (const s of live.values()) n += s.size;
       return n;
     },
+
+    bufferedBytes() {
+      let n = 0;
+      for (const m of meters) n += m().held;
+      return n;
+    },
+
+    stalledConnections() {
+      let n = 0;
+      for (const m of meters) if (m().windowLeft === 0) n++;
+      return n;
+    },
+
+    reservedBytes: () => admission.reservedBytes(),
 
     close() {
       offUnpublished();
