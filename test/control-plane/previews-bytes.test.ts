@@ -6,33 +6,12 @@
  * TCP stream route (fake substrate, in-process agent); the "guest" is a raw TCP listener on this host's
  * loopback that records every byte.
  */
-import t, { type Test } from 'tap';
+import t from 'tap';
 import crypto from 'node:crypto';
-import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
-import { makeMachinesRig } from '../helpers/machines-rig.js';
-import { previewHost, previewRequest } from '../helpers/preview-client.js';
-import { dechunk, rawExchange, rawGuest } from '../helpers/raw-guest.js';
-import { serveWithGateway } from '../helpers/serve-gateway.js';
+import { previewRequest } from '../helpers/preview-client.js';
+import { dechunk, publicPreviewOf, rawExchange } from '../helpers/raw-guest.js';
 
 const OK = 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok';
-
-/** A public preview of a raw guest listener on a served rig, all torn down with the test. */
-async function publicPreviewOf(t: Test, answer: Parameters<typeof rawGuest>[0]) {
-  const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate });
-  const served = await serveWithGateway(rig);
-  const guest = await rawGuest(answer);
-  t.teardown(async () => {
-    await guest.close();
-    await served.close();
-    fake.close();
-    await rig.close();
-  });
-  const a = await rig.tenant('developer', ['machines:read', 'machines:write', 'ports:write']);
-  const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
-  const pv = (await rig.call('POST', `/v1/machines/${m.id}/ports`, { key: a.key, body: { port: guest.port, access: 'public' } })).json;
-  return { served, guest, host: previewHost(pv.url, served.port) };
-}
 
 t.test('the guest receives exactly the bytes of the request, for every body size and framing', { timeout: 120_000 }, async (t) => {
   const { served, guest, host } = await publicPreviewOf(t, () => OK);
@@ -89,7 +68,9 @@ t.test('answers the proxy refuses: a 101 to a plain request, smuggling-shaped fr
     '/extra': 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsmuggl',
     '/chunks': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r\nwiki\r\n5\r\npedia\r\n0\r\nX-Trailer: 1\r\n\r\n',
   };
-  const { served, host } = await publicPreviewOf(t, (req) => answers[/^[A-Z]+ (\S+)/.exec(req.toString('latin1'))![1]!] ?? null);
+  const { served, host } = await publicPreviewOf(t, (req) => answers[/^[A-Z]+ (\S+)/.exec(req.toString('latin1'))![1]!] ?? null, {
+    early: (head) => (head.startsWith('POST /early ') ? 'HTTP/1.1 413 Too Large\r\nContent-Length: 3\r\n\r\nbig' : null),
+  });
   const sw = await previewRequest(served.port, host, { path: '/switch' });
   t.equal(sw.status, 503, 'a 101 to a plain request is the unavailable page, not a hang');
   t.match(sw.text, /Nothing is answering yet/);
@@ -104,6 +85,15 @@ t.test('answers the proxy refuses: a 101 to a plain request, smuggling-shaped fr
   const answers2 = extra.toString('latin1').split(/(?=HTTP\/1\.1 )/);
   t.equal(answers2.length, 2, 'two pipelined requests, two answers');
   for (const ans of answers2) t.match(ans, /^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\nok$/, 'bytes after the body never reach the client as an answer');
+  // An app that answers before reading the upload: the rest of the upload is read and dropped, so the
+  // client's connection carries on with its next request.
+  const upload = Buffer.alloc(2 * 1024 * 1024, 'u');
+  const early = await rawExchange(served.port, [
+    `POST /early HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${upload.length}\r\n\r\n`,
+    upload,
+    `GET /hints HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+  ]);
+  t.match(early.toString('latin1'), /^HTTP\/1\.1 413 Too Large\r\n[\s\S]*\r\n\r\nbigHTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\nfinal$/, 'the early answer, then the next request on the same connection');
   const chunks = await previewRequest(served.port, host, { path: '/chunks' });
   t.same([chunks.status, chunks.text, chunks.headers['x-trailer']], [200, 'wikipedia', undefined], 'chunk extensions and trailers are read and dropped');
   // A body cut short after the head went out: the client's connection is cut, never left waiting.

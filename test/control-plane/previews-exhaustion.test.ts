@@ -10,10 +10,13 @@
  * substrate, in-process agent), a flooding TCP listener as the app.
  */
 import t from 'tap';
+import { Hono } from 'hono';
 import net from 'node:net';
+import type { AgentEnv } from '../../agent/src/app.js';
 import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig } from '../helpers/machines-rig.js';
 import { previewHost, previewRequest } from '../helpers/preview-client.js';
+import { publicPreviewOf } from '../helpers/raw-guest.js';
 import { serveWithGateway } from '../helpers/serve-gateway.js';
 
 /** 256 KiB window + 128 KiB of buffers: the most one open preview connection may hold. */
@@ -132,4 +135,36 @@ t.test('never-reading preview clients: the control plane holds a bounded number 
   await until(() => proxy.openConnections() === 0 && proxy.reservedBytes() === 0, 'the connections to close');
   t.equal(proxy.bufferedBytes(), 0);
   t.equal(await stall(hostA), 200, 'a new download is admitted again');
+});
+
+t.test('a client that leaves while its agent stream is opening leaves nothing open', { timeout: 120_000 }, async (t) => {
+  // The agent's connect waits for the test's gate (middleware ahead of the real TCP route).
+  let entered = () => {};
+  const connecting = new Promise<void>((r) => (entered = r));
+  let open = () => {};
+  const gate = new Promise<void>((r) => (open = r));
+  const { served, guest, host } = await publicPreviewOf(t, () => null, {
+    mountsFirst: () => {
+      const app = new Hono<AgentEnv>();
+      app.use('/tcp/*', async (_c, next) => {
+        entered();
+        await gate;
+        await next();
+      });
+      return [app];
+    },
+  });
+  const proxy = served.previews!;
+
+  const client = net.connect(served.port, '127.0.0.1');
+  client.on('error', () => {});
+  client.write(`GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+  await connecting;
+  t.equal(proxy.reservedBytes(), 384 * 1024, 'the request holds its slot while the stream opens');
+  client.destroy();
+  await until(() => proxy.reservedBytes() === 0, 'the slot to be released');
+  open();
+  await until(() => guest.closed() === 1, "the guest's connection to close");
+  t.pass("the guest's connection was closed, not left open behind a client that is gone");
+  t.equal(proxy.openConnections(), 0);
 });

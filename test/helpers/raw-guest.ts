@@ -4,12 +4,21 @@
  * and answers with what the test gives. `rawExchange`: a client sending exact bytes to a preview host and
  * reading the whole answer (it sends `Connection: close`, so the control plane closes after it).
  */
+import type { Hono } from 'hono';
 import net from 'node:net';
+import type { Test } from 'tap';
+import type { AgentEnv } from '../../agent/src/app.js';
+import { fakeSubstrateWithAgents } from './machines-fake-agent.js';
+import { makeMachinesRig } from './machines-rig.js';
+import { previewHost } from './preview-client.js';
+import { serveWithGateway } from './serve-gateway.js';
 
 export interface RawGuest {
   port: number;
   /** Each connection's bytes, once its request was complete (head, then the body its framing says). */
   received: Buffer[];
+  /** Connections that closed so far. */
+  closed(): number;
   close(): Promise<void>;
 }
 
@@ -28,19 +37,32 @@ function requestEnd(buf: Buffer): number {
   return buf.length >= total ? total : -1;
 }
 
-/** `answer(request)`: the raw bytes to send back once the request is complete (null: say nothing, keep open). */
-export async function rawGuest(answer: (request: Buffer) => Buffer | string | null): Promise<RawGuest> {
+/**
+ * `answer(request)`: the raw bytes to send back once the request is complete (null: say nothing, keep
+ * open); `early(head)`: bytes to answer with as soon as the head is in, without reading the body (null: wait).
+ */
+export async function rawGuest(answer: (request: Buffer) => Buffer | string | null, early: (head: string) => string | null = () => null): Promise<RawGuest> {
   const received: Buffer[] = [];
   const open = new Set<net.Socket>();
+  let closed = 0;
   const server = net.createServer((sock) => {
     open.add(sock);
-    sock.on('close', () => open.delete(sock));
+    sock.on('close', () => {
+      open.delete(sock);
+      closed++;
+    });
     sock.on('error', () => {});
     let buf = Buffer.alloc(0);
     let done = false;
     sock.on('data', (d: Buffer) => {
       if (done) return;
       buf = Buffer.concat([buf, d]);
+      const headEnd = buf.indexOf('\r\n\r\n');
+      const first = headEnd < 0 ? null : early(buf.subarray(0, headEnd).toString('latin1'));
+      if (first !== null) {
+        done = true;
+        return void sock.end(first);
+      }
       const end = requestEnd(buf);
       if (end < 0) return;
       done = true;
@@ -53,6 +75,7 @@ export async function rawGuest(answer: (request: Buffer) => Buffer | string | nu
   return {
     port: (server.address() as net.AddressInfo).port,
     received,
+    closed: () => closed,
     close: () =>
       new Promise<void>((r) => {
         for (const s of open) s.destroy();
@@ -98,4 +121,29 @@ export function dechunk(body: Buffer): Buffer {
     if (body.subarray(at, at + 2).toString('latin1') !== '\r\n') throw new Error('chunk end');
     at += 2;
   }
+}
+
+/**
+ * A public preview of a raw guest listener, on a fake-substrate rig served as main.ts serves it (its
+ * agents real, `mountsFirst` route groups ahead of theirs); all torn down with the test.
+ */
+export async function publicPreviewOf(
+  t: Test,
+  answer: Parameters<typeof rawGuest>[0],
+  o: { early?: Parameters<typeof rawGuest>[1]; mountsFirst?: () => Hono<AgentEnv>[] } = {},
+) {
+  const fake = fakeSubstrateWithAgents({ mountsFirst: o.mountsFirst });
+  const rig = makeMachinesRig({ substrate: fake.substrate });
+  const served = await serveWithGateway(rig);
+  const guest = await rawGuest(answer, o.early);
+  t.teardown(async () => {
+    await guest.close();
+    await served.close();
+    fake.close();
+    await rig.close();
+  });
+  const a = await rig.tenant('developer', ['machines:read', 'machines:write', 'ports:write']);
+  const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
+  const pv = (await rig.call('POST', `/v1/machines/${m.id}/ports`, { key: a.key, body: { port: guest.port, access: 'public' } })).json;
+  return { served, guest, host: previewHost(pv.url, served.port) };
 }

@@ -244,13 +244,19 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     return 303;
   }
 
-  /** The client's request body after the head, framed as it came (a chunked body re-chunked), with backpressure. */
+  /**
+   * The client's request body after the head, framed as it came (a chunked body re-chunked), with
+   * backpressure. Once the guest's side is gone (it answered early, or failed) the rest is read and dropped,
+   * so the client's upload completes instead of stalling its connection.
+   */
   function sendBody(req: IncomingMessage, stream: http2.ClientHttp2Stream, framing: BodyFraming): void {
     if (framing === 'none') return;
     req.on('data', (c: Buffer) => {
-      if (c.length && !stream.write(framing === 'chunked' ? chunkOf(c) : c)) req.pause();
+      if (!c.length || stream.destroyed || stream.writableEnded) return;
+      if (!stream.write(framing === 'chunked' ? chunkOf(c) : c)) req.pause();
     });
     stream.on('drain', () => req.resume());
+    stream.once('close', () => req.resume());
     req.on('end', () => {
       if (framing === 'chunked' && stream.writable) stream.write(LAST_CHUNK);
     });
@@ -271,10 +277,17 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     const slot = admission.acquire(row.machine_id);
     if ('refused' in slot) return sendPage(res, BUSY[slot.refused](), requestId, accept);
     res.once('close', slot.release);
+    let gone = false;
+    res.once('close', () => (gone = true));
     const d = await dial(row);
     if ('err' in d) return sendPage(res, d, requestId, accept);
     const { stream, machineId } = d;
     stream.on('error', () => {});
+    // The client left while the stream was opening: nothing will close it later.
+    if (gone) {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      return 0;
+    }
     res.once('close', meter(stream, res, req));
 
     return new Promise<number>((resolve) => {
@@ -288,7 +301,7 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
           // The guest's head is untrusted: a status or header Node will not send is the unavailable page,
           // never a throw out of this handler (which would take the control plane down).
           try {
-            res.writeHead(h.status, h.reason, responseHeadersFromGuest(h.rawHeaders));
+            res.writeHead(h.status, h.reason || undefined, responseHeadersFromGuest(h.rawHeaders));
           } catch {
             status = sendPage(res, NO_ANSWER(), requestId, accept);
             ex.cancel();
@@ -331,6 +344,7 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     if ('err' in d) return writeRawPage(socket, d, requestId, accept);
     const { stream, machineId } = d;
     stream.on('error', () => {});
+    if (socket.destroyed) return void stream.close(http2.constants.NGHTTP2_CANCEL);
     socket.once('close', meter(stream, socket, socket));
     let answered = false;
     const untrack = track(a.row.id, () => {
