@@ -131,6 +131,8 @@ t.test("the guest's answer, parsed strictly", async (t) => {
     ['HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 'both transfer-encoding and content-length'],
     ['HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n', 'transfer-encoding'],
     ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n', 'transfer-encoding'],
+    ['HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\n\r\nbody', 'transfer-encoding'],
+    ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked,\r\n\r\n', 'transfer-encoding'],
     ['HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok', 'content-length'],
     ['HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n', 'content-length'],
     ['HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456\r\n\r\n', 'content-length'],

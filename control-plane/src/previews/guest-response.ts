@@ -77,12 +77,13 @@ function parseHead(text: string): GuestHead {
 /** How the body of a final answer is framed (RFC 9112 §6.3, strictly). */
 function bodyState(head: GuestHead, method: string): State {
   if (method === 'HEAD' || head.status === 204 || head.status === 304) return { kind: 'done' };
+  // Every list item counts, empty ones too: `Transfer-Encoding:` alone or `chunked,` is not `chunked`.
   const te: string[] = [];
   const cl: string[] = [];
   for (let i = 0; i < head.rawHeaders.length; i += 2) {
     const name = head.rawHeaders[i]!.toLowerCase();
     const items = head.rawHeaders[i + 1]!.split(',').map((s) => s.trim());
-    if (name === 'transfer-encoding') te.push(...items.filter(Boolean).map((s) => s.toLowerCase()));
+    if (name === 'transfer-encoding') te.push(...items.map((s) => s.toLowerCase()));
     if (name === 'content-length') cl.push(...items);
   }
   if (te.length && cl.length) fail('both transfer-encoding and content-length');
