@@ -238,13 +238,14 @@ t.test('published ports on preview hostnames', { timeout: 120_000 }, async (t) =
   const idle = (await rig.call('POST', base, { key: a.key, body: { port: await freePort(), access: 'public' } })).json;
   const idleHost = previewHost(idle.url, port);
   const nothing = await previewRequest(port, idleHost);
-  t.equal(nothing.status, 502);
+  t.equal(nothing.status, 503, 'nothing listening is compute_unavailable, with its envelope status');
+  t.equal(nothing.headers['retry-after'], '2');
   t.match(nothing.headers['content-type'], /^text\/html/);
   t.match(nothing.text, /Nothing is answering/);
   const nothingJson = await previewRequest(port, idleHost, { headers: { accept: 'application/json' } });
-  t.equal(nothingJson.status, 502);
+  t.equal(nothingJson.status, 503);
   t.equal(nothingJson.json.error.code, 'compute_unavailable');
-  t.equal((await previewSocket(port, idleHost, '/ws') as { status: number }).status, 502, 'a WebSocket to nothing gets the 502 too');
+  t.equal((await previewSocket(port, idleHost, '/ws') as { status: number }).status, 503, 'a WebSocket to nothing gets the 503 too');
   t.equal((await previewRequest(port, `prv-${'0'.repeat(24)}.localhost:${port}`)).status, 404, 'an unknown preview is a 404 page');
   t.equal((await previewRequest(port, `prv-bad.localhost:${port}`)).status, 404, 'a malformed label too, never the API');
   t.equal((await rig.call('POST', `/v1/machines/${m.id}/stop`, { key: a.key })).status, 200);
@@ -277,7 +278,7 @@ t.test('PREVIEW_DOMAIN=off: publishing is unsupported, and previews are not serv
   t.same((await rig.call('GET', '/v1/ports', { key: a.key })).json.data, []);
 });
 
-t.test('a hostile app: malformed, oversized or missing answers are a 502 page, and the control plane stays up', async (t) => {
+t.test('a hostile app: malformed, oversized or missing answers are the unavailable page, and the control plane stays up', async (t) => {
   const fake = fakeSubstrateWithAgents();
   const rig = makeMachinesRig({ substrate: fake.substrate });
   const served = await serveWithGateway(rig, { previews: { headerTimeoutMs: 500 } });
@@ -313,7 +314,7 @@ t.test('a hostile app: malformed, oversized or missing answers are a 502 page, a
   const host = previewHost(pv.url, served.port);
   for (const p of ['/bad-char', '/bad-status', '/huge-head', '/garbage', '/silent']) {
     const r = await previewRequest(served.port, host, { path: p });
-    t.equal(r.status, 502, `${p}: 502`);
+    t.equal(r.status, 503, `${p}: 503`);
     t.match(r.text, /closed the connection or did not answer in time/);
   }
   t.equal((await previewRequest(served.port, host, { path: '/fine' })).text, 'fine', 'still serving');

@@ -44,7 +44,7 @@ t.test('published ports end to end on the container substrate', { timeout: 900_0
   const host = previewHost(pv.url, port);
   const bearer = { authorization: `Bearer ${pv.secret}` };
   const early = await previewRequest(port, host, { headers: bearer });
-  t.equal(early.status, 502, 'nothing listening yet: 502');
+  t.equal(early.status, 503, 'nothing listening yet: 503 compute_unavailable');
   t.match(early.headers['content-type'], /^text\/html/);
   t.match(early.text, /Nothing is answering/);
   const earlyJson = await previewRequest(port, host, { headers: { ...bearer, accept: 'application/json' } });

@@ -72,6 +72,14 @@ const NOT_RESPONDING = 'The machine agent is not responding.';
  */
 export const DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024;
 const MAX_AGENT_HEADER_BYTES = 64 * 1024;
+/**
+ * The receive window each stream on a machine's session starts with (SETTINGS_INITIAL_WINDOW_SIZE; HTTP/2
+ * has no per-stream setting, so it is the session's). It is what an agent may send on a stream nobody reads:
+ * a preview download whose client stopped reading holds this much of the control plane's memory, no more
+ * (it was 8 MiB: 300 stalled downloads took 1.4 GiB). Over a local socket a larger window is not faster
+ * (100 MB in 256 KiB windows moved as fast as in 8 MiB ones here); the connection window stays large.
+ */
+export const AGENT_STREAM_WINDOW_BYTES = 256 * 1024;
 
 function unavailable(message: string, cause?: unknown): AppError {
   return new AppError('compute_unavailable', message, { headers: { 'retry-after': '1' }, cause });
@@ -186,12 +194,11 @@ export class AgentPool {
         throw unavailable('The machine is not reachable.', e);
       }
       const ch = channel;
-      // Screenshots and file ranges are hundreds of KB to MBs: a large window avoids round trips of
-      // WINDOW_UPDATEs on the one connection every request and stream of this machine shares.
+      // Streams get a small window (what a stalled reader may cost), the connection a large one.
       const s = http2.connect('http://agent', {
         createConnection: () => ch as never,
         // The agent is untrusted: it may not push streams at us, and its header blocks are bounded.
-        settings: { initialWindowSize: 8 * 1024 * 1024, enablePush: false, maxHeaderListSize: MAX_AGENT_HEADER_BYTES },
+        settings: { initialWindowSize: AGENT_STREAM_WINDOW_BYTES, enablePush: false, maxHeaderListSize: MAX_AGENT_HEADER_BYTES },
         // Queued request bodies count against it: one maximal file write must not exceed it.
         maxSessionMemory: AGENT_SESSION_MEMORY_MB,
       });

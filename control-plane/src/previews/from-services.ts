@@ -9,6 +9,7 @@ import { AgentStreamDialer } from '../gateway/agent-streams.js';
 import type { EgressMeter } from '../gateway/deps.js';
 import type { LogSink } from '../log.js';
 import type { Services } from '../services/index.js';
+import type { PreviewAdmissionLimits } from './admission.js';
 import { createPreviewProxy, type PreviewProxy } from './proxy.js';
 
 export interface PreviewsFromServicesOptions {
@@ -17,6 +18,8 @@ export interface PreviewsFromServicesOptions {
   /** Deadline for reaching the agent and for its stream's answer. */
   agentTimeoutMs?: number;
   headerTimeoutMs?: number;
+  /** Preview connection bounds (previews/admission.ts; the defaults there in production). */
+  limits?: PreviewAdmissionLimits;
 }
 
 /** null when this deployment serves no preview domain (PREVIEW_DOMAIN=off, or a public HOST without one). */
@@ -33,6 +36,7 @@ export function previewProxyFromServices(s: Services, o: PreviewsFromServicesOpt
     trustProxy: s.config.trustProxy,
     log: o.log,
     headerTimeoutMs: o.headerTimeoutMs,
+    limits: o.limits,
   });
   return {
     ...proxy,

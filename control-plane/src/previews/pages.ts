@@ -11,13 +11,6 @@ export interface PreviewPage {
   body: string;
 }
 
-const TITLES: Record<number, string> = {
-  401: 'This preview is private',
-  404: 'No such preview',
-  502: 'Nothing is answering yet',
-  503: 'The machine is not available',
-};
-
 function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
@@ -28,17 +21,18 @@ export function wantsJson(accept: string | undefined): boolean {
 }
 
 /**
- * `status` may differ from the error's own (502 for "nothing listening", which the API's table has no
- * code for: it is reported as compute_unavailable).
+ * The page for `err`, under `title`. Its status is always the envelope's for the code
+ * (`shared/errors.ts`): a preview with nothing answering is `503 compute_unavailable`, never a 502 that the
+ * envelope's table has no code for.
  */
-export function previewPage(err: AppError, status: number, requestId: string, accept: string | undefined): PreviewPage {
+export function previewPage(err: AppError, title: string, requestId: string, accept: string | undefined): PreviewPage {
+  const status = err.status;
   const headers: Record<string, string> = { 'cache-control': 'no-store', 'x-request-id': requestId, ...err.headers };
   if (wantsJson(accept)) {
     return { status, headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(errorBody(err, requestId)) };
   }
-  const title = TITLES[status] ?? 'Preview error';
   // Unavailable pages retry by themselves: a dev server that is still starting appears without a click.
-  const refresh = status === 502 || status === 503 ? '<meta http-equiv="refresh" content="5">' : '';
+  const refresh = status === 503 ? '<meta http-equiv="refresh" content="5">' : '';
   const body = `<!doctype html><html><head><meta charset="utf-8"><meta name="robots" content="noindex">${refresh}<title>${escapeHtml(title)}</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:15vh auto;padding:0 1rem;color:#222}small{color:#777}</style></head>
 <body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(err.message)}</p><p><small>${status} · request ${escapeHtml(requestId)}</small></p></body></html>

@@ -2,14 +2,14 @@
  * The preview proxy: requests whose Host is `prv-<…>.<preview domain>` are served here, on the API's
  * listener, and reach the published port through the agent channel only. Each incoming request (or
  * WebSocket handshake) gets one agent TCP stream (`POST /tcp/:port/connect`) to 127.0.0.1:port in the
- * guest, and Node's own HTTP/1.1 client speaks to the guest over it, so bodies stream both ways, server-
- * sent events pass unbuffered and upgrades become a raw byte pipe. Unpublishing cuts every open
- * connection of the preview at once. The guest's bytes are untrusted: Node's parser bounds its header
- * block, and its response headers have a deadline.
+ * guest. The request head is serialized here and written to the stream as bytes, then the body
+ * (guest-request.ts: Node's http client over an Http2Stream leaked freed heap into small requests); the
+ * answer is parsed strictly and bounded (guest-response.ts), so bodies stream both ways, server-sent
+ * events pass unbuffered and upgrades become a raw byte pipe. Unpublishing cuts every open connection of
+ * the preview at once. The guest's bytes are untrusted, and its answer's head has a deadline.
  */
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import http2 from 'node:http2';
-import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
@@ -18,6 +18,10 @@ import type { EgressMeter, OpenedStream } from '../gateway/deps.js';
 import type { LogSink } from '../log.js';
 import type { PortService } from '../services/ports.js';
 import type { PreviewRow } from '../store/repos/previews.js';
+import { PreviewAdmission, type AdmissionRefusal, type PreviewAdmissionLimits } from './admission.js';
+import { countResponseHead } from './egress.js';
+import { startExchange } from './guest-exchange.js';
+import { chunkOf, framingOf, LAST_CHUNK, requestHead, type BodyFraming } from './guest-request.js';
 import { requestHeadersForGuest, responseHeadersFromGuest } from './headers.js';
 import { isPreviewHost, previewIdFromHost } from './hostnames.js';
 import { previewPage, type PreviewPage } from './pages.js';
@@ -40,6 +44,8 @@ export interface PreviewProxyDeps {
   log?: LogSink;
   /** Deadline for the guest's response headers (default 100 s, as common TLS proxies use). */
   headerTimeoutMs?: number;
+  /** Open connections per machine and the global byte budget (admission.ts; defaults there). */
+  limits?: PreviewAdmissionLimits;
 }
 
 export interface PreviewProxy {
@@ -49,29 +55,47 @@ export interface PreviewProxy {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   /** Open proxied connections (tests, metrics). */
   openConnections(): number;
+  /**
+   * Bytes the open connections hold in the control plane now, measured: what the agent streams received
+   * and nobody has read yet, what waits to go to them, and what waits to go to the clients (tests, metrics).
+   */
+  bufferedBytes(): number;
+  /** What the open connections reserved of the budget (their worst case; bufferedBytes never exceeds it). */
+  reservedBytes(): number;
+  /** Open connections whose stream window is used up: the agent can send nothing more until the client reads. */
+  stalledConnections(): number;
   close(): void;
 }
 
 const DEFAULT_HEADER_TIMEOUT_MS = 100_000;
 
-const REASONS: Record<number, string> = { 401: 'Unauthorized', 404: 'Not Found', 502: 'Bad Gateway', 503: 'Service Unavailable' };
+const REASONS: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 500: 'Internal Server Error', 503: 'Service Unavailable' };
 
-type Refusal = { err: AppError; status: number };
+/** A preview host's own answer: the error (its code decides the status, as in the envelope) and a page title. */
+type Refusal = { err: AppError; title: string };
 
-function refusal(code: 'not_found' | 'unauthenticated' | 'compute_unavailable', status: number, message: string, headers: Record<string, string> = {}): Refusal {
-  return { err: new AppError(code, message, { headers }), status };
+function refusal(err: AppError, title: string): Refusal {
+  return { err, title };
 }
 
-const NOT_FOUND = () => refusal('not_found', 404, 'This preview does not exist or was unpublished.');
-const PRIVATE = () =>
-  refusal('unauthenticated', 401, "This preview is private. Open its access link, or send the preview's secret as Authorization: Bearer.", {
-    'www-authenticate': 'Bearer realm="preview"',
-  });
-const STOPPED = () => refusal('compute_unavailable', 503, 'The machine behind this preview is not running.', { 'retry-after': '5' });
-const UNREACHABLE = () => refusal('compute_unavailable', 503, 'The machine behind this preview is not reachable right now.', { 'retry-after': '2' });
-const NOTHING_LISTENING = () =>
-  refusal('compute_unavailable', 502, "Nothing is answering on this preview's port inside the machine yet.", { 'retry-after': '2' });
-const NO_ANSWER = () => refusal('compute_unavailable', 502, 'The app inside the machine closed the connection or did not answer in time.');
+const UNAVAILABLE = 'The machine is not available';
+const NOTHING = 'Nothing is answering yet';
+const NOT_FOUND = () => refusal(new AppError('not_found', 'This preview does not exist or was unpublished.'), 'No such preview');
+const PRIVATE = (message = "This preview is private. Open its access link, or send the preview's secret as Authorization: Bearer.") =>
+  refusal(new AppError('unauthenticated', message, { headers: { 'www-authenticate': 'Bearer realm="preview"' } }), 'This preview is private');
+const STOPPED = () => refusal(unavailable('The machine behind this preview is not running.', '5'), UNAVAILABLE);
+const UNREACHABLE = () => refusal(unavailable('The machine behind this preview is not reachable right now.', '2'), UNAVAILABLE);
+const NOTHING_LISTENING = () => refusal(unavailable("Nothing is answering on this preview's port inside the machine yet.", '2'), NOTHING);
+const NO_ANSWER = () => refusal(unavailable('The app inside the machine closed the connection or did not answer in time.', '2'), NOTHING);
+
+const BUSY: Record<AdmissionRefusal, () => Refusal> = {
+  machine: () => refusal(unavailable('This preview has too many open connections right now; try again in a moment.', '1'), 'This preview is busy'),
+  budget: () => refusal(unavailable('The service has too many open preview connections right now; try again in a moment.', '1'), 'This preview is busy'),
+};
+
+function unavailable(message: string, retryAfter: string): AppError {
+  return new AppError('compute_unavailable', message, { headers: { 'retry-after': retryAfter } });
+}
 
 function rawResponse(status: number, reason: string, headers: Array<[string, string]>): string {
   return `HTTP/1.1 ${status} ${reason}\r\n${headers.map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`;
@@ -89,6 +113,18 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
   const headerTimeoutMs = deps.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS;
   /** Per preview: how to cut each of its open connections. */
   const live = new Map<string, Set<() => void>>();
+  const admission = new PreviewAdmission(deps.limits);
+  /** Each open connection's measure: the bytes it holds, and its stream's receive window left. */
+  const meters = new Set<() => { held: number; windowLeft: number }>();
+  /** Meters the connection of `stream` (with its client-side socket or response) until the returned call. */
+  function meter(stream: http2.ClientHttp2Stream, client: { readonly writableLength: number }, clientIn: { readonly readableLength: number }): () => void {
+    const m = () => ({
+      held: stream.readableLength + stream.writableLength + client.writableLength + clientIn.readableLength,
+      windowLeft: stream.state?.localWindowSize ?? -1,
+    });
+    meters.add(m);
+    return () => meters.delete(m);
+  }
   const offUnpublished = ports.onUnpublished((id) => {
     const cuts = live.get(id);
     live.delete(id);
@@ -153,37 +189,21 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     return { stream: opened.stream, machineId: target.id };
   }
 
-  function forwardedFor(req: IncomingMessage, upgrade: boolean, dropAuthorization: boolean): string[] {
-    return requestHeadersForGuest(req.rawHeaders, {
+  /** The request head for the guest: the client's request line and the forwarded headers, as bytes. */
+  function guestHead(req: IncomingMessage, upgrade: boolean, dropAuthorization: boolean): { head: Buffer; framing: BodyFraming } {
+    const headers = requestHeadersForGuest(req.rawHeaders, {
       dropAuthorization,
       upgrade,
       forwarded: { for: clientAddress(req), proto: deps.secureCookies ? 'https' : 'http', host: req.headers.host ?? '' },
     });
-  }
-
-  /**
-   * Node's HTTP/1.1 client speaking to the guest over the agent stream. The guest's response head is
-   * parsed (and bounded) by Node; it must start within the deadline, or the request is dropped.
-   */
-  function guestRequest(req: IncomingMessage, stream: http2.ClientHttp2Stream, upgrade: boolean, dropAuthorization: boolean): http.ClientRequest {
-    const creq = http.request({
-      createConnection: () => stream as unknown as net.Socket,
-      method: req.method,
-      path: req.url ?? '/',
-      headers: forwardedFor(req, upgrade, dropAuthorization),
-    });
-    const timer = setTimeout(() => creq.destroy(new Error('header timeout')), headerTimeoutMs);
-    timer.unref();
-    const clear = () => clearTimeout(timer);
-    for (const ev of ['response', 'upgrade', 'error', 'close']) creq.once(ev, clear);
-    return creq;
+    return { head: requestHead(req.method ?? 'GET', req.url ?? '/', headers), framing: framingOf(headers) };
   }
 
   function sendPage(res: ServerResponse, r: Refusal, requestId: string, accept: string | undefined): number {
-    const p: PreviewPage = previewPage(r.err, r.status, requestId, accept);
+    const p: PreviewPage = previewPage(r.err, r.title, requestId, accept);
     if (res.headersSent) {
       res.destroy();
-      return r.status;
+      return p.status;
     }
     res.writeHead(p.status, p.headers);
     res.end(p.body);
@@ -191,7 +211,7 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
   }
 
   function writeRawPage(socket: Duplex, r: Refusal, requestId: string, accept: string | undefined): void {
-    const p = previewPage(r.err, r.status, requestId, accept);
+    const p = previewPage(r.err, r.title, requestId, accept);
     const head = rawResponse(p.status, REASONS[p.status] ?? 'Error', [
       ...Object.entries(p.headers),
       ['content-length', String(Buffer.byteLength(p.body))],
@@ -215,7 +235,7 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     } else if (!ports.authorize(row, { cookie: req.headers.cookie, origin: req.headers.origin }).ok) {
       return sendPage(
         res,
-        refusal('unauthenticated', 401, "This access link was already used or is not valid. Programs can send the preview's secret as Authorization: Bearer."),
+        PRIVATE("This access link was already used or is not valid. Programs can send the preview's secret as Authorization: Bearer."),
         requestId,
         req.headers.accept,
       );
@@ -223,6 +243,24 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     res.writeHead(303, headers);
     res.end();
     return 303;
+  }
+
+  /**
+   * The client's request body after the head, framed as it came (a chunked body re-chunked), with
+   * backpressure. Once the guest's side is gone (it answered early, or failed) the rest is read and dropped,
+   * so the client's upload completes instead of stalling its connection.
+   */
+  function sendBody(req: IncomingMessage, stream: http2.ClientHttp2Stream, framing: BodyFraming): void {
+    if (framing === 'none') return;
+    req.on('data', (c: Buffer) => {
+      if (!c.length || stream.destroyed || stream.writableEnded) return;
+      if (!stream.write(framing === 'chunked' ? chunkOf(c) : c)) req.pause();
+    });
+    stream.on('drain', () => req.resume());
+    stream.once('close', () => req.resume());
+    req.on('end', () => {
+      if (framing === 'chunked' && stream.writable) stream.write(LAST_CHUNK);
+    });
   }
 
   async function serveRequest(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<number> {
@@ -235,51 +273,122 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     const a = admit(req);
     if ('err' in a) return sendPage(res, a, requestId, accept);
     const { row } = a;
+    const { head, framing } = guestHead(req, false, a.dropAuthorization);
     ports.touch(row.id);
+    const slot = admission.acquire(row.machine_id);
+    if ('refused' in slot) return sendPage(res, BUSY[slot.refused](), requestId, accept);
+    res.once('close', slot.release);
+    let gone = false;
+    res.once('close', () => (gone = true));
     const d = await dial(row);
     if ('err' in d) return sendPage(res, d, requestId, accept);
     const { stream, machineId } = d;
     stream.on('error', () => {});
+    // The client left while the stream was opening: nothing will close it later.
+    if (gone) {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      return 0;
+    }
+    res.once('close', meter(stream, res, req));
 
     return new Promise<number>((resolve) => {
       let status = 0;
-      let untrack = () => {};
-      const done = (s: number) => {
-        untrack();
-        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
-        resolve(status || s);
-      };
-      untrack = track(row.id, () => {
+      const untrack = track(row.id, () => {
         res.destroy();
-        stream.close(http2.constants.NGHTTP2_CANCEL);
+        ex.cancel();
       });
-      const creq = guestRequest(req, stream, false, a.dropAuthorization);
-      creq.on('response', (gres) => {
-        // The guest's head is untrusted: a status or header Node will not send is a 502, never a throw
-        // out of this event handler (which would take the control plane down).
-        try {
-          res.writeHead(gres.statusCode ?? 0, gres.statusMessage, responseHeadersFromGuest(gres.rawHeaders));
-        } catch {
-          gres.destroy();
+      const ex = startExchange(stream, { head, method: req.method ?? 'GET', upgrade: false, headerTimeoutMs }, {
+        head: (h) => {
+          // The guest's head is untrusted: a status or header Node will not send is the unavailable page,
+          // never a throw out of this handler (which would take the control plane down).
+          try {
+            res.writeHead(h.status, h.reason || undefined, responseHeadersFromGuest(h.rawHeaders));
+          } catch {
+            status = sendPage(res, NO_ANSWER(), requestId, accept);
+            ex.cancel();
+            return;
+          }
+          status = h.status;
+          // Headers go out now: an event stream's client learns it is connected before the first event.
+          res.flushHeaders();
+          countResponseHead(deps.egress, machineId, res);
+        },
+        body: (data) => {
+          deps.egress.add(machineId, data.length);
+          return res.write(data);
+        },
+        end: () => res.end(),
+        fail: () => {
           status = sendPage(res, NO_ANSWER(), requestId, accept);
+        },
+      });
+      res.on('drain', () => ex.resume());
+      res.on('close', () => {
+        untrack();
+        ex.cancel();
+        resolve(status || 503);
+      });
+      sendBody(req, stream, framing);
+    });
+  }
+
+  /** A WebSocket (any Upgrade) handshake: the guest's 101 turns the connection into a raw byte pipe. */
+  async function serveUpgrade(req: IncomingMessage, socket: Duplex, early: Buffer, requestId: string): Promise<void> {
+    const accept = req.headers.accept;
+    const a = admit(req);
+    if ('err' in a) return writeRawPage(socket, a, requestId, accept);
+    const { head } = guestHead(req, true, a.dropAuthorization);
+    ports.touch(a.row.id);
+    const slot = admission.acquire(a.row.machine_id);
+    if ('refused' in slot) return writeRawPage(socket, BUSY[slot.refused](), requestId, accept);
+    socket.once('close', slot.release);
+    const d = await dial(a.row);
+    if ('err' in d) return writeRawPage(socket, d, requestId, accept);
+    const { stream, machineId } = d;
+    stream.on('error', () => {});
+    if (socket.destroyed) return void stream.close(http2.constants.NGHTTP2_CANCEL);
+    socket.once('close', meter(stream, socket, socket));
+    let answered = false;
+    const untrack = track(a.row.id, () => {
+      socket.destroy();
+      ex.cancel();
+    });
+    const ex = startExchange(stream, { head, method: req.method ?? 'GET', upgrade: true, headerTimeoutMs }, {
+      head: (h, upgraded) => {
+        answered = true;
+        log({ event: 'preview_upgrade', request_id: requestId, status: h.status });
+        if (upgraded) {
+          const switched = rawResponse(101, h.reason || 'Switching Protocols', pairs(responseHeadersFromGuest(h.rawHeaders, true)));
+          deps.egress.add(machineId, Buffer.byteLength(switched));
+          socket.write(switched);
+          if (early.length) stream.write(early);
+          socket.on('data', (c: Buffer) => {
+            if (!stream.write(c)) socket.pause();
+          });
+          stream.on('drain', () => socket.resume());
+          socket.on('end', () => stream.end());
           return;
         }
-        status = gres.statusCode ?? 502;
-        // Headers go out now: an event stream's client learns it is connected before the first event.
-        res.flushHeaders();
-        gres.on('data', (c: Buffer) => deps.egress.add(machineId, c.length));
-        gres.on('error', () => res.destroy());
-        gres.pipe(res);
-      });
-      creq.on('error', () => {
-        if (!res.headersSent) status = sendPage(res, NO_ANSWER(), requestId, accept);
-        else res.destroy();
-      });
-      res.on('close', () => {
-        creq.destroy();
-        done(502);
-      });
-      req.pipe(creq);
+        // The guest answered the handshake without switching: relay that answer, then close.
+        const hs = pairs(responseHeadersFromGuest(h.rawHeaders)).filter(([k]) => k.toLowerCase() !== 'content-length');
+        const answer = rawResponse(h.status, h.reason || 'Error', [...hs, ['connection', 'close']]);
+        deps.egress.add(machineId, Buffer.byteLength(answer));
+        socket.write(answer);
+      },
+      body: (data) => {
+        deps.egress.add(machineId, data.length);
+        return socket.write(data);
+      },
+      end: () => socket.end(),
+      fail: () => {
+        if (answered) socket.destroy();
+        else writeRawPage(socket, NO_ANSWER(), requestId, accept);
+      },
+    });
+    socket.on('drain', () => ex.resume());
+    socket.once('close', () => {
+      untrack();
+      ex.cancel();
     });
   }
 
@@ -293,61 +402,17 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
       serveRequest(req, res, requestId).then(
         (status) => log({ event: 'preview_request', request_id: requestId, method: req.method ?? '', status, ms: Date.now() - started }),
         (e) => {
-          log({ event: 'internal_error', operation: 'preview.request', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
-          sendPage(res, { err: new AppError('internal_error', 'The preview failed.'), status: 500 }, requestId, req.headers.accept);
+          if (!(e instanceof AppError)) log({ event: 'internal_error', operation: 'preview.request', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
+          sendPage(res, refusal(e instanceof AppError ? e : new AppError('internal_error', 'The preview failed.'), 'Preview error'), requestId, req.headers.accept);
         },
       );
     },
 
     upgrade(req, socket, head) {
       const requestId = newId('request');
-      const accept = req.headers.accept;
       socket.on('error', () => {});
-      void (async () => {
-        const a = admit(req);
-        if ('err' in a) return writeRawPage(socket, a, requestId, accept);
-        ports.touch(a.row.id);
-        const d = await dial(a.row);
-        if ('err' in d) return writeRawPage(socket, d, requestId, accept);
-        const { stream, machineId } = d;
-        stream.on('error', () => {});
-        const cut = () => {
-          socket.destroy();
-          stream.close(http2.constants.NGHTTP2_CANCEL);
-        };
-        const untrack = track(a.row.id, cut);
-        socket.once('close', () => {
-          untrack();
-          if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
-        });
-        const creq = guestRequest(req, stream, true, a.dropAuthorization);
-        creq.on('upgrade', (gres, gsock, ghead) => {
-          socket.write(rawResponse(101, gres.statusMessage || 'Switching Protocols', pairs(responseHeadersFromGuest(gres.rawHeaders, true))));
-          if (ghead.length) {
-            deps.egress.add(machineId, ghead.length);
-            socket.write(ghead);
-          }
-          if (head.length) gsock.write(head);
-          gsock.on('data', (c: Buffer) => deps.egress.add(machineId, c.length));
-          gsock.on('error', () => socket.destroy());
-          gsock.on('close', () => socket.destroy());
-          gsock.pipe(socket);
-          socket.pipe(gsock);
-          log({ event: 'preview_upgrade', request_id: requestId, status: 101 });
-        });
-        // The guest answered the handshake without switching: relay that answer, then close.
-        creq.on('response', (gres) => {
-          const hs = pairs(responseHeadersFromGuest(gres.rawHeaders)).filter(([k]) => k.toLowerCase() !== 'content-length');
-          socket.write(rawResponse(gres.statusCode ?? 502, gres.statusMessage || 'Error', [...hs, ['connection', 'close']]));
-          gres.on('data', (c: Buffer) => deps.egress.add(machineId, c.length));
-          gres.pipe(socket);
-          log({ event: 'preview_upgrade', request_id: requestId, status: gres.statusCode ?? 0 });
-        });
-        creq.on('error', () => {
-          writeRawPage(socket, NO_ANSWER(), requestId, accept);
-        });
-        creq.end();
-      })().catch((e) => {
+      serveUpgrade(req, socket, head, requestId).catch((e) => {
+        if (e instanceof AppError) return writeRawPage(socket, refusal(e, 'Preview error'), requestId, req.headers.accept);
         log({ event: 'internal_error', operation: 'preview.upgrade', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
         socket.destroy();
       });
@@ -358,6 +423,20 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
       for (const s of live.values()) n += s.size;
       return n;
     },
+
+    bufferedBytes() {
+      let n = 0;
+      for (const m of meters) n += m().held;
+      return n;
+    },
+
+    stalledConnections() {
+      let n = 0;
+      for (const m of meters) if (m().windowLeft === 0) n++;
+      return n;
+    },
+
+    reservedBytes: () => admission.reservedBytes(),
 
     close() {
       offUnpublished();
