@@ -513,7 +513,7 @@ class Snapshot(TypedDict):
     name: str
     machine_id: str
     state: Literal["pending", "ready", "error", "deleting"]
-    origin: Literal["manual", "stop", "restore", "template"]
+    origin: Literal["manual", "stop", "template"]
     includes_memory: Literal[False]
     size_bytes: int | None
     created_at: str

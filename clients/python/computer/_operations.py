@@ -595,7 +595,7 @@ class AsyncOperations(ABC):
         """snapshots.get (GET /v1/snapshots/{snapshot_id})"""
         return cast(Snapshot, await self._request("GET", f"/v1/snapshots/{_seg(snapshot_id)}", headers=headers))
 
-    async def snapshots_list(self, *, limit: int | str | None = None, cursor: str | None = None, machine_id: str | None = None, origin: Literal["manual", "stop", "restore", "template"] | None = None, headers: Mapping[str, str] | None = None) -> SnapshotPage:
+    async def snapshots_list(self, *, limit: int | str | None = None, cursor: str | None = None, machine_id: str | None = None, origin: Literal["manual", "stop", "template"] | None = None, headers: Mapping[str, str] | None = None) -> SnapshotPage:
         """snapshots.list (GET /v1/snapshots)"""
         return cast(SnapshotPage, await self._request("GET", f"/v1/snapshots", query={"limit": limit, "cursor": cursor, "machine_id": machine_id, "origin": origin}, headers=headers))
 
@@ -950,7 +950,7 @@ class SyncOperations(ABC):
         """snapshots.get (GET /v1/snapshots/{snapshot_id})"""
         return self._run(self._async.snapshots_get(snapshot_id, headers=headers))
 
-    def snapshots_list(self, *, limit: int | str | None = None, cursor: str | None = None, machine_id: str | None = None, origin: Literal["manual", "stop", "restore", "template"] | None = None, headers: Mapping[str, str] | None = None) -> SnapshotPage:
+    def snapshots_list(self, *, limit: int | str | None = None, cursor: str | None = None, machine_id: str | None = None, origin: Literal["manual", "stop", "template"] | None = None, headers: Mapping[str, str] | None = None) -> SnapshotPage:
         """snapshots.list (GET /v1/snapshots)"""
         return self._run(self._async.snapshots_list(limit=limit, cursor=cursor, machine_id=machine_id, origin=origin, headers=headers))
 
