@@ -4,11 +4,13 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import type http2 from 'node:http2';
+import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { createAgentApp } from '../../agent/src/app.js';
-import { createAgentServer } from '../../agent/src/channel/server.js';
+import { closeAgentServer, createAgentServer } from '../../agent/src/channel/server.js';
 import { listenUnix } from '../../agent/src/channel/unix-socket.js';
 import { createDesktop, type Desktop } from '../../agent/src/desktop/desktop.js';
 import type { LogLine } from '../../agent/src/http/log.js';
@@ -24,6 +26,9 @@ export interface DesktopAgent {
   desktop: Desktop;
   client: H2Client;
   socket: string;
+  /** The agent's HTTP/2 server and its unix-socket listener (closed at teardown; closing again is harmless). */
+  server: http2.Http2Server;
+  listener: net.Server;
   lines: LogLine[];
   /** Start an X client on the test display; killed at teardown. */
   x(cmd: string, args: string[], env?: Record<string, string>): ChildProcess;
@@ -52,10 +57,10 @@ export async function startDesktopAgent(t: Test, opts: { pollMs?: number; readyF
   const children: ChildProcess[] = [];
   t.teardown(async () => {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    // The agent side ends first: a stream a subtest left open would keep the client's graceful close waiting.
+    await closeAgentServer(server, listener);
     await client.close();
     desktop.close();
-    listener.close();
-    server.close();
     await xvfb.stop();
     fs.rmSync(dir, { recursive: true, force: true });
   });
@@ -64,6 +69,8 @@ export async function startDesktopAgent(t: Test, opts: { pollMs?: number; readyF
     desktop,
     client,
     socket,
+    server,
+    listener,
     lines,
     x(cmd, args, env = {}) {
       const c = spawn(cmd, args, {
