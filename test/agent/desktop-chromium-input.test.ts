@@ -6,6 +6,7 @@ import t from 'tap';
 import { decodeToRgb, type RawFrame } from '../../agent/src/desktop/screen.js';
 import { openChromiumPage, type ChromiumPage } from '../helpers/chromium-page.js';
 import { startDesktopAgent, waitFor, type DesktopAgent } from '../helpers/desktop-agent.js';
+import { nineScriptText } from '../helpers/mixed-scripts.js';
 
 // A text field at the top, a pad for clicks below it. Every mouse event is recorded with its detail
 // (the click count), button and modifiers; loadId tells a reload apart. The pad is not selectable:
@@ -115,6 +116,23 @@ t.test('500 mixed Unicode characters typed into a text field arrive exactly, wit
   t.equal(await page.eval('window.loadId'), loadId, 'no reload');
   t.equal(await page.eval('location.href'), page.url, 'no navigation');
   t.equal(await page.eval('history.length'), 1, 'no history entry added');
+});
+
+t.test('1,000 characters of nine scripts (29 outside the layout, typed two per keycode) arrive exactly', async (t) => {
+  const text = nineScriptText(1000);
+  const click = await a.client.request('POST', '/mouse/click', { at: { x: 200, y: 100 } });
+  t.equal(click.status, 200);
+  await waitFor(() => page.eval<boolean>("document.activeElement === document.getElementById('ta')"), 10_000, 20);
+  await page.eval("document.getElementById('ta').value = ''");
+  const r = await a.client.request('POST', '/keyboard/type', { text });
+  t.equal(r.status, 200);
+  const got = await waitFor(async () => {
+    const v = await page.eval<string>("document.getElementById('ta').value");
+    return v.length >= text.length ? v : null;
+  }, 20_000, 50).catch(async () => page.eval<string>("document.getElementById('ta').value"));
+  t.equal(got, text, 'the field holds exactly the text');
+  t.equal(await page.eval('window.loadId'), loadId, 'no reload');
+  t.equal(await page.eval('location.href'), page.url, 'no navigation');
 });
 
 t.test('extension: modifiers held for exactly a click, drag or scroll', async (t) => {
