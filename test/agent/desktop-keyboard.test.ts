@@ -103,6 +103,30 @@ t.test('keyboard over the real channel', async (t) => {
     t.ok(changes >= 1 && changes <= 18, `keymap changed ${changes} times (one round: at most 18)`);
   });
 
+  t.test('a call that cannot finish within 25 s is refused before any key is sent', async (t) => {
+    const watcher = await X11KeymapClient.connect(a.xvfb.number);
+    t.teardown(() => watcher.close());
+    const out = await lineReader(a, 'deadline');
+    const before = watcher.generation;
+    // 1,000 characters 30 ms apart: 30 s of delays alone.
+    const slow = await a.client.request('POST', '/keyboard/type', { text: 'x'.repeat(1000), delay_ms: 30 });
+    t.equal(slow.status, 400);
+    t.equal(slow.json().error.code, 'invalid_request');
+    t.same(slow.json().error.details, [{ field: 'delay_ms', message: 'needs about 31 s to type, more than 25 s' }]);
+    // 20,000 characters cycling through 400 distinct CJK ones: 36 fit a bind round, each recycled keycode waits 1 s.
+    let many = '';
+    for (let i = 0; i < 20_000; i++) many += String.fromCodePoint(0x4e00 + (i % 400));
+    const rebinding = await a.client.request('POST', '/keyboard/type', { text: many });
+    t.equal(rebinding.status, 400);
+    t.equal(rebinding.json().error.details[0].field, 'text');
+    t.match(rebinding.json().error.message, /^Typing this would take about \d+ s; one keyboard\/type call may take at most 25 s/);
+    t.equal(watcher.generation, before, 'no key was bound for either');
+    const r = await a.client.request('POST', '/keyboard/type', { text: 'ok\n' });
+    t.equal(r.status, 200);
+    await waitFor(() => fs.existsSync(out));
+    t.equal(fs.readFileSync(out, 'utf8'), 'ok', 'nothing of the refused calls was typed');
+  });
+
   t.test('refusals', async (t) => {
     const unknown = await a.client.request('POST', '/keyboard/key', { key: 'NoSuchKeyName' });
     t.equal(unknown.status, 400);

@@ -27,6 +27,7 @@ import { keysymForCodePoint, keysymFromName } from './keysyms.js';
 import { FramebufferReader, encodeRgb, type ImageFormat, type RawFrame } from './screen.js';
 import { clickBatches, dragLines, hotkeyLines, keyLines, modifierLines, scrollLines, typeLines, type ModifierLines } from './input-script.js';
 import { DisplayWatch } from './display-watch.js';
+import { typingEstimateMs, typingRefusal, type TypingCost } from './typing-budget.js';
 import { waitSettled } from './settle.js';
 import { planView, type ViewRequest } from './view.js';
 import { X11KeymapClient } from './x11-keymap.js';
@@ -503,6 +504,15 @@ export class Desktop {
     const syms = Array.from(req.text, (ch) => keysymForCodePoint(ch.codePointAt(0)!));
     return this.withSettle(req.settle, () => this.withInput(async () => {
       const resolver = this.resolverOrFail();
+      // Refused before any key is sent when it cannot finish within the deadline; once started it is carried out whole.
+      let cost: TypingCost;
+      try {
+        cost = await resolver.costOf(syms);
+      } catch (e) {
+        return this.failure(e);
+      }
+      const refusal = typingRefusal(typingEstimateMs(cost, req.delay_ms, req.settle?.timeout_ms ?? 0), req.delay_ms);
+      if (refusal) throw refusal;
       let result: InputResult | null = null;
       for (let start = 0; start < syms.length; ) {
         let plan: { strokes: KeyStroke[]; next: number };

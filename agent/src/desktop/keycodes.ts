@@ -10,6 +10,7 @@
  * a MappingNotify says it changed; bindings stay in place after use (least recently used spare
  * keycodes are recycled, never one used within SETTLE_MS), and xdotool is given raw keycodes.
  */
+import type { TypingCost } from './typing-budget.js';
 import type { KeyboardMapping } from './x11-keymap.js';
 
 /** What the resolver needs of an X connection (X11KeymapClient; a snapshot for dry runs). */
@@ -254,6 +255,29 @@ export class KeycodeResolver {
     return { strokes, next: i };
   }
 
+  /**
+   * Keystrokes and binding waits typing `keysyms` would take from the current state, found by running
+   * the same plans on a copy over a snapshot of the mapping: nothing is sent, no time passes (so every
+   * recycled keycode counts its whole SETTLE_MS: an upper bound).
+   */
+  async costOf(keysyms: number[]): Promise<TypingCost> {
+    await this.fresh();
+    let waitMs = 0;
+    const dry = new KeycodeResolver(new SnapshotKeymap(this.mapping!), async (ms) => {
+      waitMs += ms;
+    });
+    for (const [kc, slot] of this.slots) dry.slots.set(kc, { ...slot });
+    for (const kc of this.held) dry.held.add(kc);
+    let strokes = 0;
+    for (let start = 0; start < keysyms.length; ) {
+      const plan = await dry.plan(keysyms, start, true);
+      dry.touch(plan.strokes);
+      strokes += plan.strokes.length;
+      start = plan.next;
+    }
+    return { strokes, waitMs };
+  }
+
   /** Keycodes for keys that must all be down together (hotkey, key down/up): no Shift tricks. */
   async resolveAll(keysyms: number[]): Promise<number[]> {
     const { strokes, next } = await this.plan(keysyms, 0, false);
@@ -264,5 +288,24 @@ export class KeycodeResolver {
   /** The layout's Shift key, for strokes with `shift`. */
   get shift(): number | null {
     return this.shiftKeycode;
+  }
+}
+
+/** A copy of a mapping that binds change in memory only (KeycodeResolver.costOf's dry run). */
+class SnapshotKeymap implements KeymapSource {
+  readonly generation = 0;
+  private readonly m: KeyboardMapping;
+
+  constructor(m: KeyboardMapping) {
+    this.m = { ...m, keysyms: m.keysyms.slice() };
+  }
+
+  async getMapping(): Promise<KeyboardMapping> {
+    return this.m;
+  }
+
+  async bind(entries: Array<{ keycode: number; levels: number[] }>, kpk: number): Promise<KeyboardMapping> {
+    for (const e of entries) for (let l = 0; l < kpk; l++) this.m.keysyms[(e.keycode - this.m.minKeycode) * kpk + l] = e.levels[l] ?? 0;
+    return this.m;
   }
 }
