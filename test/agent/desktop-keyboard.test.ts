@@ -2,6 +2,8 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { KeycodeResolver } from '../../agent/src/desktop/keycodes.js';
+import { keysymForCodePoint } from '../../agent/src/desktop/keysyms.js';
 import { X11KeymapClient } from '../../agent/src/desktop/x11-keymap.js';
 import { startDesktopAgent, waitFor, xrun, type DesktopAgent } from '../helpers/desktop-agent.js';
 import { nineScriptText } from '../helpers/mixed-scripts.js';
@@ -101,6 +103,17 @@ t.test('keyboard over the real channel', async (t) => {
     // Shift): one round binds them, at most one change per spare keycode. Rebinding per 18 characters, as
     // before, changed the keymap hundreds of times for this text (and took ~55 s).
     t.ok(changes >= 1 && changes <= 18, `keymap changed ${changes} times (one round: at most 18)`);
+  });
+
+  t.test("a restarted agent takes back the earlier agent's bindings, single and paired", async (t) => {
+    // After the nine-script text, 14 spare keycodes hold two characters each and one holds é alone.
+    const x = await X11KeymapClient.connect(a.xvfb.number);
+    t.teardown(() => x.close());
+    const fresh = new KeycodeResolver(x);
+    await fresh.costOf([]);
+    t.equal(fresh.spareCount, 18, 'all 18 spare keycodes are spare again for a new resolver');
+    const keysyms = Array.from(nineScriptText(34), (ch) => keysymForCodePoint(ch.codePointAt(0)!));
+    t.same(await fresh.costOf(keysyms), { strokes: 34, waitMs: 0 }, 'and it finds the 29 characters bound: nothing to bind, no wait');
   });
 
   t.test('a call that cannot finish within 25 s is refused before any key is sent', async (t) => {
