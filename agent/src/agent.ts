@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type net from 'node:net';
 import { createAgentApp } from './app.js';
-import { createAgentServer } from './channel/server.js';
+import { closeAgentServer, createAgentServer } from './channel/server.js';
 import { listenUnix } from './channel/unix-socket.js';
 import { openVirtioPort, serveByteChannel } from './channel/virtio-serial.js';
 import type { AgentConfig } from './config.js';
@@ -84,12 +84,13 @@ export async function startAgent(config: AgentConfig, log: LogSink): Promise<Run
   return {
     async close() {
       if (heartbeat) clearInterval(heartbeat);
-      listener?.close();
+      // Live streams (screens, pty attaches, TCP) are ended, not waited for: a viewer never lets go by itself.
+      const served = closeAgentServer(server, listener);
       await bridge?.close();
       ptys.closeAll();
       userFiles.close();
-      await desktop.close();
-      server.close();
+      desktop.close();
+      await served;
     },
   };
 }

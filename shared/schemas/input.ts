@@ -115,6 +115,13 @@ export const KeyboardKey = z.strictObject({
 export type KeyboardKey = z.infer<typeof KeyboardKey>;
 
 export const MAX_TYPE_TEXT = 20000;
+/**
+ * The most a keyboard.type call may take, typing and settling together: the agent estimates a call before
+ * sending any key and refuses one that would take longer (docs/agent-desktop.md, "Typing deadline"). The
+ * control plane's 30 s agent deadline (DEFAULT_REQUEST_TIMEOUT_MS) leaves 5 s beyond it, over an estimate
+ * that already assumes keystrokes three times slower than measured, so an accepted call is answered.
+ */
+export const TYPE_DEADLINE_MS = 25_000;
 export const KeyboardType = z.strictObject({
   /** Characters to type, any Unicode. Typing the word Return types seven characters. */
   text: z.string().min(1).max(MAX_TYPE_TEXT).refine((t) => !t.includes('\0'), 'must not contain NUL'),

@@ -6,6 +6,7 @@ import t from 'tap';
 import { decodeToRgb, type RawFrame } from '../../agent/src/desktop/screen.js';
 import { openChromiumPage, type ChromiumPage } from '../helpers/chromium-page.js';
 import { startDesktopAgent, waitFor, type DesktopAgent } from '../helpers/desktop-agent.js';
+import { nineScriptText } from '../helpers/mixed-scripts.js';
 
 // A text field at the top, a pad for clicks below it. Every mouse event is recorded with its detail
 // (the click count), button and modifiers; loadId tells a reload apart. The pad is not selectable:
@@ -19,6 +20,7 @@ const HTML = `<!doctype html><html><head><meta charset="utf-8"></head>
 <div id="opener" style="position:absolute;left:950px;top:400px;width:100px;height:40px;background:#888"></div>
 <div id="menu" style="position:absolute;left:950px;top:450px;width:200px;height:150px;display:none"></div>
 <div id="spin" style="position:absolute;left:1150px;top:400px;width:50px;height:50px"></div>
+<button id="go" style="position:absolute;left:1130px;top:200px;width:120px;height:40px">Go</button>
 <script>
 window.loadId = String(Math.random());
 window.ev = [];
@@ -32,6 +34,11 @@ document.getElementById('opener').addEventListener('click', () => {
   setTimeout(() => { m.style.display = 'block'; m.style.background = 'rgb(0,0,255)'; }, 100);
   setTimeout(() => { m.style.background = 'rgb(0,255,0)'; }, 250);
 });
+// Pointer records of the drag test only (mousemove would flood the other tests): type, screen position, buttons held.
+window.moves = null;
+for (const k of ['mousedown', 'mousemove', 'mouseup']) {
+  addEventListener(k, (e) => { if (window.moves) moves.push(k + ' ' + e.screenX + ',' + e.screenY + ' ' + e.buttons); }, { capture: true, passive: true });
+}
 window.spin = () => { const s = document.getElementById('spin'); let i = 0;
   window.spinning = setInterval(() => { s.style.background = (i++ % 2) ? 'black' : 'white'; }, 30); };
 window.ready = true;
@@ -115,6 +122,23 @@ t.test('500 mixed Unicode characters typed into a text field arrive exactly, wit
   t.equal(await page.eval('window.loadId'), loadId, 'no reload');
   t.equal(await page.eval('location.href'), page.url, 'no navigation');
   t.equal(await page.eval('history.length'), 1, 'no history entry added');
+});
+
+t.test('1,000 characters of nine scripts (29 outside the layout, typed two per keycode) arrive exactly', async (t) => {
+  const text = nineScriptText(1000);
+  const click = await a.client.request('POST', '/mouse/click', { at: { x: 200, y: 100 } });
+  t.equal(click.status, 200);
+  await waitFor(() => page.eval<boolean>("document.activeElement === document.getElementById('ta')"), 10_000, 20);
+  await page.eval("document.getElementById('ta').value = ''");
+  const r = await a.client.request('POST', '/keyboard/type', { text });
+  t.equal(r.status, 200);
+  const got = await waitFor(async () => {
+    const v = await page.eval<string>("document.getElementById('ta').value");
+    return v.length >= text.length ? v : null;
+  }, 20_000, 50).catch(async () => page.eval<string>("document.getElementById('ta').value"));
+  t.equal(got, text, 'the field holds exactly the text');
+  t.equal(await page.eval('window.loadId'), loadId, 'no reload');
+  t.equal(await page.eval('location.href'), page.url, 'no navigation');
 });
 
 t.test('extension: modifiers held for exactly a click, drag or scroll', async (t) => {
@@ -271,4 +295,53 @@ t.test('extension: settle-aware input', async (t) => {
   t.equal(bad.json().error.details[0].field, 'settle.quiet_ms');
   const badView = await a.client.request('POST', '/mouse/move', { x: 1, y: 1, settle: { screenshot: { width: 10, max_side: 100 } } });
   t.equal(badView.status, 400, 'a screenshot view that cannot be made is refused before the input');
+});
+
+t.test('drags after a double click elsewhere, at 1920x1200: the page sees press, moves and release where they were sent', async (t) => {
+  // Issue 21 item 2: Anthropic's left_mouse_down → mouse_move → left_mouse_up and left_click_drag replayed
+  // through the plain routes right after a double click on a button. Reported: press and release at the
+  // earlier pointer position with no move between. (Not reproduced on this code; this pins the behaviour.)
+  t.equal((await a.client.request('POST', '/display/resize', { width: 1920, height: 1200 })).status, 200);
+  const win = await page.eval<{ x: number; y: number }>('({ x: window.screenX, y: window.screenY })');
+  const at = (x: number, y: number) => ({ x: win.x + x, y: win.y + y });
+  const rec = (p: { x: number; y: number }, what: string, buttons: number) => `${what} ${p.x},${p.y} ${buttons}`;
+  /** The page's records, consecutive repeats folded (a move to where the pointer already is may be reported again). */
+  const records = async () => (await page.eval<string[]>('moves.splice(0)')).filter((r, i, all) => r !== all[i - 1]);
+  const call = async (p: string, body: unknown) => t.equal((await a.client.request('POST', p, body)).status, 200, p);
+  /** A double click on the button (Chromium counts it), then records start. */
+  const doubleClickElsewhere = async () => {
+    await page.eval('ev.splice(0); window.moves = null');
+    await call('/mouse/click', { at: at(1190, 220), count: 2 });
+    await take('dblclick', 1);
+    await page.eval('window.moves = []');
+  };
+  for (let round = 0; round < 3; round++) {
+    // A double click on the button, then at once the press-move-release on the pad.
+    await doubleClickElsewhere();
+    const A = at(200 + round * 100, 700);
+    const B = at(600 + round * 100, 1000);
+    await call('/mouse/move', A);
+    await call('/mouse/click', { button: 'left', down: true });
+    await call('/mouse/move', B);
+    await call('/mouse/click', { button: 'left', up: true });
+    await waitFor(() => page.eval<boolean>('moves.some((m) => m.startsWith("mouseup"))'), 10_000, 5);
+    t.same(await records(), [rec(A, 'mousemove', 0), rec(A, 'mousedown', 1), rec(B, 'mousemove', 1), rec(B, 'mouseup', 0)], `round ${round}: down, move, up`);
+
+    // left_click_drag from the current pointer: move to A2, then drag to B2 (10 steps).
+    await doubleClickElsewhere();
+    const A2 = at(250 + round * 100, 750);
+    const B2 = at(650 + round * 100, 1050);
+    await call('/mouse/move', A2);
+    await call('/mouse/drag', { to: B2 });
+    await waitFor(() => page.eval<boolean>('moves.some((m) => m.startsWith("mouseup"))'), 10_000, 5);
+    const drag = await records();
+    const down = drag.indexOf(rec(A2, 'mousedown', 1));
+    t.same(drag.slice(0, down + 1), [rec(A2, 'mousemove', 0), rec(A2, 'mousedown', 1)], `round ${round}: the drag presses at A2`);
+    const between = drag.slice(down + 1, -1);
+    t.ok(between.length >= 1 && between.every((m) => m.startsWith('mousemove ') && m.endsWith(' 1')), `round ${round}: moves with the button held in between (${between.join('; ')})`);
+    t.equal(between[between.length - 1], rec(B2, 'mousemove', 1), `round ${round}: the last move reaches B2`);
+    t.equal(drag[drag.length - 1], rec(B2, 'mouseup', 0), `round ${round}: released at B2`);
+  }
+  await page.eval('window.moves = null');
+  t.equal(await page.eval('window.loadId'), loadId, 'no reload');
 });

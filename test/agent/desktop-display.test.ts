@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { decodeToRgb } from '../../agent/src/desktop/screen.js';
-import { startDesktopAgent, waitFor, xrun, type DesktopAgent } from '../helpers/desktop-agent.js';
+import { heldModeReads, startDesktopAgent, waitFor, xrun, type DesktopAgent } from '../helpers/desktop-agent.js';
 
 function pixel(f: { width: number; rgb: Buffer }, x: number, y: number): [number, number, number] {
   const i = (y * f.width + x) * 3;
@@ -173,5 +173,52 @@ t.test('display, resize and screenshots over the real channel', async (t) => {
     t.equal(frame.width, 1024);
     t.equal((await c.request('POST', '/keyboard/key', { key: 'a' })).status, 200, 'keymap connection renewed');
     t.ok(a.lines.some((l) => l.event === 'desktop' && l.up === false));
+  });
+});
+
+t.test('a mode read that started before a mode switch never puts the old size back (issue 21 item 2)', async (t) => {
+  // GET /display reads the modes outside the input lock. A read that saw 1280x800 and answered after a
+  // resize to 1920x1200 (or an input call's re-read after another client switched) used to set 1280x800
+  // again: every coordinate beyond it was then refused with 400 while down/up still pressed and released
+  // where the pointer was. `hold` makes that overlap happen every time.
+  const reads = heldModeReads();
+  const a = await startDesktopAgent(t, { modes: reads.io });
+  const c = a.client;
+  const D1920 = { width: 1920, height: 1200, up: true, resizable: true };
+
+  t.test('GET /display overlapping POST /display/resize', async (t) => {
+    t.equal((await c.request('POST', '/display/resize', { width: 1280, height: 800 })).status, 200);
+    const h = reads.hold();
+    const slow = c.request('GET', '/display');
+    t.match(await h.held, { width: 1280, height: 800 }, 'the held read saw the mode before the resize');
+    // More reads in flight around the resize (these are not held: they land whenever xrandr answers).
+    const around = [c.request('GET', '/display'), c.request('GET', '/display')];
+    const r = await c.request('POST', '/display/resize', { width: 1920, height: 1200 });
+    t.equal(r.status, 200);
+    t.same(r.json(), D1920);
+    h.release();
+    const late = await slow;
+    t.equal(late.status, 200);
+    t.same(late.json(), D1920, 'the late read answers the size a later read applied');
+    for (const g of await Promise.all(around)) t.equal(g.status, 200);
+    t.same((await c.request('GET', '/health')).json().desktop, D1920);
+    const mv = await c.request('POST', '/mouse/move', { x: 1900, y: 1150 });
+    t.equal(mv.status, 200, `mouse/move to (1900,1150) at 1920x1200: ${mv.body}`);
+    t.same(mv.json().pointer, { x: 1900, y: 1150 });
+  });
+
+  t.test("GET /display overlapping an input call's re-read after another X client switched modes", async (t) => {
+    t.equal((await c.request('POST', '/display/resize', { width: 1280, height: 800 })).status, 200);
+    const h = reads.hold();
+    const slow = c.request('GET', '/display');
+    t.match(await h.held, { width: 1280, height: 800 });
+    t.equal((await xrun(a.xvfb.display, 'xrandr', ['--output', 'screen', '--mode', '1920x1200'])).code, 0);
+    const first = await c.request('POST', '/mouse/move', { x: 10, y: 10 });
+    t.equal(first.status, 200);
+    t.same(first.json().display, D1920, 'the input call saw the screen change and re-read the modes');
+    h.release();
+    t.same((await slow).json(), D1920);
+    const mv = await c.request('POST', '/mouse/move', { x: 1900, y: 1150 });
+    t.equal(mv.status, 200, `mouse/move to (1900,1150) at 1920x1200: ${mv.body}`);
   });
 });

@@ -2,7 +2,11 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { KeycodeResolver } from '../../agent/src/desktop/keycodes.js';
+import { keysymForCodePoint } from '../../agent/src/desktop/keysyms.js';
+import { X11KeymapClient } from '../../agent/src/desktop/x11-keymap.js';
 import { startDesktopAgent, waitFor, xrun, type DesktopAgent } from '../helpers/desktop-agent.js';
+import { nineScriptText } from '../helpers/mixed-scripts.js';
 
 const UNICODE = 'Spaß naïve 日本語 ✓ Ωmega €5 «ok» x+y=z @home {a|b} ~`^';
 
@@ -84,6 +88,56 @@ t.test('keyboard over the real channel', async (t) => {
     let text = '';
     for (let cp = 0x3041; text.length < 120; cp++) text += String.fromCodePoint(cp);
     t.equal(await typeLine(a, text, 'many'), text);
+  });
+
+  t.test('1,000 characters of nine scripts: exact, with one round of key bindings', async (t) => {
+    // Another X client counts the keymap changes (every ChangeKeyboardMapping reaches it as a MappingNotify).
+    const watcher = await X11KeymapClient.connect(a.xvfb.number);
+    t.teardown(() => watcher.close());
+    const text = nineScriptText(1000);
+    const before = watcher.generation;
+    const got = await typeLine(a, text, 'nine');
+    const changes = watcher.generation - before;
+    t.equal(got, text, 'the xterm received exactly the text');
+    // The 29 characters the layout lacks fit the 18 spare keycodes at once (two per keycode, the second with
+    // Shift): one round binds them, at most one change per spare keycode. Rebinding per 18 characters, as
+    // before, changed the keymap hundreds of times for this text (and took ~55 s).
+    t.ok(changes >= 1 && changes <= 18, `keymap changed ${changes} times (one round: at most 18)`);
+  });
+
+  t.test("a restarted agent takes back the earlier agent's bindings, single and paired", async (t) => {
+    // After the nine-script text, 14 spare keycodes hold two characters each and one holds é alone.
+    const x = await X11KeymapClient.connect(a.xvfb.number);
+    t.teardown(() => x.close());
+    const fresh = new KeycodeResolver(x);
+    await fresh.costOf([]);
+    t.equal(fresh.spareCount, 18, 'all 18 spare keycodes are spare again for a new resolver');
+    const keysyms = Array.from(nineScriptText(34), (ch) => keysymForCodePoint(ch.codePointAt(0)!));
+    t.same(await fresh.costOf(keysyms), { strokes: 34, waitMs: 0 }, 'and it finds the 29 characters bound: nothing to bind, no wait');
+  });
+
+  t.test('a call that cannot finish within 25 s is refused before any key is sent', async (t) => {
+    const watcher = await X11KeymapClient.connect(a.xvfb.number);
+    t.teardown(() => watcher.close());
+    const out = await lineReader(a, 'deadline');
+    const before = watcher.generation;
+    // 1,000 characters 30 ms apart: 30 s of delays alone.
+    const slow = await a.client.request('POST', '/keyboard/type', { text: 'x'.repeat(1000), delay_ms: 30 });
+    t.equal(slow.status, 400);
+    t.equal(slow.json().error.code, 'invalid_request');
+    t.same(slow.json().error.details, [{ field: 'delay_ms', message: 'needs about 31 s to type, more than 25 s' }]);
+    // 20,000 characters cycling through 400 distinct CJK ones: 36 fit a bind round, each recycled keycode waits 1 s.
+    let many = '';
+    for (let i = 0; i < 20_000; i++) many += String.fromCodePoint(0x4e00 + (i % 400));
+    const rebinding = await a.client.request('POST', '/keyboard/type', { text: many });
+    t.equal(rebinding.status, 400);
+    t.equal(rebinding.json().error.details[0].field, 'text');
+    t.match(rebinding.json().error.message, /^Typing this would take about \d+ s; one keyboard\/type call may take at most 25 s/);
+    t.equal(watcher.generation, before, 'no key was bound for either');
+    const r = await a.client.request('POST', '/keyboard/type', { text: 'ok\n' });
+    t.equal(r.status, 200);
+    await waitFor(() => fs.existsSync(out));
+    t.equal(fs.readFileSync(out, 'utf8'), 'ok', 'nothing of the refused calls was typed');
   });
 
   t.test('refusals', async (t) => {

@@ -1,5 +1,7 @@
 import t from 'tap';
 import type http2 from 'node:http2';
+import net from 'node:net';
+import { closeAgentServer } from '../../agent/src/channel/server.js';
 import { ScreenStreamDecoder, type ScreenMessage } from '../../shared/agent-protocol.js';
 import { decodeToRgb } from '../../agent/src/desktop/screen.js';
 import { DESKTOP_TOKEN, startDesktopAgent, waitFor, xrun } from '../helpers/desktop-agent.js';
@@ -122,4 +124,27 @@ t.test('screen stream over the real channel', async (t) => {
     t.pass('down announced');
     s.req.close();
   });
+});
+
+t.test('closing the agent server ends live streams instead of waiting for them', async (t) => {
+  // CI once hung here for tap's whole file limit: every subtest passed, then the teardown's close waited on
+  // two screen streams that were still open (an agent restart would wait the same way).
+  t.setTimeout(120_000);
+  const a = await startDesktopAgent(t);
+  const streams = [openStream(a.client.session, '?fps=5'), openStream(a.client.session, '?format=webp&fps=5')];
+  await waitFor(() => streams.every((s) => s.got.some((m) => m.header.type === 'frame')));
+  const ended = streams.map((s) => new Promise<void>((resolve) => s.req.once('close', () => resolve())));
+  await closeAgentServer(a.server, a.listener);
+  await Promise.all(ended);
+  t.pass('close completed with two live streams open, and both streams ended');
+  t.ok(a.client.session.destroyed || a.client.session.closed, 'the connection is gone');
+  const refused = await new Promise<string>((resolve) => {
+    const sock = net.connect(a.socket);
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve('connected');
+    });
+    sock.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
+  });
+  t.not(refused, 'connected', `no new connection is accepted (${refused})`);
 });

@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Hono } from 'hono';
 import { createAgentApp, type AgentEnv } from '../../agent/src/app.js';
 import { Enrollment } from '../../agent/src/enrollment.js';
-import { createAgentServer } from '../../agent/src/channel/server.js';
+import { closeAgentServer, createAgentServer } from '../../agent/src/channel/server.js';
 import { listenUnix } from '../../agent/src/channel/unix-socket.js';
 import type { LogLine } from '../../agent/src/http/log.js';
 import { H2Client } from './h2-client.js';
@@ -49,9 +49,8 @@ export async function startAgent(p: { dir: string; sock: string; enrollFile: str
     lines,
     logText: () => JSON.stringify(lines),
     async close() {
+      await closeAgentServer(server, listener);
       await client.close();
-      await new Promise<void>((r) => listener.close(() => r()));
-      server.close();
       fs.rmSync(p.dir, { recursive: true, force: true });
     },
   };

@@ -4,15 +4,18 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import type http2 from 'node:http2';
+import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { createAgentApp } from '../../agent/src/app.js';
-import { createAgentServer } from '../../agent/src/channel/server.js';
+import { closeAgentServer, createAgentServer } from '../../agent/src/channel/server.js';
 import { listenUnix } from '../../agent/src/channel/unix-socket.js';
 import { createDesktop, type Desktop } from '../../agent/src/desktop/desktop.js';
 import type { LogLine } from '../../agent/src/http/log.js';
 import { desktopRoutes } from '../../agent/src/routes/desktop.js';
+import { readModes, switchMode, type ScreenModes, type ScreenModesIo } from '../../agent/src/desktop/xrandr.js';
 import { H2Client } from './h2-client.js';
 import { startXvfb, type TestDisplay } from './xvfb.js';
 import { enrolledWith } from './agent-enrollment.js';
@@ -24,13 +27,22 @@ export interface DesktopAgent {
   desktop: Desktop;
   client: H2Client;
   socket: string;
+  /** The agent's HTTP/2 server and its unix-socket listener (closed at teardown; closing again is harmless). */
+  server: http2.Http2Server;
+  listener: net.Server;
   lines: LogLine[];
   /** Start an X client on the test display; killed at teardown. */
   x(cmd: string, args: string[], env?: Record<string, string>): ChildProcess;
 }
 
-/** `readyFile`/`readyTimeoutMs`: the agent's --display-ready wait (see desktop-ready.test.ts). */
-export async function startDesktopAgent(t: Test, opts: { pollMs?: number; readyFile?: string; readyTimeoutMs?: number } = {}): Promise<DesktopAgent> {
+/**
+ * `readyFile`/`readyTimeoutMs`: the agent's --display-ready wait (see desktop-ready.test.ts); `modes`: the
+ * desktop's mode reads and switches (real xrandr either way; see heldModeReads).
+ */
+export async function startDesktopAgent(
+  t: Test,
+  opts: { pollMs?: number; readyFile?: string; readyTimeoutMs?: number; modes?: ScreenModesIo } = {},
+): Promise<DesktopAgent> {
   const xvfb = await startXvfb();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-desktop-'));
   const socket = path.join(dir, 'agent.sock');
@@ -44,6 +56,7 @@ export async function startDesktopAgent(t: Test, opts: { pollMs?: number; readyF
     pollMs: opts.pollMs,
     readyFile: opts.readyFile,
     readyTimeoutMs: opts.readyTimeoutMs,
+    modes: opts.modes,
   });
   const app = createAgentApp({ enrollment: enrolledWith(DESKTOP_TOKEN), log, mounts: [desktopRoutes(desktop)] });
   const server = createAgentServer(app, log);
@@ -52,10 +65,10 @@ export async function startDesktopAgent(t: Test, opts: { pollMs?: number; readyF
   const children: ChildProcess[] = [];
   t.teardown(async () => {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    // The agent side ends first: a stream a subtest left open would keep the client's graceful close waiting.
+    await closeAgentServer(server, listener);
     await client.close();
     desktop.close();
-    listener.close();
-    server.close();
     await xvfb.stop();
     fs.rmSync(dir, { recursive: true, force: true });
   });
@@ -64,6 +77,8 @@ export async function startDesktopAgent(t: Test, opts: { pollMs?: number; readyF
     desktop,
     client,
     socket,
+    server,
+    listener,
     lines,
     x(cmd, args, env = {}) {
       const c = spawn(cmd, args, {
@@ -96,4 +111,43 @@ export function xrun(display: string, cmd: string, args: string[]): Promise<{ co
     p.on('error', reject);
     p.on('close', (code) => resolve({ code: code ?? -1, stdout: out }));
   });
+}
+
+export interface HeldRead {
+  /** Resolves with what the server answered once the held read has it (it is not returned yet). */
+  held: Promise<ScreenModes>;
+  /** Let the held read return its answer to the desktop. */
+  release(): void;
+}
+
+/**
+ * The real xrandr reads and switches, with a way to order a read against a mode switch: `hold()` arms
+ * the next read to finish — it gets the server's answer, then waits until `release()` before handing it
+ * back. So a test makes a read that saw the old mode answer only after a switch (and its own read) went
+ * through: the overlap that otherwise only happens by chance, with xrandr slow under load.
+ */
+export function heldModeReads(): { io: ScreenModesIo; hold(): HeldRead } {
+  const armed: Array<{ got(m: ScreenModes): void; gate: Promise<void> }> = [];
+  return {
+    io: {
+      async read(display) {
+        const m = await readModes(display);
+        const h = armed.shift();
+        if (h) {
+          h.got(m);
+          await h.gate;
+        }
+        return m;
+      },
+      switchTo: switchMode,
+    },
+    hold() {
+      let got!: (m: ScreenModes) => void;
+      let release!: () => void;
+      const held = new Promise<ScreenModes>((r) => (got = r));
+      const gate = new Promise<void>((r) => (release = r));
+      armed.push({ got, gate });
+      return { held, release };
+    },
+  };
 }

@@ -46,7 +46,9 @@ export class H2Client {
     });
   }
 
+  /** Graceful (open streams may finish); at once when the agent already ended the connection. */
   close(): Promise<void> {
+    if (this.session.destroyed) return Promise.resolve();
     return new Promise((r) => this.session.close(() => r()));
   }
 }

@@ -27,10 +27,12 @@ import { keysymForCodePoint, keysymFromName } from './keysyms.js';
 import { FramebufferReader, encodeRgb, type ImageFormat, type RawFrame } from './screen.js';
 import { clickBatches, dragLines, hotkeyLines, keyLines, modifierLines, scrollLines, typeLines, type ModifierLines } from './input-script.js';
 import { DisplayWatch } from './display-watch.js';
+import { typingEstimateMs, typingRefusal, type TypingCost } from './typing-budget.js';
 import { waitSettled } from './settle.js';
 import { planView, type ViewRequest } from './view.js';
 import { X11KeymapClient } from './x11-keymap.js';
-import { readModes, setMode, type ScreenModes } from './xrandr.js';
+import { LatestStartedRead } from './mode-reads.js';
+import { xrandrModes, type ScreenModes, type ScreenModesIo } from './xrandr.js';
 import { Xdotool } from './xdotool.js';
 
 export interface DesktopOptions {
@@ -50,6 +52,8 @@ export interface DesktopOptions {
   readyFile?: string;
   /** How long after start desktop requests wait for readyFile (default 30 s). */
   readyTimeoutMs?: number;
+  /** Reading and switching modes (default: xrandr). */
+  modes?: ScreenModesIo;
 }
 
 /** The left-hand key of each modifier, as any layout names it. */
@@ -68,6 +72,9 @@ export class Desktop {
   private resolver: KeycodeResolver | null = null;
   private modes: ScreenModes | null = null;
   private lastSize = { width: 0, height: 0 };
+  private readonly modesIo: ScreenModesIo;
+  /** Which mode read may set `modes`/`lastSize` (every read goes through readModes/connect). */
+  private readonly modeReads = new LatestStartedRead();
   private readonly watch: DisplayWatch;
   private inputChain: Promise<unknown> = Promise.resolve();
   private closed = false;
@@ -83,6 +90,7 @@ export class Desktop {
     this.fb = new FramebufferReader(opts.fbdir);
     this.xdo = new Xdotool(opts.display);
     this.browser = new Browser(opts.browser, opts.display);
+    this.modesIo = opts.modes ?? xrandrModes;
     this.watch = new DisplayWatch({
       log: opts.log,
       readyFile: opts.readyFile,
@@ -154,7 +162,8 @@ export class Desktop {
   private async connect(): Promise<boolean> {
     let x: X11KeymapClient | null = null;
     // xrandr is a child process: start it first so it runs while the connection is set up.
-    const modesP = readModes(this.displayName);
+    const ticket = this.modeReads.begin();
+    const modesP = this.modesIo.read(this.displayName);
     modesP.catch(() => {}); // awaited below
     try {
       x = await X11KeymapClient.connect(this.displayNumber, () => {
@@ -167,7 +176,7 @@ export class Desktop {
       }
       this.x = x;
       this.resolver = new KeycodeResolver(x);
-      this.setModes(modes);
+      this.applyModes(ticket, modes);
       // The display may have restarted: xdotool's connection belongs to the old server.
       this.xdo.reset();
       return true;
@@ -213,7 +222,15 @@ export class Desktop {
     this.emit();
   }
 
-  private setModes(m: ScreenModes): void {
+  /** Read the modes now; the answer is applied unless a read that started later was applied first. */
+  private async readModes(): Promise<void> {
+    const ticket = this.modeReads.begin();
+    const m = await this.modesIo.read(this.displayName);
+    this.applyModes(ticket, m);
+  }
+
+  private applyModes(ticket: number, m: ScreenModes): void {
+    if (!this.modeReads.keep(ticket)) return;
     const changed = m.width !== this.lastSize.width || m.height !== this.lastSize.height;
     this.modes = m;
     this.lastSize = { width: m.width, height: m.height };
@@ -236,10 +253,14 @@ export class Desktop {
 
   // ------------------------------------------------------------------------------ display
 
+  /**
+   * Not under the input lock (it would wait behind a long typing call): a read overlapping a resize
+   * or an input call's re-read is ordered by when it started (mode-reads.ts).
+   */
   async getDisplay(): Promise<Display> {
     this.requireUp();
     try {
-      this.setModes(await readModes(this.displayName));
+      await this.readModes();
     } catch (e) {
       return this.failure(e);
     }
@@ -258,7 +279,10 @@ export class Desktop {
     if (!modes.output) throw new AppError('unsupported_operation', 'This display cannot change modes (no RandR output).');
     return this.withInput(async () => {
       try {
-        this.setModes(await setMode(this.displayName, modes, width, height));
+        // The modes as of now (an earlier resize may have added the mode meanwhile); the read starts
+        // after the switch, so any read that started before it can no longer replace its answer.
+        await this.modesIo.switchTo(this.displayName, this.modes ?? modes, width, height);
+        await this.readModes();
       } catch (e) {
         return this.failure(e);
       }
@@ -365,7 +389,7 @@ export class Desktop {
       const pointer = await x!.queryPointer();
       if (r.screen.width !== this.lastSize.width || r.screen.height !== this.lastSize.height) {
         // Another X client switched modes; coordinates must follow the real screen.
-        this.setModes(await readModes(this.displayName));
+        await this.readModes();
       }
       return { display: this.state, pointer };
     } catch (e) {
@@ -503,6 +527,15 @@ export class Desktop {
     const syms = Array.from(req.text, (ch) => keysymForCodePoint(ch.codePointAt(0)!));
     return this.withSettle(req.settle, () => this.withInput(async () => {
       const resolver = this.resolverOrFail();
+      // Refused before any key is sent when it cannot finish within the deadline; once started it is carried out whole.
+      let cost: TypingCost;
+      try {
+        cost = await resolver.costOf(syms);
+      } catch (e) {
+        return this.failure(e);
+      }
+      const refusal = typingRefusal(typingEstimateMs(cost, req.delay_ms, req.settle?.timeout_ms ?? 0), req.delay_ms);
+      if (refusal) throw refusal;
       let result: InputResult | null = null;
       for (let start = 0; start < syms.length; ) {
         let plan: { strokes: KeyStroke[]; next: number };

@@ -196,19 +196,28 @@ export class X11KeymapClient {
   }
 
   /**
-   * Bind `keysyms[i]` (on every level) to `keycodes[i]`. Resolves once the server has applied the
-   * change (a round trip follows it), so input sent afterwards on another connection sees it.
+   * Set each entry's keycode to its `levels` (keysymsPerKeycode keysyms): one ChangeKeyboardMapping per
+   * run of adjacent keycodes (each is one MappingNotify to every client), all sent before the one round
+   * trip that reads the new mapping back. Resolves once the server has applied them, so input sent
+   * afterwards on another connection sees them.
    */
-  async bind(pairs: Array<{ keycode: number; keysym: number }>, keysymsPerKeycode: number): Promise<KeyboardMapping> {
-    for (const { keycode, keysym } of pairs) {
-      const req = Buffer.alloc(8 + keysymsPerKeycode * 4);
+  async bind(entries: Array<{ keycode: number; levels: number[] }>, keysymsPerKeycode: number): Promise<KeyboardMapping> {
+    const sorted = [...entries].sort((a, b) => a.keycode - b.keycode);
+    for (let i = 0; i < sorted.length; ) {
+      let j = i + 1;
+      while (j < sorted.length && sorted[j]!.keycode === sorted[j - 1]!.keycode + 1) j++;
+      const run = sorted.slice(i, j);
+      const req = Buffer.alloc(8 + run.length * keysymsPerKeycode * 4);
       req[0] = OP_CHANGE_KEYBOARD_MAPPING;
-      req[1] = 1;
-      req.writeUInt16LE(2 + keysymsPerKeycode, 2);
-      req[4] = keycode;
+      req[1] = run.length;
+      req.writeUInt16LE(2 + run.length * keysymsPerKeycode, 2);
+      req[4] = run[0]!.keycode;
       req[5] = keysymsPerKeycode;
-      for (let l = 0; l < keysymsPerKeycode; l++) req.writeUInt32LE(keysym, 8 + l * 4);
+      run.forEach((e, r) => {
+        for (let l = 0; l < keysymsPerKeycode; l++) req.writeUInt32LE(e.levels[l] ?? 0, 8 + (r * keysymsPerKeycode + l) * 4);
+      });
       this.send(req, false);
+      i = j;
     }
     return this.getMapping();
   }

@@ -54,9 +54,11 @@ export async function readModes(display: string): Promise<ScreenModes> {
 
 /**
  * Switch to a width x height mode, creating it if needed. The caller checks the size against the
- * maximum first; the server refuses modes larger than its framebuffer.
+ * maximum first; the server refuses modes larger than its framebuffer. Resolves once the server has
+ * switched (xrandr exits after its request is answered); the caller reads the modes afterwards, so
+ * that read starts after the switch (see mode-reads.ts).
  */
-export async function setMode(display: string, current: ScreenModes, width: number, height: number): Promise<ScreenModes> {
+export async function switchMode(display: string, current: ScreenModes, width: number, height: number): Promise<void> {
   if (!current.output) throw new Error('no RandR output');
   const name = `${width}x${height}`;
   if (!current.modes.includes(name)) {
@@ -67,5 +69,12 @@ export async function setMode(display: string, current: ScreenModes, width: numb
   }
   const r = await run(display, ['--output', current.output, '--mode', name]);
   if (r.code !== 0) throw new Error('xrandr could not switch modes');
-  return readModes(display);
 }
+
+/** The desktop's way to the display's modes (xrandr; tests wrap it to order reads against switches). */
+export interface ScreenModesIo {
+  read(display: string): Promise<ScreenModes>;
+  switchTo(display: string, current: ScreenModes, width: number, height: number): Promise<void>;
+}
+
+export const xrandrModes: ScreenModesIo = { read: readModes, switchTo: switchMode };
