@@ -65,6 +65,7 @@ t.test('MCP sessions: a cap per organization; revoked keys and departed members 
 
   // Another organization connects.
   const b = await rig.user('b');
+  await subscribe(rig, b.cookie);
   const bKey = await newKey(rig, b.cookie);
   const bInit = await initialize(rig, bKey.secret);
   t.equal(bInit.status, 200, 'another organization still gets a session');
