@@ -328,7 +328,7 @@ t.test('drags after a double click elsewhere, at 1920x1200 while display reads f
   t.equal(far.status, 200, `mouse/move to (1900,1150) after a late read: ${far.body}`);
 
   // Chromium (kiosk, no window manager) narrows its window to a smaller screen and keeps it so; it keeps its
-  // height. Every point below is left of x 1200 and below y 800, so a late 1280x800 would refuse it.
+  // height. Every point below is left of x 1200 and at y 850 or more (past 800), so a late 1280x800 would refuse it.
   const win = await page.eval<{ x: number; y: number }>('({ x: window.screenX, y: window.screenY })');
   await waitFor(() => page.eval<boolean>('screenX + innerWidth >= 1210 && screenY + innerHeight >= 1180'), 10_000, 20).catch(async () => {
     throw new Error(`the page window does not cover the test points: ${await page.eval('JSON.stringify([screenX, screenY, innerWidth, innerHeight])')}`);
