@@ -27,15 +27,15 @@ export type ScreenTilesHeader =
     bytes: number;
   };
 
-export interface ScreenTilesMessage {
+export interface ScreenTilesMessage<B extends ArrayBufferLike = ArrayBuffer> {
   header: ScreenTilesHeader;
-  /** `frame`: one whole image at (0, 0). `tiles`: one image per rect, in order. */
-  images: Array<{ x: number; y: number; data: Uint8Array }>;
+  /** `frame`: one whole image at (0, 0). `tiles`: one image per rect, in order (views into the message). */
+  images: Array<{ x: number; y: number; data: Uint8Array<B> }>;
 }
 
 export class ScreenTilesFormatError extends Error {}
 
-export function decodeScreenTilesMessage(buf: Uint8Array): ScreenTilesMessage {
+export function decodeScreenTilesMessage<B extends ArrayBufferLike>(buf: Uint8Array<B>): ScreenTilesMessage<B> {
   if (buf.length < 4) throw new ScreenTilesFormatError('screen message too short');
   const hlen = new DataView(buf.buffer, buf.byteOffset, buf.byteLength).getUint32(0);
   if (4 + hlen > buf.length) throw new ScreenTilesFormatError('screen message header truncated');
