@@ -7,7 +7,11 @@
  *  - input → applied on screen: a `keyboard.type` of one character into a focused xterm, from the ws
  *    send until the screen channel delivers the next frame (the agent sends frames only on change);
  *  - input → ack: the input message's round trip;
- *  - screen frames/s at 1280x800 with the whole screen changing continuously (fps cap 30).
+ *  - screen frames/s at 1280x800 with the whole screen changing continuously (fps cap 30);
+ *  - the screen channel's two encodings (`frames`, `tiles`) side by side in the same run, one viewer at a
+ *    time at fps 30, jpeg q60, on the same activity: an idle desktop, a terminal printing ten short lines a
+ *    second, and a long web page in Chromium scrolled by the wheel (3 clicks every 100 ms): bytes/s and
+ *    frames/s (binary messages; for tiles, key frames + deltas) per viewer, measured 5 s each.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -164,6 +168,57 @@ export async function benchGateway(): Promise<void> {
     line('screen frames/s at 1280x800 (jpeg q60, cap 30)', `${fps.toFixed(1)} frames/s, ${((frameBytes - b0) / secs / 1024 / 1024).toFixed(2)} MB/s, ${((frameBytes - b0) / Math.max(1, frames - f0) / 1024).toFixed(0)} KB/frame`);
     line('egress counted for the machine', `${(egress.peek(MID) / 1024 / 1024).toFixed(1)} MB`);
     viewer.close();
+    for (const p of procs.splice(2)) p.kill('SIGTERM');
+    await sleep(1000);
+
+    /** One viewer of `encoding` for 5 s after a 1.5 s settle (its joining key frame not counted). */
+    const measure = async (encoding: 'frames' | 'tiles') => {
+      const ws = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=${encoding}`);
+      let n = 0;
+      let bytes = 0;
+      ws.on('message', (d, isBinary) => {
+        if (!isBinary) return;
+        n++;
+        bytes += (d as Buffer).length;
+      });
+      await sleep(1500);
+      const [n0, b0, t0] = [n, bytes, performance.now()];
+      await sleep(5000);
+      const secs = (performance.now() - t0) / 1000;
+      ws.close();
+      return { bps: (bytes - b0) / secs, fps: (n - n0) / secs };
+    };
+    const fmt = (r: { bps: number; fps: number }) =>
+      `${r.bps >= 100 * 1024 ? `${((r.bps * 8) / 1e6).toFixed(2)} Mbit/s` : `${(r.bps / 1024).toFixed(2)} KB/s`} ${r.fps.toFixed(1)} frames/s`;
+    const compare = async (what: string, target: string) => {
+      const frames = await measure('frames');
+      const tiles = await measure('tiles');
+      line(`screen ${what}: frames | tiles`, `${fmt(frames)}  |  ${fmt(tiles)}   (target for tiles: ${target})`);
+    };
+    await compare('idle desktop', '≤ 1 KB/s');
+    const printer = spawn('xterm', ['-geometry', '100x30+0+0', '-e', 'sh', '-c', 'i=0; while :; do i=$((i+1)); echo "short line $i"; sleep 0.1; done'], { env, stdio: 'ignore' });
+    procs.push(printer);
+    await sleep(1500);
+    await compare('terminal, 10 short lines/s', '≤ 30 KB/s');
+    printer.kill('SIGTERM');
+    // A long page: headings, paragraphs and coloured boxes, in Chromium (app window, 1280x800, no smooth scrolling).
+    const page = path.join(dir, 'long.html');
+    const para = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. '.repeat(3);
+    fs.writeFileSync(page, `<!doctype html><body style="font:16px sans-serif;margin:40px">${Array.from({ length: 400 }, (_x, i) =>
+      `<h2>Section ${i}</h2><p>${para}</p>${i % 5 === 0 ? `<div style="height:80px;background:hsl(${(i * 37) % 360},60%,70%)"></div>` : ''}`).join('')}</body>`);
+    procs.push(spawn('chromium', ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-smooth-scrolling', `--user-data-dir=${path.join(dir, 'chromium')}`,
+      '--window-position=0,0', '--window-size=1280,800', `--app=file://${page}`], { env, stdio: 'ignore' }));
+    await sleep(5000);
+    let scrolling = true;
+    const scroller = (async () => {
+      for (let i = 0; scrolling; i++) {
+        await send({ type: 'mouse.scroll', direction: Math.floor(i / 150) % 2 ? 'up' : 'down', amount: 3, at: { x: 640, y: 400 } });
+        await sleep(100);
+      }
+    })();
+    await compare('scrolling a long web page', '≤ 3 Mbit/s at ≥ 20 frames/s');
+    scrolling = false;
+    await scroller;
     input.close();
   } finally {
     await gateway.close();
