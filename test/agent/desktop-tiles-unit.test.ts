@@ -27,16 +27,16 @@ function striped(width: number, height: number, offset: number): Buffer {
   return b;
 }
 
-t.test('changed tiles become rectangles on the 64-pixel grid, clipped to the frame', async (t) => {
+t.test('changed tiles become rectangles on the 64-pixel grid, clipped to the frame, trimmed to changed rows', async (t) => {
   const base = frame(200, 130);
   t.equal(diffFrames(base, frame(200, 130), 200, 130), null, 'nothing changed: no delta');
-  t.same(diffFrames(base, frame(200, 130, [[70, 10]]), 200, 130), { copy: null, rects: [{ x: 64, y: 0, w: 64, h: 64 }] });
+  t.same(diffFrames(base, frame(200, 130, [[70, 10]]), 200, 130), { copy: null, rects: [{ x: 64, y: 10, w: 64, h: 1 }] });
   t.same(diffFrames(base, frame(200, 130, [[5, 5], [70, 5], [70, 70]]), 200, 130), {
     copy: null,
-    rects: [{ x: 0, y: 0, w: 128, h: 64 }, { x: 64, y: 64, w: 64, h: 64 }],
+    rects: [{ x: 0, y: 5, w: 128, h: 1 }, { x: 64, y: 70, w: 64, h: 1 }],
   }, 'a run in a tile row is one rectangle');
-  t.same(diffFrames(base, frame(200, 130, [[199, 129]]), 200, 130), { copy: null, rects: [{ x: 192, y: 128, w: 8, h: 2 }] }, 'the partial corner tile');
-  t.same(diffFrames(base, frame(200, 130, [[70, 5], [70, 70], [70, 129]]), 200, 130), { copy: null, rects: [{ x: 64, y: 0, w: 64, h: 130 }] },
+  t.same(diffFrames(base, frame(200, 130, [[199, 129]]), 200, 130), { copy: null, rects: [{ x: 192, y: 129, w: 8, h: 1 }] }, 'the partial corner tile');
+  t.same(diffFrames(base, frame(200, 130, [[70, 5], [70, 70], [70, 129]]), 200, 130), { copy: null, rects: [{ x: 64, y: 5, w: 64, h: 125 }] },
     'the same columns in consecutive tile rows merge downwards');
 });
 
@@ -44,19 +44,19 @@ t.test('more than 48 rectangles are sent as their bounding box', async (t) => {
   // A checkerboard of changed tiles at 1280x800: 130 separate tiles.
   const pts: Array<[number, number]> = [];
   for (let ty = 0; ty < 13; ty++) for (let tx = 0; tx < 20; tx++) if ((tx + ty) % 2 === 0) pts.push([tx * 64 + 1, ty * 64 + 1]);
-  t.same(diffFrames(frame(1280, 800), frame(1280, 800, pts), 1280, 800), { copy: null, rects: [{ x: 0, y: 0, w: 1280, h: 800 }] });
+  t.same(diffFrames(frame(1280, 800), frame(1280, 800, pts), 1280, 800), { copy: null, rects: [{ x: 0, y: 1, w: 1280, h: 769 }] });
 });
 
 t.test('a vertical scroll is a copy of the viewer\'s pixels plus the newly exposed strip', async (t) => {
   // 256x256; the content moves up by 10 rows (scrolling down the page).
   t.same(diffFrames(striped(256, 256, 0), striped(256, 256, 10), 256, 256), {
     copy: { sx: 0, sy: 10, x: 0, y: 0, w: 256, h: 246 },
-    rects: [{ x: 0, y: 192, w: 256, h: 64 }],
+    rects: [{ x: 0, y: 246, w: 256, h: 10 }],
   });
   // And back down by 20 rows (scrolling up): the strip at the top is new.
   t.same(diffFrames(striped(256, 256, 20), striped(256, 256, 0), 256, 256), {
     copy: { sx: 0, sy: 0, x: 0, y: 20, w: 256, h: 236 },
-    rects: [{ x: 0, y: 0, w: 256, h: 64 }],
+    rects: [{ x: 0, y: 0, w: 256, h: 20 }],
   });
   // A change that is no scroll (a flat colour everywhere): plain rectangles.
   t.same(diffFrames(striped(256, 256, 0), frame(256, 256), 256, 256), { copy: null, rects: [{ x: 0, y: 0, w: 256, h: 256 }] });
@@ -98,7 +98,7 @@ t.test('the stream sends a key frame, then deltas, then a key frame again once t
   t.ok(firstTiles, 'then deltas');
   if (firstTiles?.header.type === 'tiles') {
     t.equal(firstTiles.header.copy, null);
-    t.ok(firstTiles.header.rects.every((r) => r.y === 64 && r.h === 6 && r.w === 64), 'only the changed tiles of the bottom row (64x6)');
+    t.ok(firstTiles.header.rects.every((r) => r.y === 66 && r.h === 1 && r.w === 64), 'only the changed row of the changed tiles (64x1)');
   }
   // Each key frame after the first comes once the deltas since the previous one outweigh it, never before.
   let key = 0;

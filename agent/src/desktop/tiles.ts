@@ -155,6 +155,20 @@ export function applyCopy(rgb: Buffer, width: number, c: CopyRect): Buffer {
   return out;
 }
 
+/**
+ * `r` without its unchanged rows at the top and bottom (`ref` is what the viewer holds): a line of text
+ * in a terminal is 13 rows, not the 64 of its tile row.
+ */
+export function trimRows(ref: Buffer, cur: Buffer, width: number, r: Rect): Rect {
+  const stride = width * 3;
+  const same = (y: number) => ref.compare(cur, y * stride + r.x * 3, y * stride + (r.x + r.w) * 3, y * stride + r.x * 3, y * stride + (r.x + r.w) * 3) === 0;
+  let y0 = r.y;
+  let y1 = r.y + r.h;
+  while (y0 < y1 - 1 && same(y0)) y0++;
+  while (y1 - 1 > y0 && same(y1 - 1)) y1--;
+  return { x: r.x, y: y0, w: r.w, h: y1 - y0 };
+}
+
 /** What changed from `prev` to `cur` (same size), or null when nothing did. */
 export function diffFrames(prev: Buffer, cur: Buffer, width: number, height: number): Delta | null {
   const grid = changedTiles(prev, cur, width, height);
@@ -164,10 +178,11 @@ export function diffFrames(prev: Buffer, cur: Buffer, width: number, height: num
   const box = boundingBox(direct);
   const copy = detectScroll(prev, cur, width, box);
   if (copy) {
-    const after = changedTiles(applyCopy(prev, width, copy), cur, width, height);
-    if (tiles(after) < tiles(grid)) return { copy, rects: groupRects(after, width, height) };
+    const ref = applyCopy(prev, width, copy);
+    const after = changedTiles(ref, cur, width, height);
+    if (tiles(after) < tiles(grid)) return { copy, rects: groupRects(after, width, height).map((r) => trimRows(ref, cur, width, r)) };
   }
-  return { copy: null, rects: direct };
+  return { copy: null, rects: direct.map((r) => trimRows(prev, cur, width, r)) };
 }
 
 /** The pixels of `r` out of a packed-RGB frame, packed. */
