@@ -28,6 +28,7 @@ import { AgentStreamDialer } from '../../control-plane/src/gateway/agent-streams
 import type { GatewayDeps } from '../../control-plane/src/gateway/deps.js';
 import { attachGateway } from '../../control-plane/src/gateway/gateway.js';
 import { EgressCounter } from '../../control-plane/src/gateway/send.js';
+import { decodeScreenTilesMessage } from '../../shared/screen-tiles.js';
 import { startXvfb } from '../../test/helpers/xvfb.js';
 import { line, percentile } from './stats.js';
 
@@ -140,7 +141,14 @@ export async function benchGateway(): Promise<void> {
     line('input message → ack (mouse.move)', summary(ackMs));
 
     const toScreen: number[] = [];
-    for (let i = 0; i < 40; i++) {
+    const tilesToScreen: number[] = [];
+    for (let i = 0; i < 80; i++) {
+      // Even keystrokes timed on the frames viewer, odd ones on a tiles viewer (same xterm, same run).
+      const tiles = i % 2 === 1;
+      const tv = tiles ? await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=tiles`) : null;
+      let tilesFrame: (() => void) | null = null;
+      tv?.on('message', (_d, isBinary) => isBinary && tilesFrame?.());
+      if (tv) await sleep(300);
       // Quiet first: no frame for 150 ms, so the next frame is the one the keystroke caused.
       for (;;) {
         const n = frames;
@@ -148,13 +156,15 @@ export async function benchGateway(): Promise<void> {
         if (frames === n) break;
       }
       const t0 = performance.now();
-      const got = new Promise<void>((resolve) => (onFrame = resolve));
+      const got = new Promise<void>((resolve) => (tiles ? (tilesFrame = resolve) : (onFrame = resolve)));
       void send({ type: 'keyboard.type', text: String.fromCharCode(97 + (i % 26)) });
       await got;
       onFrame = null;
-      toScreen.push(performance.now() - t0);
+      (tiles ? tilesToScreen : toScreen).push(performance.now() - t0);
+      tv?.close();
     }
     line('input → applied on screen (type 1 char, fps 30)', summary(toScreen));
+    line('input → applied on screen, tiles encoding', summary(tilesToScreen));
 
     // Whole-screen change: random text scrolling in a full-screen xterm.
     procs.push(spawn('xterm', ['-geometry', '210x62+0+0', '-e', 'sh', '-c', 'while :; do head -c 20000 /dev/urandom | base64; sleep 0.01; done'], { env, stdio: 'ignore' }));
@@ -176,20 +186,23 @@ export async function benchGateway(): Promise<void> {
       const ws = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=${encoding}`);
       let n = 0;
       let bytes = 0;
+      let copies = 0;
       ws.on('message', (d, isBinary) => {
         if (!isBinary) return;
         n++;
         bytes += (d as Buffer).length;
+        const h = encoding === 'tiles' ? decodeScreenTilesMessage(d as Buffer).header : null;
+        if (h?.type === 'tiles' && h.copy) copies++;
       });
       await sleep(1500);
       const [n0, b0, t0] = [n, bytes, performance.now()];
       await sleep(5000);
       const secs = (performance.now() - t0) / 1000;
       ws.close();
-      return { bps: (bytes - b0) / secs, fps: (n - n0) / secs };
+      return { bps: (bytes - b0) / secs, fps: (n - n0) / secs, copies };
     };
-    const fmt = (r: { bps: number; fps: number }) =>
-      `${r.bps >= 100 * 1024 ? `${((r.bps * 8) / 1e6).toFixed(2)} Mbit/s` : `${(r.bps / 1024).toFixed(2)} KB/s`} ${r.fps.toFixed(1)} frames/s`;
+    const fmt = (r: { bps: number; fps: number; copies: number }) =>
+      `${r.bps >= 100 * 1024 ? `${((r.bps * 8) / 1e6).toFixed(2)} Mbit/s` : `${(r.bps / 1024).toFixed(2)} KB/s`} ${r.fps.toFixed(1)} frames/s${r.copies ? ` (${r.copies} scroll copies)` : ''}`;
     const compare = async (what: string, target: string) => {
       const frames = await measure('frames');
       const tiles = await measure('tiles');
