@@ -70,6 +70,12 @@ export const ScreenStreamQuery = z.strictObject({
   quality: queryInt(1, 100).default(60),
   /** Frame-rate cap; frames are only sent when the screen changed. */
   fps: queryInt(1, MAX_SCREEN_FPS).default(10),
+  /**
+   * `frames` (default): a whole image per change. `tiles`: a whole image (key frame) first, after a size
+   * change and when the deltas since the last one outweigh it; in between only what changed (`tiles`
+   * messages: a scroll copy and rectangles), docs/gateway.md "Screen encodings".
+   */
+  encoding: z.enum(['frames', 'tiles']).default('frames'),
 });
 export type ScreenStreamQuery = z.infer<typeof ScreenStreamQuery>;
 
@@ -159,6 +165,41 @@ export const MAX_SCREEN_HEADER_BYTES = 4096;
 export const MAX_SCREEN_FRAME_BYTES = 32 * 1024 * 1024;
 
 const ScreenDim = z.number().int().min(0).max(16384);
+/** Rectangles in one `tiles` message (the agent sends at most 48; the header bound caps it anyway). */
+export const MAX_SCREEN_RECTS = 64;
+const Offset = z.number().int().min(0).max(16384);
+const Extent = z.number().int().min(1).max(16384);
+export const ScreenTileRect = z.strictObject({ x: Offset, y: Offset, w: Extent, h: Extent, bytes: z.number().int().min(1).max(MAX_SCREEN_FRAME_BYTES) });
+export const ScreenCopyRect = z.strictObject({ sx: Offset, sy: Offset, x: Offset, y: Offset, w: Extent, h: Extent });
+const inside = (r: { x: number; y: number; w: number; h: number }, width: number, height: number) => r.x + r.w <= width && r.y + r.h <= height;
+/**
+ * What changed since the previous message: copy `copy` (the viewer's own pixels, a scroll), then paint
+ * each rect's image (its `bytes` of the payload, in order) at its place. Every rectangle lies within the
+ * frame and the sizes add up to `bytes`, or the message is refused.
+ */
+const TilesMessage = z
+  .object({
+    type: z.literal('tiles'),
+    seq: z.number().int().min(0),
+    format: z.enum(['jpeg', 'webp']),
+    width: ScreenDim,
+    height: ScreenDim,
+    captured_at: z.number().finite(),
+    copy: ScreenCopyRect.nullable(),
+    rects: z.array(ScreenTileRect).max(MAX_SCREEN_RECTS),
+    bytes: z.number().int().min(0).max(MAX_SCREEN_FRAME_BYTES),
+  })
+  .superRefine((m, ctx) => {
+    if (!m.copy && m.rects.length === 0) ctx.addIssue({ code: 'custom', path: ['rects'], message: 'empty delta' });
+    if (m.copy && !(inside(m.copy, m.width, m.height) && inside({ ...m.copy, x: m.copy.sx, y: m.copy.sy }, m.width, m.height))) {
+      ctx.addIssue({ code: 'custom', path: ['copy'], message: 'outside the frame' });
+    }
+    m.rects.forEach((r, i) => {
+      if (!inside(r, m.width, m.height)) ctx.addIssue({ code: 'custom', path: ['rects', i], message: 'outside the frame' });
+    });
+    if (m.rects.reduce((n, r) => n + r.bytes, 0) !== m.bytes) ctx.addIssue({ code: 'custom', path: ['bytes'], message: 'not the sum of the rects' });
+  });
+export type ScreenTilesMessage = z.infer<typeof TilesMessage>;
 export const ScreenMessage = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('frame'),
@@ -171,6 +212,7 @@ export const ScreenMessage = z.discriminatedUnion('type', [
   }),
   z.object({ type: z.literal('status'), up: z.boolean(), width: ScreenDim, height: ScreenDim, bytes: z.literal(0) }),
   z.object({ type: z.literal('keepalive'), bytes: z.literal(0) }),
+  TilesMessage,
 ]);
 export type ScreenMessage = z.infer<typeof ScreenMessage>;
 

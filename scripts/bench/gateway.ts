@@ -7,7 +7,11 @@
  *  - input → applied on screen: a `keyboard.type` of one character into a focused xterm, from the ws
  *    send until the screen channel delivers the next frame (the agent sends frames only on change);
  *  - input → ack: the input message's round trip;
- *  - screen frames/s at 1280x800 with the whole screen changing continuously (fps cap 30).
+ *  - screen frames/s at 1280x800 with the whole screen changing continuously (fps cap 30);
+ *  - the screen channel's two encodings (`frames`, `tiles`) side by side in the same run, one viewer at a
+ *    time at fps 30, jpeg q60, on the same activity: an idle desktop, a terminal printing ten short lines a
+ *    second, and a long web page in Chromium scrolled by the wheel (3 clicks every 100 ms): bytes/s and
+ *    frames/s (binary messages; for tiles, key frames + deltas) per viewer, measured 5 s each.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -24,6 +28,7 @@ import { AgentStreamDialer } from '../../control-plane/src/gateway/agent-streams
 import type { GatewayDeps } from '../../control-plane/src/gateway/deps.js';
 import { attachGateway } from '../../control-plane/src/gateway/gateway.js';
 import { EgressCounter } from '../../control-plane/src/gateway/send.js';
+import { decodeScreenTilesMessage } from '../../shared/screen-tiles.js';
 import { startXvfb } from '../../test/helpers/xvfb.js';
 import { line, percentile } from './stats.js';
 
@@ -136,7 +141,14 @@ export async function benchGateway(): Promise<void> {
     line('input message → ack (mouse.move)', summary(ackMs));
 
     const toScreen: number[] = [];
-    for (let i = 0; i < 40; i++) {
+    const tilesToScreen: number[] = [];
+    for (let i = 0; i < 80; i++) {
+      // Even keystrokes timed on the frames viewer, odd ones on a tiles viewer (same xterm, same run).
+      const tiles = i % 2 === 1;
+      const tv = tiles ? await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=tiles`) : null;
+      let tilesFrame: (() => void) | null = null;
+      tv?.on('message', (_d, isBinary) => isBinary && tilesFrame?.());
+      if (tv) await sleep(300);
       // Quiet first: no frame for 150 ms, so the next frame is the one the keystroke caused.
       for (;;) {
         const n = frames;
@@ -144,13 +156,15 @@ export async function benchGateway(): Promise<void> {
         if (frames === n) break;
       }
       const t0 = performance.now();
-      const got = new Promise<void>((resolve) => (onFrame = resolve));
+      const got = new Promise<void>((resolve) => (tiles ? (tilesFrame = resolve) : (onFrame = resolve)));
       void send({ type: 'keyboard.type', text: String.fromCharCode(97 + (i % 26)) });
       await got;
       onFrame = null;
-      toScreen.push(performance.now() - t0);
+      (tiles ? tilesToScreen : toScreen).push(performance.now() - t0);
+      tv?.close();
     }
     line('input → applied on screen (type 1 char, fps 30)', summary(toScreen));
+    line('input → applied on screen, tiles encoding', summary(tilesToScreen));
 
     // Whole-screen change: random text scrolling in a full-screen xterm.
     procs.push(spawn('xterm', ['-geometry', '210x62+0+0', '-e', 'sh', '-c', 'while :; do head -c 20000 /dev/urandom | base64; sleep 0.01; done'], { env, stdio: 'ignore' }));
@@ -164,6 +178,60 @@ export async function benchGateway(): Promise<void> {
     line('screen frames/s at 1280x800 (jpeg q60, cap 30)', `${fps.toFixed(1)} frames/s, ${((frameBytes - b0) / secs / 1024 / 1024).toFixed(2)} MB/s, ${((frameBytes - b0) / Math.max(1, frames - f0) / 1024).toFixed(0)} KB/frame`);
     line('egress counted for the machine', `${(egress.peek(MID) / 1024 / 1024).toFixed(1)} MB`);
     viewer.close();
+    for (const p of procs.splice(2)) p.kill('SIGTERM');
+    await sleep(1000);
+
+    /** One viewer of `encoding` for 5 s after a 1.5 s settle (its joining key frame not counted). */
+    const measure = async (encoding: 'frames' | 'tiles') => {
+      const ws = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=${encoding}`);
+      let n = 0;
+      let bytes = 0;
+      let copies = 0;
+      ws.on('message', (d, isBinary) => {
+        if (!isBinary) return;
+        n++;
+        bytes += (d as Buffer).length;
+        const h = encoding === 'tiles' ? decodeScreenTilesMessage(d as Buffer).header : null;
+        if (h?.type === 'tiles' && h.copy) copies++;
+      });
+      await sleep(1500);
+      const [n0, b0, t0] = [n, bytes, performance.now()];
+      await sleep(5000);
+      const secs = (performance.now() - t0) / 1000;
+      ws.close();
+      return { bps: (bytes - b0) / secs, fps: (n - n0) / secs, copies };
+    };
+    const fmt = (r: { bps: number; fps: number; copies: number }) =>
+      `${r.bps >= 100 * 1024 ? `${((r.bps * 8) / 1e6).toFixed(2)} Mbit/s` : `${(r.bps / 1024).toFixed(2)} KB/s`} ${r.fps.toFixed(1)} frames/s${r.copies ? ` (${r.copies} scroll copies)` : ''}`;
+    const compare = async (what: string, target: string) => {
+      const frames = await measure('frames');
+      const tiles = await measure('tiles');
+      line(`screen ${what}: frames | tiles`, `${fmt(frames)}  |  ${fmt(tiles)}   (target for tiles: ${target})`);
+    };
+    await compare('idle desktop', '≤ 1 KB/s');
+    const printer = spawn('xterm', ['-geometry', '100x30+0+0', '-e', 'sh', '-c', 'i=0; while :; do i=$((i+1)); echo "short line $i"; sleep 0.1; done'], { env, stdio: 'ignore' });
+    procs.push(printer);
+    await sleep(1500);
+    await compare('terminal, 10 short lines/s', '≤ 30 KB/s');
+    printer.kill('SIGTERM');
+    // A long page: headings, paragraphs and coloured boxes, in Chromium (app window, 1280x800, no smooth scrolling).
+    const page = path.join(dir, 'long.html');
+    const para = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. '.repeat(3);
+    fs.writeFileSync(page, `<!doctype html><body style="font:16px sans-serif;margin:40px">${Array.from({ length: 400 }, (_x, i) =>
+      `<h2>Section ${i}</h2><p>${para}</p>${i % 5 === 0 ? `<div style="height:80px;background:hsl(${(i * 37) % 360},60%,70%)"></div>` : ''}`).join('')}</body>`);
+    procs.push(spawn('chromium', ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-smooth-scrolling', `--user-data-dir=${path.join(dir, 'chromium')}`,
+      '--window-position=0,0', '--window-size=1280,800', `--app=file://${page}`], { env, stdio: 'ignore' }));
+    await sleep(5000);
+    let scrolling = true;
+    const scroller = (async () => {
+      for (let i = 0; scrolling; i++) {
+        await send({ type: 'mouse.scroll', direction: Math.floor(i / 150) % 2 ? 'up' : 'down', amount: 3, at: { x: 640, y: 400 } });
+        await sleep(100);
+      }
+    })();
+    await compare('scrolling a long web page', '≤ 3 Mbit/s at ≥ 20 frames/s');
+    scrolling = false;
+    await scroller;
     input.close();
   } finally {
     await gateway.close();

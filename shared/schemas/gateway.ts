@@ -78,11 +78,23 @@ export type ScreenStatusMessage = {
   width: number;
   height: number;
   format: 'jpeg' | 'webp';
+  /** What binary messages are (the channel's `encoding` parameter): see ScreenServerMessage. */
+  encoding: 'frames' | 'tiles';
   /** `compute_unavailable` while there are no frames (desktop down, machine stopped or unreachable). */
   code: 'compute_unavailable' | null;
   message: string | null;
 };
-/** Sent first, then on every up/down or size change; binary messages in between are bare images. */
+/**
+ * Text: the status, sent first, then on every up/down or size change. Binary, by the negotiated
+ * `encoding` (`?encoding=`, default `frames`, which is all that viewers from before it know):
+ * - `frames`: each message is one bare image of the whole screen.
+ * - `tiles`: each message is `[u32 BE header length][header JSON][payload]` (the agent's framing,
+ *   shared/agent-protocol.ts, re-framed by the gateway from the parsed header): a `frame` header = the
+ *   payload is a whole image (a key frame: always the first message, and after a size change); a `tiles`
+ *   header = copy `copy` (sx, sy, w, h → x, y) within the viewer's own picture, then paint each of
+ *   `rects` (x, y, w, h, bytes: consecutive slices of the payload, each an image) at its place.
+ *   `decodeScreenTilesMessage` (shared/screen-tiles.ts) parses one.
+ */
 export type ScreenServerMessage = ScreenStatusMessage;
 
 // ---------------------------------------------------------------------------------------------

@@ -1,12 +1,16 @@
 /**
  * Gateway logic in isolation: the token bucket with a fake clock, the egress counter, and the gateway
  * on a real loopback HTTP server with stub dependencies (fencing decisions scripted by the test, agent
- * calls recorded), slow event consumers, and shutdown.
+ * calls recorded), slow event consumers, shutdown, and the screen channel's `tiles` encoding over a
+ * scripted (honest or hostile) agent screen stream.
  */
 import t, { type Test } from 'tap';
 import http from 'node:http';
+import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { encodeScreenMessage } from '../../shared/agent-protocol.js';
 import { AppError } from '../../shared/errors.js';
+import { decodeScreenTilesMessage } from '../../shared/screen-tiles.js';
 import type { Principal } from '../../control-plane/src/context.js';
 import type { AgentCall, GatewayDeps } from '../../control-plane/src/gateway/deps.js';
 import { attachGateway } from '../../control-plane/src/gateway/gateway.js';
@@ -205,4 +209,132 @@ t.test('routing, refusals and shutdown', async (t) => {
   t.equal((await screen.closedP).code, 1001, 'shutdown closes channels with 1001');
   const after = await connect(`${s.url}/v1/machines/${MID}/screen`, auth).catch((e: Error) => e);
   t.notOk(after instanceof WsClient, 'no new channels after close');
+});
+
+/**
+ * A scripted agent screen stream: a real HTTP/2 server whose /screen/stream writes the messages the test
+ * chose for that stream's `fps` and encoding (script `2` for fps=2, `2t` for fps=2&encoding=tiles) and
+ * then stays open.
+ */
+async function scriptedScreenAgent(t: Test, scripts: Record<string, Buffer[]>) {
+  const paths: string[] = [];
+  const server = http2.createServer();
+  server.on('stream', (stream, headers) => {
+    const p = String(headers[':path']);
+    paths.push(p);
+    const q = new URL(p, 'http://agent').searchParams;
+    const script = `${q.get('fps')}${q.get('encoding') === 'tiles' ? 't' : ''}`;
+    stream.on('error', () => {}); // the gateway resets streams it refuses
+    stream.respond({ ':status': 200 });
+    for (const m of scripts[script] ?? []) stream.write(m);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const session = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  t.teardown(async () => {
+    session.destroy();
+    await new Promise<void>((r) => server.close(() => r()));
+  });
+  const openAgentStream: GatewayDeps['openAgentStream'] = (_o, _m, req) => new Promise((resolve, reject) => {
+    const stream = session.request({ ':method': req.method, ':path': req.path });
+    stream.once('response', (headers) => resolve({ status: Number(headers[':status']), headers, stream }));
+    stream.once('error', reject);
+  });
+  return { paths, openAgentStream };
+}
+
+t.test('screen tiles: negotiated per viewer, key frame first, hostile deltas refused', async (t) => {
+  const status = encodeScreenMessage({ type: 'status', up: true, width: 128, height: 64, bytes: 0 });
+  const base = { seq: 0, format: 'jpeg' as const, width: 128, height: 64, captured_at: 1763800000000 };
+  const key = encodeScreenMessage({ type: 'frame', ...base, bytes: 4 }, Buffer.from('KEY!'));
+  const delta = (rect: { x: number; y: number; w: number; h: number }, seq = 1, size = { width: 128, height: 64 }) =>
+    encodeScreenMessage({ type: 'tiles', ...base, ...size, seq, copy: null, rects: [{ ...rect, bytes: 3 }], bytes: 3 }, Buffer.from(`T${seq}_`.slice(0, 3)));
+  const good = delta({ x: 64, y: 0, w: 64, h: 64 });
+  /** A hostile delta whose header the agent framing itself cannot express: written raw. */
+  const rawTiles = (header: object, payload: Buffer) => {
+    const json = Buffer.from(JSON.stringify(header));
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(json.length);
+    return Buffer.concat([len, json, payload]);
+  };
+  const outside = rawTiles({ type: 'tiles', ...base, seq: 2, copy: null, rects: [{ x: 100, y: 0, w: 64, h: 64, bytes: 3 }], bytes: 3 }, Buffer.from('BAD'));
+  const agent = await scriptedScreenAgent(t, {
+    '1': [status, key],
+    '1t': [status, key, good],
+    '2t': [status, key, good, outside, delta({ x: 0, y: 0, w: 64, h: 64 }, 3)],
+    '3t': [status, key, delta({ x: 0, y: 0, w: 64, h: 64 }, 1, { width: 256, height: 64 })],
+    '4t': [status, delta({ x: 0, y: 0, w: 64, h: 64 }, 1), key, good],
+    '5t': [status, key, ...Array.from({ length: 5 }, (_x, i) => delta({ x: 0, y: 0, w: 64, h: 64 }, i + 1))],
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  const s = await stubGateway(t, { openAgentStream: agent.openAgentStream, log: (l) => logs.push(l) }, { screen: { retryMs: 60_000, maxReplay: key.length + 2 * good.length } });
+  const auth = { authorization: `Bearer ${KEY}` };
+  const screen = (q: string) => open(`${s.url}/v1/machines/${MID}/screen?${q}`, auth);
+  const decoded = (c: WsClient) => c.binaries.map((b) => {
+    const m = decodeScreenTilesMessage(b);
+    return { type: m.header.type, seq: m.header.seq, images: m.images.map((i) => `${i.x},${i.y}:${Buffer.from(i.data).toString()}`) };
+  });
+
+  await t.test('an honest stream: the key frame, then the delta; a late viewer gets both; frames viewers get bare images', async (t) => {
+    const a = await screen('fps=1&encoding=tiles');
+    await a.waitFor(() => a.binaries.length >= 2, 'key + delta');
+    t.match(a.text('status')[0], { up: true, width: 128, height: 64, format: 'jpeg', encoding: 'tiles' });
+    t.same(decoded(a), [{ type: 'frame', seq: 0, images: ['0,0:KEY!'] }, { type: 'tiles', seq: 1, images: ['64,0:T1_'] }]);
+    const late = await screen('fps=1&encoding=tiles');
+    await late.waitFor(() => late.binaries.length >= 2, 'the replayed picture');
+    t.same(decoded(late), decoded(a), 'a joining viewer is sent the key frame and the deltas since, in order');
+    t.equal(s.gw.screenStreams().filter((x) => x.key.endsWith('|tiles')).length, 1, 'tiles viewers share one agent stream');
+    const old = await screen('fps=1');
+    await old.waitFor(() => old.binaries.length >= 1, 'a frames viewer\'s image');
+    t.same(old.binaries.map((b) => b.toString()), ['KEY!'], 'the default encoding: bare images only, never a delta');
+    t.match(old.text('status')[0], { encoding: 'frames' });
+    t.same(agent.paths.filter((p) => p.includes('fps=1')).sort(), [
+      '/screen/stream?format=jpeg&quality=60&fps=1',
+      '/screen/stream?format=jpeg&quality=60&fps=1&encoding=tiles',
+    ], 'the agent is asked for tiles only by tiles viewers (older agents never see the parameter)');
+    await Promise.all([a.close(), late.close(), old.close()]);
+  });
+
+  await t.test('a rectangle outside the frame ends the agent stream before anything of it reaches a viewer', async (t) => {
+    const c = await screen('fps=2&encoding=tiles');
+    await c.waitFor(() => c.text('status').find((m) => m.up === false), 'the screen reported down');
+    // The messages before it may be dropped with it (they can arrive in the same chunk); nothing after is sent.
+    t.ok(decoded(c).every((m) => m.seq < 2), 'nothing from the bad delta on');
+    t.notOk(c.binaries.some((m) => m.includes('BAD')), 'the bad rectangle\'s image never reaches a viewer');
+    t.match(logs.find((l) => l.event === 'agent_protocol_violation'), { channel: 'screen', reason: /rects\.0/ });
+    await c.close();
+  });
+
+  await t.test('a delta for another size than the announced one is a violation', async (t) => {
+    const before = logs.length;
+    const c = await screen('fps=3&encoding=tiles');
+    await c.waitFor(() => c.text('status').find((m) => m.up === false), 'the screen reported down');
+    t.same(decoded(c), [{ type: 'frame', seq: 0, images: ['0,0:KEY!'] }]);
+    t.match(logs.slice(before), [{ event: 'agent_protocol_violation', reason: 'tiles that do not fit the picture' }]);
+    await c.close();
+  });
+
+  await t.test('a delta before any key frame is not forwarded', async (t) => {
+    const c = await screen('fps=4&encoding=tiles');
+    await c.waitFor(() => c.binaries.length >= 2, 'key + delta');
+    t.same(decoded(c).map((m) => m.type), ['frame', 'tiles']);
+    await c.close();
+  });
+
+  await t.test('a history above maxReplay is dropped: a late viewer waits for the next key frame', async (t) => {
+    const a = await screen('fps=5&encoding=tiles');
+    await a.waitFor(() => a.binaries.length >= 3, 'what fits');
+    const late = await screen('fps=5&encoding=tiles');
+    await late.waitFor(() => late.text('status').length >= 1, 'status');
+    // A ping round trip each: anything the gateway sent before has arrived before the pong.
+    for (const c of [late, a]) {
+      await new Promise<void>((r) => {
+        c.ws.once('pong', () => r());
+        c.ws.ping();
+      });
+    }
+    t.same(late.binaries, [], 'no deltas without their key frame');
+    // maxReplay holds exactly the key frame and two deltas: the third does not fit.
+    t.same(decoded(a).map((m) => m.seq), [0, 1, 2], 'deltas beyond the replay bound were not sent');
+    await Promise.all([a.close(), late.close()]);
+  });
 });

@@ -31,6 +31,8 @@ export interface GatewayRig {
   desktop: Desktop;
   gateway: Gateway;
   egress: EgressCounter;
+  /** The HTTP port the control plane (and the dashboard, if asked for) listens on. */
+  port: number;
   /** Everything the gateway logged. */
   gatewayLogs: LogLine[];
   /** ws://127.0.0.1:port */
@@ -44,7 +46,8 @@ export interface GatewayRig {
   desktopUp(): Promise<{ width: number; height: number }>;
 }
 
-export async function startGatewayRig(t: Test, opts: { gateway?: GatewayOptions; xvfb?: { width: number; height: number } } = {}): Promise<GatewayRig> {
+/** `dashboardDir`: also serve the built dashboard (test/helpers/dashboard.ts `builtDashboard`). */
+export async function startGatewayRig(t: Test, opts: { gateway?: GatewayOptions; xvfb?: { width: number; height: number }; dashboardDir?: string } = {}): Promise<GatewayRig> {
   const xvfb = await startXvfb(opts.xvfb);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-rig-'));
   const desktop = await createDesktop({ display: xvfb.display, fbdir: xvfb.fbdir, log: () => {}, browser: { command: 'chromium', sandbox: false, userName: 'agent' } });
@@ -60,7 +63,7 @@ export async function startGatewayRig(t: Test, opts: { gateway?: GatewayOptions;
       agentServer.emit('connection', end);
     },
   });
-  const rig = makeMachinesRig({ substrate: sub, services: { readyProbe: false } });
+  const rig = makeMachinesRig({ substrate: sub, services: { readyProbe: false }, ...(opts.dashboardDir ? { dashboardDir: opts.dashboardDir } : {}) });
   const egress = new EgressCounter();
   const gatewayLogs: LogLine[] = [];
   const served = await serveWithGateway(rig, { deps: { egress, log: (l) => gatewayLogs.push(l) }, gateway: opts.gateway });
@@ -81,6 +84,7 @@ export async function startGatewayRig(t: Test, opts: { gateway?: GatewayOptions;
   const api: GatewayRig['api'] = (method, p, body, headers) => rig.call(method, p, { key: tenant.key, body, headers });
   return {
     rig, sub, xvfb, desktop, gateway, egress, gatewayLogs, tenant, machineId, api,
+    port: served.port,
     wsBase: served.wsBase,
     auth: { authorization: `Bearer ${tenant.key}` },
     async desktopUp() {

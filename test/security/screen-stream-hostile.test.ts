@@ -49,6 +49,27 @@ t.test('hostile lengths are refused at once, never looped on or buffered', async
   refuses(t, [Buffer.from([0, 0, 0, 0])], 'header length 0');
 });
 
+t.test('hostile tiles (deltas) are refused: every rectangle within the frame, sizes adding up, bounded', async (t) => {
+  const T = { type: 'tiles', seq: 1, format: 'jpeg', width: 1280, height: 800, captured_at: 1763800000000, copy: null };
+  const rect = { x: 0, y: 0, w: 64, h: 64, bytes: 10 };
+  const ok = raw({ ...T, rects: [rect], bytes: 10 }, Buffer.alloc(10));
+  t.same(new ScreenStreamDecoder().push(ok).map((m) => m.header.type), ['tiles'], 'a valid delta decodes');
+  refuses(t, [raw({ ...T, rects: [{ ...rect, x: 1240 }], bytes: 10 }, Buffer.alloc(10))], 'a rectangle past the right edge');
+  refuses(t, [raw({ ...T, rects: [{ ...rect, y: 760 }], bytes: 10 }, Buffer.alloc(10))], 'a rectangle past the bottom');
+  refuses(t, [raw({ ...T, rects: [{ ...rect, x: -64 }], bytes: 10 }, Buffer.alloc(10))], 'a negative offset');
+  refuses(t, [raw({ ...T, rects: [{ ...rect, w: 0 }], bytes: 10 }, Buffer.alloc(10))], 'an empty rectangle');
+  refuses(t, [raw({ ...T, rects: [{ ...rect, w: 2 ** 40 }], bytes: 10 }, Buffer.alloc(10))], 'a huge rectangle');
+  refuses(t, [raw({ ...T, rects: [rect, rect], bytes: 10 }, Buffer.alloc(10))], 'sizes that do not add up to the payload');
+  refuses(t, [raw({ ...T, rects: [{ ...rect, bytes: 0 }], bytes: 0 })], 'a rectangle without an image');
+  refuses(t, [raw({ ...T, rects: Array.from({ length: 65 }, () => ({ ...rect, bytes: 1 })), bytes: 65 }, Buffer.alloc(65))], 'more than 64 rectangles');
+  refuses(t, [raw({ ...T, rects: [], bytes: 0 })], 'a delta with nothing in it');
+  refuses(t, [raw({ ...T, rects: [{ ...rect, src: '/etc/passwd' }], bytes: 10 }, Buffer.alloc(10))], 'an unknown field in a rectangle');
+  refuses(t, [raw({ ...T, copy: { sx: 0, sy: 790, x: 0, y: 0, w: 1280, h: 20 }, rects: [], bytes: 0 })], 'a copy from outside the frame');
+  refuses(t, [raw({ ...T, copy: { sx: 0, sy: 0, x: 1, y: 0, w: 1280, h: 20 }, rects: [], bytes: 0 })], 'a copy to outside the frame');
+  t.same(new ScreenStreamDecoder().push(raw({ ...T, copy: { sx: 0, sy: 10, x: 0, y: 0, w: 1280, h: 790 }, rects: [], bytes: 0 })).map((m) => m.header.type), ['tiles'],
+    'a scroll that exposes nothing new decodes');
+});
+
 t.test('truncated and split streams wait for the rest and decode exactly', async (t) => {
   const payload = Buffer.from(Array.from({ length: 3000 }, (_, i) => i % 251));
   const stream = Buffer.concat([

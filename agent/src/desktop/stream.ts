@@ -4,11 +4,18 @@
  * most `fps` per second), a `status` on every up/down or size change, a `keepalive` after
  * KEEPALIVE_MS without anything else. Under backpressure frames are skipped, never queued: the
  * next frame sent after 'drain' is a fresh capture, so a slow viewer sees fewer frames, not old ones.
+ *
+ * Encoding `tiles`: the first frame after a start or size change is a whole `frame` (the key frame),
+ * later changes are `tiles` messages (tiles.ts) against the previous capture. Skipping under backpressure
+ * is still safe: the next delta is computed against the last frame *sent*, not the last captured. A
+ * key frame is sent again once the deltas since the last one add up to more than it, so whoever replays
+ * "key frame + deltas since" to a joining viewer (the gateway) never replays more than twice a frame.
  */
 import type { Writable } from 'node:stream';
 import { encodeScreenMessage } from '../../../shared/agent-protocol.js';
 import type { Desktop } from './desktop.js';
 import { encodeRgb, type RawFrame } from './screen.js';
+import { cropRgb, diffFrames, isWhole } from './tiles.js';
 
 export const KEEPALIVE_MS = 5_000;
 
@@ -16,6 +23,8 @@ export interface StreamOptions {
   format: 'jpeg' | 'webp';
   quality: number;
   fps: number;
+  /** Default 'frames'. */
+  encoding?: 'frames' | 'tiles';
   /** Quiet time before a keepalive (default KEEPALIVE_MS). */
   keepaliveMs?: number;
 }
@@ -31,6 +40,9 @@ export function runScreenStream(desktop: StreamSource, out: Writable, opts: Stre
   let seq = 0;
   let prev: RawFrame | null = null;
   let lastSent = Date.now();
+  /** Tiles: bytes of the last key frame and of the deltas sent since. */
+  let keyBytes = 0;
+  let deltaBytes = 0;
   let status = { up: desktop.isUp, width: desktop.state.width, height: desktop.state.height };
 
   const write = (buf: Buffer) => {
@@ -61,16 +73,31 @@ export function runScreenStream(desktop: StreamSource, out: Writable, opts: Stre
         if (!frame) return;
         if (stopped) return desktop.releaseFrame(frame);
         if (!prev || !prev.rgb.equals(frame.rgb)) {
+          const diff = opts.encoding === 'tiles' && prev && deltaBytes <= keyBytes ? diffFrames(prev.rgb, frame.rgb, frame.width, frame.height) : null;
+          // A delta that repaints everything is a key frame.
+          const delta = diff && !isWhole(diff, frame.width, frame.height) ? diff : null;
           if (prev) desktop.releaseFrame(prev);
           prev = frame;
+          const base = { seq: seq++, format: opts.format, width: frame.width, height: frame.height, captured_at: capturedAt };
+          if (delta) {
+            const rects = [];
+            const images: Buffer[] = [];
+            for (const r of delta.rects) {
+              const img = await encodeRgb(cropRgb(frame.rgb, frame.width, r), r.w, r.h, opts.format, opts.quality);
+              images.push(img);
+              rects.push({ ...r, bytes: img.length });
+            }
+            if (stopped) return;
+            const payload = Buffer.concat(images);
+            deltaBytes += payload.length;
+            write(encodeScreenMessage({ type: 'tiles', ...base, copy: delta.copy, rects, bytes: payload.length }, payload));
+            return;
+          }
           const img = await encodeRgb(frame.rgb, frame.width, frame.height, opts.format, opts.quality);
           if (stopped) return;
-          write(
-            encodeScreenMessage(
-              { type: 'frame', seq: seq++, format: opts.format, width: frame.width, height: frame.height, captured_at: capturedAt, bytes: img.length },
-              img,
-            ),
-          );
+          keyBytes = img.length;
+          deltaBytes = 0;
+          write(encodeScreenMessage({ type: 'frame', ...base, bytes: img.length }, img));
           return;
         }
         desktop.releaseFrame(frame);

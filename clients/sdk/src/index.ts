@@ -230,7 +230,9 @@ export class MachineHandle {
   }
   /**
    * Screen frames (the gateway's screen channel) as an async iterator of encoded images; `break` or
-   * `close()` ends it. A refused handshake rejects with the envelope's ComputerError.
+   * `close()` ends it. A refused handshake rejects with the envelope's ComputerError. Always the `frames`
+   * encoding (whole images a program can save or hand to a model): `tiles` would need an image decoder to
+   * composite, which the SDK does not depend on (docs/gateway.md "Screen encodings").
    */
   async screenFrames(q: { format?: 'jpeg' | 'webp'; quality?: number; fps?: number; onStatus?: (s: ScreenStream['status'] & {}) => void } = {}): Promise<ScreenStream> {
     const g = this.client.gateway();

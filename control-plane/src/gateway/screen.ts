@@ -1,15 +1,23 @@
 /**
- * Screen channel: one agent screen stream per (machine, format, quality, fps), shared by every viewer
- * asking for those parameters. Frames go to viewers as binary messages, status changes as JSON.
+ * Screen channel: one agent screen stream per (machine, format, quality, fps, encoding), shared by every
+ * viewer asking for those parameters. Status changes go to viewers as JSON; pictures as binary messages:
+ * encoding `frames`, bare images; encoding `tiles`, the agent's `frame` (key) and `tiles` (delta)
+ * messages re-framed from their parsed headers (docs/gateway.md "Screen encodings").
+ *
+ * The current picture is kept as the messages that make it: `frames`, the newest image; `tiles`, the last
+ * key frame and the deltas since (the agent sends a key frame again once deltas outweigh it; the gateway
+ * also drops a history above `maxReplay` and waits for the next key frame, so a hostile agent cannot make
+ * it grow). A viewer that joins, or that fell behind, is sent the whole current picture; deltas only reach
+ * a viewer that has every message before them.
  *
  * Invariant (backpressure): a viewer whose socket holds more than `maxBuffered` unsent bytes gets
- * no new frame; when it has drained it gets the newest frame (never a queue of old ones). So a stalled
- * viewer costs at most maxBuffered + one frame of memory and never delays anyone else.
+ * nothing new; when it has drained it gets the current picture (never a queue of old ones). So a stalled
+ * viewer costs at most maxBuffered + one picture of memory and never delays anyone else.
  */
 import http2 from 'node:http2';
 import { WebSocket } from 'ws';
 import { AppError } from '../../../shared/errors.js';
-import { ScreenStreamDecoder, ScreenStreamError } from '../../../shared/agent-protocol.js';
+import { encodeScreenMessage, ScreenStreamDecoder, ScreenStreamError } from '../../../shared/agent-protocol.js';
 import { CLOSE_CODES, type ScreenChannelQuery, type ScreenStatusMessage } from '../../../shared/schemas/gateway.js';
 import { readAgentError } from './agent-streams.js';
 import type { GatewayDeps, OpenedStream } from './deps.js';
@@ -27,13 +35,15 @@ export interface ScreenLimits {
    * sends a keepalive every 5 s; a replaced one may trickle a frame forever).
    */
   idleMs: number;
+  /** Encoding `tiles`: the most bytes of key frame + deltas kept to bring a viewer up to date. */
+  maxReplay: number;
 }
 
-export const DEFAULT_SCREEN_LIMITS: ScreenLimits = { maxBuffered: 1024 * 1024, retryMs: 1000, catchUpMs: 100, idleMs: 20_000 };
+export const DEFAULT_SCREEN_LIMITS: ScreenLimits = { maxBuffered: 1024 * 1024, retryMs: 1000, catchUpMs: 100, idleMs: 20_000, maxReplay: 8 * 1024 * 1024 };
 
 interface Viewer {
   ws: WebSocket;
-  /** Missed the newest frame because its socket was full. */
+  /** Missed a message because its socket was full: gets the whole current picture next. */
   behind: boolean;
 }
 
@@ -42,7 +52,9 @@ class SharedScreen {
   private status: ScreenStatusMessage;
   /** Whether `status` reflects the agent yet (viewers are told nothing before that). */
   private known = false;
-  private lastFrame: Buffer | null = null;
+  /** The messages that make the current picture (see the file comment); empty while there is none. */
+  private picture: Buffer[] = [];
+  private pictureBytes = 0;
   private agent: OpenedStream | null = null;
   private retry: NodeJS.Timeout | null = null;
   private catchUp: NodeJS.Timeout | null = null;
@@ -58,7 +70,7 @@ class SharedScreen {
     private readonly q: ScreenChannelQuery,
     private readonly onEmpty: () => void,
   ) {
-    this.status = { type: 'status', up: false, width: 0, height: 0, format: q.format, code: 'compute_unavailable', message: 'Connecting to the machine.' };
+    this.status = { type: 'status', up: false, width: 0, height: 0, format: q.format, encoding: q.encoding, code: 'compute_unavailable', message: 'Connecting to the machine.' };
     void this.open();
   }
 
@@ -67,19 +79,19 @@ class SharedScreen {
     this.viewers.add(v);
     if (this.known) sendJson(ws, this.deps.egress, this.machineId, this.status);
     // The agent only sends frames on change: a new viewer gets the current picture at once.
-    if (this.status.up && this.lastFrame) this.sendFrame(v, this.lastFrame);
+    this.sendPicture(v);
     ws.once('close', () => {
       this.viewers.delete(v);
       if (this.viewers.size === 0) this.stop();
     });
   }
 
-  private setStatus(next: Omit<ScreenStatusMessage, 'type' | 'format'>): void {
+  private setStatus(next: Omit<ScreenStatusMessage, 'type' | 'format' | 'encoding'>): void {
     const s = this.status;
     if (this.known && s.up === next.up && s.width === next.width && s.height === next.height && s.code === next.code) return;
     this.known = true;
-    if (!next.up || next.width !== s.width || next.height !== s.height) this.lastFrame = null;
-    this.status = { type: 'status', format: this.q.format, ...next };
+    if (!next.up || next.width !== s.width || next.height !== s.height) this.setPicture([]);
+    this.status = { type: 'status', format: this.q.format, encoding: this.q.encoding, ...next };
     for (const v of this.viewers) sendJson(v.ws, this.deps.egress, this.machineId, this.status);
   }
 
@@ -89,7 +101,8 @@ class SharedScreen {
 
   private async open(): Promise<void> {
     if (this.stopped) return;
-    const path = `/screen/stream?format=${this.q.format}&quality=${this.q.quality}&fps=${this.q.fps}`;
+    // `encoding` only when it is not the default, so agents that predate it still serve `frames`.
+    const path = `/screen/stream?format=${this.q.format}&quality=${this.q.quality}&fps=${this.q.fps}${this.q.encoding === 'tiles' ? '&encoding=tiles' : ''}`;
     let o: OpenedStream;
     try {
       o = await this.deps.openAgentStream(this.orgId, this.machineId, { method: 'GET', path, duplex: false });
@@ -136,7 +149,16 @@ class SharedScreen {
           if (header.width !== this.status.width || header.height !== this.status.height) {
             this.setStatus({ up: true, width: header.width, height: header.height, code: null, message: null });
           }
-          this.broadcast(payload);
+          this.broadcast(this.q.encoding === 'tiles' ? encodeScreenMessage(header, payload) : payload, true);
+        } else if (header.type === 'tiles') {
+          // A delta applies to the picture of the announced size only; one for another size is a lie.
+          if (this.q.encoding !== 'tiles' || header.width !== this.status.width || header.height !== this.status.height) {
+            this.deps.log?.({ event: 'agent_protocol_violation', machine_id: this.machineId, channel: 'screen', reason: 'tiles that do not fit the picture' });
+            o.stream.close(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+            return;
+          }
+          // Without its key frame (dropped history) a delta means nothing: wait for the next key frame.
+          this.broadcast(encodeScreenMessage(header, payload), false);
         }
       }
     });
@@ -162,21 +184,42 @@ class SharedScreen {
     }, this.limits.retryMs);
   }
 
-  private sendFrame(v: Viewer, frame: Buffer): void {
-    if (v.ws.readyState !== WebSocket.OPEN) return;
-    if (v.ws.bufferedAmount > this.limits.maxBuffered) {
-      this.dropped++;
-      v.behind = true;
-      this.scheduleCatchUp();
-      return;
-    }
-    v.behind = false;
-    sendBinary(v.ws, this.deps.egress, this.machineId, frame);
+  private setPicture(msgs: Buffer[]): void {
+    this.picture = msgs;
+    this.pictureBytes = msgs.reduce((n, m) => n + m.length, 0);
   }
 
-  private broadcast(frame: Buffer): void {
-    this.lastFrame = frame;
-    for (const v of this.viewers) this.sendFrame(v, frame);
+  /** Whether `v` can take more now; if not it is marked behind and will get the whole picture later. */
+  private hasRoom(v: Viewer): boolean {
+    if (v.ws.readyState !== WebSocket.OPEN) return false;
+    if (v.ws.bufferedAmount <= this.limits.maxBuffered) return true;
+    this.dropped++;
+    v.behind = true;
+    this.scheduleCatchUp();
+    return false;
+  }
+
+  /** The whole current picture (a joining viewer, a viewer that fell behind). */
+  private sendPicture(v: Viewer): void {
+    if (!this.status.up || !this.picture.length || !this.hasRoom(v)) return;
+    v.behind = false;
+    for (const m of this.picture) sendBinary(v.ws, this.deps.egress, this.machineId, m);
+  }
+
+  /** A whole picture (`key`: an image, a key frame) replaces the current one; a delta extends it. */
+  private broadcast(msg: Buffer, key: boolean): void {
+    if (key || this.pictureBytes + msg.length > this.limits.maxReplay) this.setPicture([]);
+    if (!key && !this.picture.length) {
+      // No key frame to apply it to (the history outgrew maxReplay, or none came yet): nobody can be
+      // brought up to date until the next key frame.
+      for (const v of this.viewers) v.behind = true;
+      return;
+    }
+    this.setPicture([...this.picture, msg]);
+    for (const v of this.viewers) {
+      if (v.behind) this.sendPicture(v);
+      else if (this.hasRoom(v)) sendBinary(v.ws, this.deps.egress, this.machineId, msg);
+    }
   }
 
   /** Viewers that missed frames get the newest one once their socket has room again. */
@@ -186,7 +229,7 @@ class SharedScreen {
       let anyBehind = false;
       for (const v of this.viewers) {
         if (!v.behind) continue;
-        if (v.ws.bufferedAmount <= this.limits.maxBuffered && this.lastFrame && this.status.up) this.sendFrame(v, this.lastFrame);
+        if (v.ws.bufferedAmount <= this.limits.maxBuffered) this.sendPicture(v);
         anyBehind ||= v.behind;
       }
       if (!anyBehind && this.catchUp) {
@@ -204,7 +247,7 @@ class SharedScreen {
     if (this.catchUp) clearInterval(this.catchUp);
     this.agent?.stream.close(http2.constants.NGHTTP2_CANCEL);
     this.agent = null;
-    this.lastFrame = null;
+    this.setPicture([]);
     this.onEmpty();
   }
 }
@@ -227,7 +270,7 @@ export class ScreenHub {
   }
 
   join(ws: WebSocket, orgId: string, machineId: string, q: ScreenChannelQuery): void {
-    const key = `${machineId}|${q.format}|${q.quality}|${q.fps}`;
+    const key = `${machineId}|${q.format}|${q.quality}|${q.fps}|${q.encoding}`;
     let s = this.shared.get(key);
     if (!s) {
       const created: SharedScreen = new SharedScreen(this.deps, this.limits, orgId, machineId, q, () => {

@@ -5,6 +5,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { InputServerMessage, ScreenStatusMessage } from '../../../../shared/schemas/gateway.js';
+import { decodeScreenTilesMessage, type ScreenTilesMessage } from '../../../../shared/screen-tiles.js';
 import { api, errorText, openChannel } from '../api.js';
 import { keyMessage } from '../keys.js';
 import { watchEvents } from '../machine-events.js';
@@ -14,6 +15,28 @@ import type { LeaseGrant, LeaseState, Machine, Session } from '../types.js';
 type Control = { kind: 'view' } | { kind: 'taking' } | { kind: 'control'; fence: number } | { kind: 'lost'; holder: string; why: string };
 
 const RENEW_MS = 20_000;
+const SCREEN_FPS = 30;
+
+/** One `tiles`-encoded message onto the canvas: a key frame replaces it, a delta copies then paints. */
+async function paint(c: HTMLCanvasElement | null, msg: ScreenTilesMessage): Promise<void> {
+  const type = `image/${msg.header.format}`;
+  const bitmaps = await Promise.all(msg.images.map((i) => createImageBitmap(new Blob([i.data], { type }))));
+  try {
+    if (!c) return;
+    const { width, height } = msg.header;
+    if (c.width !== width || c.height !== height) {
+      c.width = width;
+      c.height = height;
+    }
+    const ctx = c.getContext('2d')!;
+    const copy = msg.header.type === 'tiles' ? msg.header.copy : null;
+    // The canvas as its own source: drawn from a snapshot of itself, so overlapping areas are safe.
+    if (copy) ctx.drawImage(c, copy.sx, copy.sy, copy.w, copy.h, copy.x, copy.y, copy.w, copy.h);
+    msg.images.forEach((img, i) => ctx.drawImage(bitmaps[i]!, img.x, img.y));
+  } finally {
+    for (const b of bitmaps) b.close();
+  }
+}
 
 export function Screen({ machine }: { machine: Machine }) {
   const canvas = useRef<HTMLCanvasElement>(null);
@@ -29,9 +52,10 @@ export function Screen({ machine }: { machine: Machine }) {
     let attempt = 0;
     let drawing = Promise.resolve();
     const connect = () => {
-      ws = openChannel(`/v1/machines/${machine.id}/screen?format=jpeg&quality=70&fps=10`);
+      // Tiles: only what changed is sent (docs/gateway.md "Screen encodings"), painted onto the canvas.
+      ws = openChannel(`/v1/machines/${machine.id}/screen?format=jpeg&quality=70&fps=${SCREEN_FPS}&encoding=tiles`);
       if (!ws) return;
-      ws.binaryType = 'blob';
+      ws.binaryType = 'arraybuffer';
       ws.onmessage = (ev) => {
         if (typeof ev.data === 'string') {
           const st = JSON.parse(ev.data) as ScreenStatusMessage;
@@ -46,20 +70,10 @@ export function Screen({ machine }: { machine: Machine }) {
           setDetail(st.up ? null : st.message);
           return;
         }
-        const blob = ev.data as Blob;
-        // Frames are drawn in order; a slow decode never reorders them.
-        drawing = drawing.then(async () => {
-          const bmp = await createImageBitmap(blob);
-          const c = canvas.current;
-          if (c) {
-            if (c.width !== bmp.width || c.height !== bmp.height) {
-              c.width = bmp.width;
-              c.height = bmp.height;
-            }
-            c.getContext('2d')!.drawImage(bmp, 0, 0);
-          }
-          bmp.close();
-        }).catch(() => {});
+        const msg = decodeScreenTilesMessage(new Uint8Array(ev.data as ArrayBuffer));
+        // Messages are painted in order (a delta applies to the picture before it); a slow decode never
+        // reorders them. Each message's images are decoded first, then painted together.
+        drawing = drawing.then(() => paint(canvas.current, msg)).catch(() => {});
       };
       ws.onclose = (ev) => {
         if (closed) return;

@@ -1,0 +1,203 @@
+/**
+ * Frame differencing for the screen stream's `tiles` encoding (docs/gateway.md, "Screen encodings"):
+ * which parts of a packed-RGB frame changed since the previous one, as a few rectangles on a 64-pixel
+ * grid, and whether the change is a vertical scroll that the viewer can replay by copying pixels it
+ * already has. Pure functions over buffers; the stream (stream.ts) encodes the rectangles.
+ *
+ * Invariant: a delta is exact with respect to what the viewer holds. The viewer applies `copy` to its
+ * picture (a copy of its own pixels) and then paints `rects`; every rectangle is computed against the
+ * previous frame *with the copy applied*, so a wrong scroll guess costs bytes, never a wrong picture.
+ */
+
+export const TILE = 64;
+/** More rectangles than this are sent as their bounding box (keeps the header far below its 4 KiB bound). */
+export const MAX_RECTS = 48;
+/** A scroll is only used when at least this many rows agree on the offset. */
+const MIN_SCROLL_VOTES = 16;
+
+export interface Rect {
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+}
+
+/** Copy the viewer's own pixels at (sx, sy, w, h) to (x, y): a scroll. */
+export interface CopyRect extends Rect {
+  sx: number;
+  sy: number;
+}
+
+export interface Delta {
+  copy: CopyRect | null;
+  /** To be painted (in order) after the copy, from the new frame's pixels. */
+  rects: Rect[];
+}
+
+/** One flag per tile (row-major, `cols` per row): whether any pixel in it differs. */
+export function changedTiles(prev: Buffer, cur: Buffer, width: number, height: number): { cols: number; rows: number; changed: boolean[] } {
+  const cols = Math.ceil(width / TILE);
+  const rows = Math.ceil(height / TILE);
+  const changed = new Array<boolean>(cols * rows).fill(false);
+  const stride = width * 3;
+  for (let ty = 0; ty < rows; ty++) {
+    const y1 = Math.min(height, (ty + 1) * TILE);
+    for (let tx = 0; tx < cols; tx++) {
+      const a = tx * TILE * 3;
+      const b = Math.min(width, (tx + 1) * TILE) * 3;
+      for (let y = ty * TILE; y < y1; y++) {
+        const o = y * stride;
+        if (prev.compare(cur, o + a, o + b, o + a, o + b) !== 0) {
+          changed[ty * cols + tx] = true;
+          break;
+        }
+      }
+    }
+  }
+  return { cols, rows, changed };
+}
+
+/**
+ * Changed tiles as rectangles: runs of changed tiles in a tile row, merged downwards with the run of
+ * the row above when they span the same columns. Clipped to the frame; more than MAX_RECTS become one.
+ */
+export function groupRects(grid: { cols: number; rows: number; changed: boolean[] }, width: number, height: number): Rect[] {
+  const { cols, rows, changed } = grid;
+  const rects: Rect[] = [];
+  /** Rects that end at the previous tile row, by "c0,c1" → index in rects. */
+  let open = new Map<string, number>();
+  for (let ty = 0; ty < rows; ty++) {
+    const next = new Map<string, number>();
+    const y = ty * TILE;
+    const h = Math.min(height, y + TILE) - y;
+    for (let tx = 0; tx < cols; ) {
+      if (!changed[ty * cols + tx]) {
+        tx++;
+        continue;
+      }
+      const c0 = tx;
+      while (tx < cols && changed[ty * cols + tx]) tx++;
+      const key = `${c0},${tx}`;
+      const above = open.get(key);
+      if (above !== undefined) {
+        rects[above]!.h += h;
+        next.set(key, above);
+      } else {
+        const x = c0 * TILE;
+        rects.push({ x, y, w: Math.min(width, tx * TILE) - x, h });
+        next.set(key, rects.length - 1);
+      }
+    }
+    open = next;
+  }
+  if (rects.length <= MAX_RECTS) return rects;
+  return [boundingBox(rects)];
+}
+
+function boundingBox(rects: Rect[]): Rect {
+  const x0 = Math.min(...rects.map((r) => r.x));
+  const y0 = Math.min(...rects.map((r) => r.y));
+  const x1 = Math.max(...rects.map((r) => r.x + r.w));
+  const y1 = Math.max(...rects.map((r) => r.y + r.h));
+  return { x: x0, y: y0, w: x1 - x0, h: y1 - y0 };
+}
+
+/** A 32-bit hash of each row's bytes in columns [x, x + w) (collisions only cost a worse guess). */
+function rowHashes(rgb: Buffer, width: number, box: Rect): Uint32Array {
+  const out = new Uint32Array(box.h);
+  const stride = width * 3;
+  for (let i = 0; i < box.h; i++) {
+    let h = 0x811c9dc5;
+    const start = (box.y + i) * stride + box.x * 3;
+    const end = start + box.w * 3;
+    let o = start;
+    for (; o + 4 <= end; o += 4) h = Math.imul(h ^ rgb.readUInt32LE(o), 0x01000193);
+    for (; o < end; o++) h = Math.imul(h ^ rgb[o]!, 0x01000193);
+    out[i] = h >>> 0;
+  }
+  return out;
+}
+
+/**
+ * The vertical offset by which the content of `box` moved, if most changed rows say so:
+ * `cur` row y equals `prev` row y + dy. Rows whose content occurs once in `prev` vote.
+ */
+export function detectScroll(prev: Buffer, cur: Buffer, width: number, box: Rect): CopyRect | null {
+  if (box.h < MIN_SCROLL_VOTES * 2) return null;
+  const hp = rowHashes(prev, width, box);
+  const hc = rowHashes(cur, width, box);
+  const where = new Map<number, number>();
+  for (let i = 0; i < hp.length; i++) where.set(hp[i]!, where.has(hp[i]!) ? -1 : i);
+  const votes = new Map<number, number>();
+  for (let i = 0; i < hc.length; i++) {
+    if (hc[i] === hp[i]) continue;
+    const j = where.get(hc[i]!);
+    if (j === undefined || j < 0) continue;
+    votes.set(j - i, (votes.get(j - i) ?? 0) + 1);
+  }
+  let dy = 0;
+  let best = 0;
+  for (const [d, n] of votes) if (n > best || (n === best && Math.abs(d) < Math.abs(dy))) [dy, best] = [d, n];
+  if (dy === 0 || best < MIN_SCROLL_VOTES) return null;
+  // Content moved up by dy (> 0: scrolling down the page) or down by -dy, inside the box.
+  const h = box.h - Math.abs(dy);
+  return dy > 0 ? { sx: box.x, sy: box.y + dy, x: box.x, y: box.y, w: box.w, h } : { sx: box.x, sy: box.y, x: box.x, y: box.y - dy, w: box.w, h };
+}
+
+/** `rgb` with `c` applied the way a viewer applies it (a new buffer; `rgb` is not touched). */
+export function applyCopy(rgb: Buffer, width: number, c: CopyRect): Buffer {
+  const out = Buffer.from(rgb);
+  const stride = width * 3;
+  for (let i = 0; i < c.h; i++) {
+    const s = (c.sy + i) * stride + c.sx * 3;
+    rgb.copy(out, (c.y + i) * stride + c.x * 3, s, s + c.w * 3);
+  }
+  return out;
+}
+
+/**
+ * `r` without its unchanged rows at the top and bottom (`ref` is what the viewer holds): a line of text
+ * in a terminal is 13 rows, not the 64 of its tile row.
+ */
+export function trimRows(ref: Buffer, cur: Buffer, width: number, r: Rect): Rect {
+  const stride = width * 3;
+  const same = (y: number) => ref.compare(cur, y * stride + r.x * 3, y * stride + (r.x + r.w) * 3, y * stride + r.x * 3, y * stride + (r.x + r.w) * 3) === 0;
+  let y0 = r.y;
+  let y1 = r.y + r.h;
+  while (y0 < y1 - 1 && same(y0)) y0++;
+  while (y1 - 1 > y0 && same(y1 - 1)) y1--;
+  return { x: r.x, y: y0, w: r.w, h: y1 - y0 };
+}
+
+/** What changed from `prev` to `cur` (same size), or null when nothing did. */
+export function diffFrames(prev: Buffer, cur: Buffer, width: number, height: number): Delta | null {
+  const grid = changedTiles(prev, cur, width, height);
+  const direct = groupRects(grid, width, height);
+  if (direct.length === 0) return null;
+  const tiles = (g: { changed: boolean[] }) => g.changed.filter(Boolean).length;
+  const box = boundingBox(direct);
+  const copy = detectScroll(prev, cur, width, box);
+  if (copy) {
+    const ref = applyCopy(prev, width, copy);
+    const after = changedTiles(ref, cur, width, height);
+    if (tiles(after) < tiles(grid)) return { copy, rects: groupRects(after, width, height).map((r) => trimRows(ref, cur, width, r)) };
+  }
+  return { copy: null, rects: direct.map((r) => trimRows(prev, cur, width, r)) };
+}
+
+/** The pixels of `r` out of a packed-RGB frame, packed. */
+export function cropRgb(rgb: Buffer, width: number, r: Rect): Buffer {
+  const out = Buffer.allocUnsafe(r.w * r.h * 3);
+  const stride = width * 3;
+  for (let i = 0; i < r.h; i++) {
+    const s = (r.y + i) * stride + r.x * 3;
+    rgb.copy(out, i * r.w * 3, s, s + r.w * 3);
+  }
+  return out;
+}
+
+/** Whether `d` repaints the whole frame (then a key frame says the same in one image). */
+export function isWhole(d: Delta, width: number, height: number): boolean {
+  const r = d.rects[0];
+  return !d.copy && d.rects.length === 1 && r!.x === 0 && r!.y === 0 && r!.w === width && r!.h === height;
+}

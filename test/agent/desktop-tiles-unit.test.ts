@@ -1,0 +1,116 @@
+/**
+ * The screen stream's `tiles` encoding: frame differencing on the 64-pixel grid, grouping into rectangles,
+ * scroll detection (agent/src/desktop/tiles.ts), and the stream's key frame / delta sequence with a fake
+ * screen source (agent/src/desktop/stream.ts). Expectations are literal rectangles.
+ */
+import t from 'tap';
+import { Writable } from 'node:stream';
+import { ScreenStreamDecoder } from '../../shared/agent-protocol.js';
+import { runScreenStream, type StreamSource } from '../../agent/src/desktop/stream.js';
+import { diffFrames } from '../../agent/src/desktop/tiles.js';
+import { waitFor } from '../helpers/desktop-agent.js';
+
+/** A frame of a flat grey, with the given pixels set to red. */
+function frame(width: number, height: number, red: Array<[number, number]> = []): Buffer {
+  const b = Buffer.alloc(width * height * 3, 0x80);
+  for (const [x, y] of red) b.set([255, 0, 0], (y * width + x) * 3);
+  return b;
+}
+
+/** A frame whose every row `i` of content is distinct: row y shows content row y + offset. */
+function striped(width: number, height: number, offset: number): Buffer {
+  const b = Buffer.alloc(width * height * 3);
+  for (let y = 0; y < height; y++) {
+    const c = y + offset;
+    for (let x = 0; x < width; x++) b.set([c & 255, (c >> 8) * 40 + (x >> 5), (c * 7) & 255], (y * width + x) * 3);
+  }
+  return b;
+}
+
+t.test('changed tiles become rectangles on the 64-pixel grid, clipped to the frame, trimmed to changed rows', async (t) => {
+  const base = frame(200, 130);
+  t.equal(diffFrames(base, frame(200, 130), 200, 130), null, 'nothing changed: no delta');
+  t.same(diffFrames(base, frame(200, 130, [[70, 10]]), 200, 130), { copy: null, rects: [{ x: 64, y: 10, w: 64, h: 1 }] });
+  t.same(diffFrames(base, frame(200, 130, [[5, 5], [70, 5], [70, 70]]), 200, 130), {
+    copy: null,
+    rects: [{ x: 0, y: 5, w: 128, h: 1 }, { x: 64, y: 70, w: 64, h: 1 }],
+  }, 'a run in a tile row is one rectangle');
+  t.same(diffFrames(base, frame(200, 130, [[199, 129]]), 200, 130), { copy: null, rects: [{ x: 192, y: 129, w: 8, h: 1 }] }, 'the partial corner tile');
+  t.same(diffFrames(base, frame(200, 130, [[70, 5], [70, 70], [70, 129]]), 200, 130), { copy: null, rects: [{ x: 64, y: 5, w: 64, h: 125 }] },
+    'the same columns in consecutive tile rows merge downwards');
+});
+
+t.test('more than 48 rectangles are sent as their bounding box', async (t) => {
+  // A checkerboard of changed tiles at 1280x800: 130 separate tiles.
+  const pts: Array<[number, number]> = [];
+  for (let ty = 0; ty < 13; ty++) for (let tx = 0; tx < 20; tx++) if ((tx + ty) % 2 === 0) pts.push([tx * 64 + 1, ty * 64 + 1]);
+  t.same(diffFrames(frame(1280, 800), frame(1280, 800, pts), 1280, 800), { copy: null, rects: [{ x: 0, y: 1, w: 1280, h: 769 }] });
+});
+
+t.test('a vertical scroll is a copy of the viewer\'s pixels plus the newly exposed strip', async (t) => {
+  // 256x256; the content moves up by 10 rows (scrolling down the page).
+  t.same(diffFrames(striped(256, 256, 0), striped(256, 256, 10), 256, 256), {
+    copy: { sx: 0, sy: 10, x: 0, y: 0, w: 256, h: 246 },
+    rects: [{ x: 0, y: 246, w: 256, h: 10 }],
+  });
+  // And back down by 20 rows (scrolling up): the strip at the top is new.
+  t.same(diffFrames(striped(256, 256, 20), striped(256, 256, 0), 256, 256), {
+    copy: { sx: 0, sy: 0, x: 0, y: 20, w: 256, h: 236 },
+    rects: [{ x: 0, y: 0, w: 256, h: 20 }],
+  });
+  // A change that is no scroll (a flat colour everywhere): plain rectangles.
+  t.same(diffFrames(striped(256, 256, 0), frame(256, 256), 256, 256), { copy: null, rects: [{ x: 0, y: 0, w: 256, h: 256 }] });
+});
+
+class Sink extends Writable {
+  chunks: Buffer[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void) {
+    this.chunks.push(chunk);
+    cb();
+  }
+  messages() {
+    return new ScreenStreamDecoder().push(Buffer.concat(this.chunks));
+  }
+}
+
+t.test('the stream sends a key frame, then deltas, then a key frame again once the deltas outweigh it', async (t) => {
+  let n = 0;
+  const src = {
+    isUp: true,
+    state: { width: 130, height: 70, up: true, resizable: true },
+    // Every capture moves one red pixel along the bottom tile row: one 64x6 tile changes each time.
+    async capture() {
+      const x = 3 + (n++ % 120);
+      return { width: 130, height: 70, rgb: frame(130, 70, [[x, 66]]) };
+    },
+    releaseFrame() {},
+    onChange: () => () => {},
+  };
+  const out = new Sink();
+  const stop = runScreenStream(src as unknown as StreamSource, out, { format: 'jpeg', quality: 50, fps: 30, encoding: 'tiles' });
+  t.teardown(stop);
+  await waitFor(() => out.messages().filter((m) => m.header.type === 'frame').length >= 2);
+  stop();
+  const msgs = out.messages().filter((m) => m.header.type !== 'keepalive');
+  t.equal(msgs[0]!.header.type, 'status');
+  t.equal(msgs[1]!.header.type, 'frame', 'a key frame first');
+  const firstTiles = msgs.find((m) => m.header.type === 'tiles');
+  t.ok(firstTiles, 'then deltas');
+  if (firstTiles?.header.type === 'tiles') {
+    t.equal(firstTiles.header.copy, null);
+    t.ok(firstTiles.header.rects.every((r) => r.y === 66 && r.h === 1 && r.w === 64), 'only the changed row of the changed tiles (64x1)');
+  }
+  // Each key frame after the first comes once the deltas since the previous one outweigh it, never before.
+  let key = 0;
+  let since = 0;
+  for (const m of msgs.slice(1)) {
+    if (m.header.type === 'frame') {
+      if (key) t.ok(since > key, `key frame after ${since} delta bytes > ${key}`);
+      key = m.header.bytes;
+      since = 0;
+    } else if (m.header.type === 'tiles') {
+      t.ok(since <= key, 'a delta only while the deltas so far do not outweigh the key frame');
+      since += m.header.bytes;
+    }
+  }
+});
