@@ -18,10 +18,11 @@ import type { Principal } from '../context.js';
 import { committedBy, decideCapacity, type CommitRatios, type Resources } from '../domain/capacity.js';
 import { CATALOG, catalogAt, type CatalogVersion } from '../domain/catalog.js';
 import { conflictMessage, decide, isTransient, type LifecycleTrigger } from '../domain/machine-lifecycle.js';
+import { reconcileAction } from '../domain/machine-reconcile.js';
 import { pageOf } from '../store/pagination.js';
 import type { MachineRow } from '../store/repos/machines.js';
 import type { Store } from '../store/store.js';
-import { resourcesForSize, type Substrate } from '../substrate/substrate.js';
+import { resourcesForSize, type Substrate, type SubstrateStatus } from '../substrate/substrate.js';
 import { faultPoint } from '../fault-points.js';
 import { actorOf, SYSTEM } from './actor.js';
 import type { BillingService } from './billing.js';
@@ -793,7 +794,7 @@ export function createMachineService(d: MachineServiceDeps) {
       // Only what the previous run left: a machine this run moved since it started has a live caller.
       const before = opts.before ?? at();
       const out: Array<{ id: string; from: MachineState; to: MachineState | 'deleted' }> = [];
-      let seen: Map<string, string>;
+      let seen: Map<string, SubstrateStatus>;
       try {
         seen = new Map((await substrate.reattach()).map((x) => [x.id, x.status]));
       } catch (e) {
@@ -803,44 +804,45 @@ export function createMachineService(d: MachineServiceDeps) {
       // Every row, resting ones too: a stopped machine whose create a crash interrupted has no disk at all.
       const rows = store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error']).filter((m) => m.state_changed_at < before);
       for (const m of rows) {
-        let status = seen.get(m.id);
-        if (status === undefined) status = await substrate.status(m.id).catch(() => 'lost');
+        const status: SubstrateStatus = seen.get(m.id) ?? (await substrate.status(m.id).catch((): SubstrateStatus => 'lost'));
         const from = m.state;
         let recovered = false;
-        const lostIt = (op: string) => fail(m, from, op, new AppError('compute_unavailable', 'lost by the host'));
+        const act = reconcileAction(from, status);
         try {
-          if ((from === 'stopped' || from === 'creating') && status === 'absent') {
-            // The create never reached the substrate (or never finished its disk): clean whatever part of it
-            // exists and say so; a start then answers 409 (delete and create again), never a 503 to retry.
-            await substrate.destroy(m.id).catch((e) => d.onFailure?.(m.id, 'reconcile_cleanup', e));
-            store.db.tx(() => {
-              if (!store.machines.casState(m.id, from, decideTo(from, 'fail'), at())) return;
-              events.append(m.org_id, m.id, 'machine.failed', {
-                from, to: 'error', operation: 'create', code: 'conflict', reason: 'create_interrupted', reconciled: true,
+          switch (act.do) {
+            case 'nothing':
+              break;
+            case 'clear_interrupted_create':
+              // The create never reached the substrate (or never finished its disk): clean whatever part of it
+              // exists and say so; a start then answers 409 (delete and create again), never a 503 to retry.
+              await substrate.destroy(m.id).catch((e) => d.onFailure?.(m.id, 'reconcile_cleanup', e));
+              store.db.tx(() => {
+                if (!store.machines.casState(m.id, from, decideTo(from, 'fail'), at())) return;
+                events.append(m.org_id, m.id, 'machine.failed', {
+                  from, to: 'error', operation: 'create', code: 'conflict', reason: 'create_interrupted', reconciled: true,
+                });
               });
-            });
-          } else if (from === 'stopped' || from === 'error') {
-            // Resting: nothing to settle.
-          } else if (from === 'deleting') {
-            await substrate.destroy(m.id);
-            store.db.tx(() => {
-              if (store.machines.markDeleted(m.id, at())) events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });
-            });
-            out.push({ id: m.id, from, to: 'deleted' });
-            continue;
-          }
-          if (from === 'stopping') {
-            if (status === 'running') await substrate.stop(m.id);
-            if (status === 'lost' || status === 'absent') lostIt('stop');
-            else settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by: SYSTEM, reconciled: true });
-          } else if (from === 'creating' || from === 'starting') {
-            if (status === 'running') {
-              if (settle(m, from, from === 'creating' ? 'substrate_running' : 'boot_complete', 'machine.started', { by: SYSTEM, reconciled: true })) watchReady(m);
-            }
-            else lostIt(from === 'creating' ? 'create' : 'start');
-          } else if (from === 'running' && status !== 'running') {
-            if (status === 'absent') lostIt('run');
-            else recovered = await recoverLost(m);
+              break;
+            case 'finish_delete':
+              await substrate.destroy(m.id);
+              store.db.tx(() => {
+                if (store.machines.markDeleted(m.id, at())) events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });
+              });
+              out.push({ id: m.id, from, to: 'deleted' });
+              continue;
+            case 'finish_stop':
+              if (act.stopFirst) await substrate.stop(m.id);
+              settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by: SYSTEM, reconciled: true });
+              break;
+            case 'finish_boot':
+              if (settle(m, from, act.trigger, 'machine.started', { by: SYSTEM, reconciled: true })) watchReady(m);
+              break;
+            case 'fail':
+              fail(m, from, act.operation, new AppError('compute_unavailable', 'lost by the host'));
+              break;
+            case 'recover':
+              recovered = await recoverLost(m);
+              break;
           }
         } catch (e) {
           fail(m, from, 'reconcile', e);
