@@ -1,5 +1,5 @@
 /**
- * The substrate watch's decisions (services/machines.ts watchPass) on the fake substrate: a crashed guest →
+ * The substrate watch's decisions (services/machines/watch.ts watchPass) on the fake substrate: a crashed guest →
  * error + machine.failed, a clean guest shutdown → stopped + machine.stopped, a running guest untouched, and a
  * user's stop decided first always wins (no event from the watch, no second transition). A read-only disk
  * volume (the two optional substrate calls on the fake): recovery waits for acts in flight, a failed remount

@@ -16,7 +16,7 @@ import type { Substrate } from '../substrate/substrate.js';
 import { createEventService } from './events.js';
 import { createLeaseService } from './leases.js';
 import { createHostHealth } from './host-health.js';
-import { createMachineService, NO_SUBSTRATE } from './machines.js';
+import { createMachineService, NO_SUBSTRATE } from './machines/index.js';
 import { createPortService } from './ports.js';
 import { createSessionService } from './sessions.js';
 import { DiskLocks } from './disk-locks.js';

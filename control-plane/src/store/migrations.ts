@@ -347,7 +347,7 @@ ALTER TABLE sessions ADD COLUMN last_active_at TEXT;
   {
     version: 9,
     name: 'volume restarts',
-    // Machines a disk-volume recovery stopped and owes a start (services/machines.ts): recorded with the
+    // Machines a disk-volume recovery stopped and owes a start (services/machines/disk-volume.ts): recorded with the
     // decision to stop them, so a control plane killed before the volume is back still starts them.
     // `stopped_at`: the machine's state_changed_at once the recovery stopped it (NULL until then); a machine
     // that moved since (a user's start or stop) is left as its user left it.

@@ -1,0 +1,93 @@
+/**
+ * Admission: what is checked, inside the transaction that records a new machine or a boot, before anything
+ * acts — quotas, the host's capacity and disk reserve, the plan's largest size, the name.
+ */
+import { randomBytes } from 'node:crypto';
+import { AppError } from '../../../../shared/errors.js';
+import { newId, randomBase36 } from '../../../../shared/ids.js';
+import type { MachineSize } from '../../../../shared/schemas/machine.js';
+import { committedBy, decideCapacity } from '../../domain/capacity.js';
+import { catalogAt } from '../../domain/catalog.js';
+import { decide } from '../../domain/machine-lifecycle.js';
+import type { MachineRow } from '../../store/repos/machines.js';
+import { resourcesForSize } from '../../substrate/substrate.js';
+import type { actorOf } from '../actor.js';
+import type { MachineCore } from './core.js';
+
+export const SIZE_RANK: Record<MachineSize, number> = { small: 0, standard: 1, large: 2 };
+
+/** Room frees when someone stops or deletes a machine: no better guess than half a minute. */
+const CAPACITY_RETRY_AFTER_S = 30;
+
+export interface Admission {
+  name: string | undefined;
+  size: MachineSize;
+  template: string | null;
+  region: string | null;
+  metadata: Record<string, string>;
+  start: boolean;
+}
+
+/**
+ * Inside the transaction that records a boot (create, fork, create from a template, start, the start
+ * half of restart): the organization's running_machines quota (402), then the host's capacity (503).
+ * Security gate / invariant: the committed resources are counted in this same transaction, from the
+ * rows in compute-holding states, so of two concurrent boots only one can take the last room (the
+ * first one's row is already `creating`/`starting` when the second counts).
+ */
+export function reserveCompute(c: MachineCore, orgId: string, size: MachineSize): void {
+  const { d } = c;
+  d.quotas.check(orgId, 'running_machines');
+  if (!d.capacity) return;
+  const sizes = catalogAt(d.now(), c.catalog).sizes;
+  const dec = decideCapacity(d.capacity.host, d.capacity.ratios, committedBy(d.store.machines.computeBySize(), sizes), resourcesForSize(size, sizes));
+  if (!dec.ok) {
+    // No figures in the message: they would tell one tenant how much the others run.
+    throw new AppError('compute_unavailable', `This host has no room for another ${size} machine right now; retry later, or stop a running machine.`, {
+      headers: { 'retry-after': String(CAPACITY_RETRY_AFTER_S) },
+    });
+  }
+}
+
+function checkSize(c: MachineCore, orgId: string, size: MachineSize): void {
+  const e = c.d.billing.entitlements(c.d.billing.account(orgId));
+  // Without entitlements the quota engine refuses first (subscription / no agreement).
+  if (!e) return;
+  const largest = e.largest_size;
+  if (largest === null || SIZE_RANK[size] > SIZE_RANK[largest]) {
+    throw new AppError('invalid_request', `The plan's largest machine size is ${largest ?? 'negotiated and not set'}.`, {
+      details: [{ field: 'size', message: `larger than the plan allows (${largest ?? 'none'})` }],
+    });
+  }
+}
+
+function generateName(c: MachineCore, orgId: string): string {
+  for (;;) {
+    const n = `machine-${randomBase36(6)}`;
+    if (!c.d.store.machines.nameTaken(orgId, n)) return n;
+  }
+}
+
+/** Decide and record a new machine (create, fork): quotas, plan size, name, the row and machine.created. */
+export function admitInTx(c: MachineCore, orgId: string, by: ReturnType<typeof actorOf>, a: Admission, eventData: Record<string, unknown>): MachineRow {
+  const { d } = c;
+  d.quotas.check(orgId, 'machines');
+  d.hostHealth?.checkReserve();
+  if (a.start) reserveCompute(c, orgId, a.size);
+  checkSize(c, orgId, a.size);
+  if (a.name !== undefined && d.store.machines.nameTaken(orgId, a.name)) {
+    throw new AppError('conflict', `A machine named ${a.name} already exists.`, { details: [{ field: 'name', message: 'already in use' }] });
+  }
+  const dec = decide(null, a.start ? 'create' : 'create_stopped');
+  if (!dec.ok) throw new AppError('internal_error', 'The transition table does not allow creating a machine.');
+  const t = c.at();
+  const m: MachineRow = {
+    id: newId('machine'), org_id: orgId, name: a.name ?? generateName(c, orgId), size: a.size,
+    template: a.template, region: a.region, metadata: JSON.stringify(a.metadata), state: dec.to,
+    agent_token: randomBytes(32).toString('base64url'), created_by_kind: by.type, created_by_id: by.id,
+    created_at: t, updated_at: t, state_changed_at: t, deleted_at: null,
+  };
+  d.store.machines.insert(m);
+  d.events.append(orgId, m.id, 'machine.created', { to: dec.to, size: m.size, by, ...(a.template ? { template: a.template } : {}), ...eventData });
+  return m;
+}

@@ -1,0 +1,145 @@
+/**
+ * The shared core of every machine operation: decide and record (one transaction: domain/machine-lifecycle.ts
+ * decides, the row moves by compare-and-set on the state that was read, the event is appended) → act on the
+ * substrate (async, outside any transaction) → record the outcome, again compare-and-set on the state the call
+ * put there. Of two concurrent lifecycle calls exactly one moves the row; the other gets 409 naming both states.
+ * A substrate failure lands the machine in `error` with a `machine.failed` event.
+ */
+import { AppError } from '../../../../shared/errors.js';
+import type { Machine, MachineState } from '../../../../shared/schemas/machine.js';
+import type { AgentPool } from '../../agent-client/pool.js';
+import type { CommitRatios, Resources } from '../../domain/capacity.js';
+import { CATALOG, type CatalogVersion } from '../../domain/catalog.js';
+import { conflictMessage, decide, type LifecycleTrigger } from '../../domain/machine-lifecycle.js';
+import type { MachineRow } from '../../store/repos/machines.js';
+import type { Store } from '../../store/store.js';
+import type { Substrate } from '../../substrate/substrate.js';
+import type { BillingService } from '../billing.js';
+import type { DiskLocks } from '../disk-locks.js';
+import type { EventService } from '../events.js';
+import type { HostHealth } from '../host-health.js';
+import type { LeaseService } from '../leases.js';
+import type { QuotaService } from '../quotas.js';
+import type { SessionService } from '../sessions.js';
+import type { SnapshotService } from '../snapshots.js';
+import type { TemplateService } from '../templates.js';
+
+export interface MachineServiceDeps {
+  store: Store;
+  substrate: Substrate;
+  pool: AgentPool;
+  events: EventService;
+  leases: LeaseService;
+  sessions: SessionService;
+  quotas: QuotaService;
+  billing: BillingService;
+  snapshots: SnapshotService;
+  templates: TemplateService;
+  /** Orders the acts on each machine's disk (shared with the snapshot service). */
+  locks: DiskLocks;
+  now: () => Date;
+  catalog?: readonly CatalogVersion[];
+  /** Log a substrate failure's cause for the operator (never a path or token in the API answer). */
+  onFailure?: (machineId: string, op: string, cause: unknown) => void;
+  /** How `machine.ready` is detected after a boot: the agent's /display polled until `up` (false: never). */
+  readyProbe?: { intervalMs: number; timeoutMs: number } | false;
+  /** Admission control: the host's totals and the commit ratios (domain/capacity.ts). Absent: no limit. */
+  capacity?: { host: Resources; ratios: CommitRatios };
+  /** Refuses new work while the host is below its disk reserve; checked by the substrate watch. */
+  hostHealth?: HostHealth;
+  /** Guest networking of new machines (the operator's MACHINE_NETWORK; default none). */
+  network?: 'outbound' | 'none';
+}
+
+export function machineView(m: MachineRow): Machine {
+  // An allow-list of fields: the agent token (and anything substrate-side) can never leak by accident.
+  return {
+    id: m.id, name: m.name, size: m.size, template: m.template, region: m.region,
+    metadata: JSON.parse(m.metadata) as Record<string, string>, state: m.state,
+    created_at: m.created_at, updated_at: m.updated_at, state_changed_at: m.state_changed_at,
+  };
+}
+
+/** The event an outcome records, if any. */
+export type OutcomeEvent = 'machine.started' | 'machine.stopped' | null;
+
+export interface MachineCore {
+  d: MachineServiceDeps;
+  catalog: readonly CatalogVersion[];
+  at: () => string;
+  load(orgId: string, id: string): MachineRow;
+  current(orgId: string, id: string): Machine;
+  transition(m: MachineRow, trigger: LifecycleTrigger): MachineState;
+  settle(m: MachineRow, from: MachineState, trigger: LifecycleTrigger, event: OutcomeEvent, data?: Record<string, unknown>): boolean;
+  decideTo(from: MachineState, trigger: LifecycleTrigger): MachineState;
+  fail(m: MachineRow, from: MachineState, op: string, cause: unknown): void;
+  raced(id: string): AppError;
+}
+
+export function createMachineCore(d: MachineServiceDeps): MachineCore {
+  const { store, events } = d;
+  const at = () => d.now().toISOString();
+
+  function load(orgId: string, id: string): MachineRow {
+    const m = store.machines.inOrg(orgId, id);
+    if (!m) throw new AppError('not_found', 'No such machine.');
+    return m;
+  }
+
+  return {
+    d,
+    catalog: d.catalog ?? CATALOG,
+    at,
+    load,
+    current: (orgId, id) => machineView(load(orgId, id)),
+
+    /**
+     * Decide and record one transition. Inside a transaction; throws 409 naming both states when the
+     * stored state does not allow it or moved under us.
+     */
+    transition(m, trigger) {
+      const dec = decide(m.state, trigger);
+      if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, trigger));
+      if (!store.machines.casState(m.id, m.state, dec.to, at())) {
+        const now = store.machines.byId(m.id);
+        throw new AppError('conflict', now ? conflictMessage(now.state, trigger) : 'The machine was deleted.');
+      }
+      return dec.to;
+    },
+
+    /** Record an outcome with compare-and-set on the state this call put there; false if someone else moved it. */
+    settle(m, from, trigger, event, data = {}) {
+      return store.db.tx(() => {
+        const dec = decide(from, trigger);
+        if (!dec.ok) return false;
+        if (!store.machines.casState(m.id, from, dec.to, at())) return false;
+        if (event) events.append(m.org_id, m.id, event, { from, to: dec.to, ...data });
+        return true;
+      });
+    },
+
+    /** The table's target for a move the caller knows is legal (a table edit that breaks it fails loudly). */
+    decideTo(from, trigger) {
+      const dec = decide(from, trigger);
+      if (!dec.ok) throw new AppError('internal_error', `The transition table does not allow ${trigger} from ${from}.`);
+      return dec.to;
+    },
+
+    fail(m, from, op, cause) {
+      d.onFailure?.(m.id, op, cause);
+      store.db.tx(() => {
+        if (!decide(from, 'fail').ok) return;
+        if (!store.machines.casState(m.id, from, 'error', at())) return;
+        // Only the operation and the error code reach the event: causes can name host paths.
+        const code = cause instanceof AppError ? cause.code : 'internal_error';
+        events.append(m.org_id, m.id, 'machine.failed', { from, to: 'error', operation: op, code });
+      });
+      d.pool.drop(m.id);
+    },
+
+    raced(id) {
+      const now = store.machines.byId(id);
+      return new AppError('conflict', `The machine changed state during the operation; it is now ${now?.state ?? 'deleted'}.`);
+    },
+  };
+}

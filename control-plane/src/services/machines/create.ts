@@ -1,0 +1,118 @@
+/** New machines: create (on the base disk or a template's) and fork (onto a snapshot or the parent's disk now). */
+import { AppError } from '../../../../shared/errors.js';
+import type { CreateMachineRequest, Machine, MachineSize } from '../../../../shared/schemas/machine.js';
+import type { ForkMachineRequest } from '../../../../shared/schemas/snapshot.js';
+import type { Principal } from '../../context.js';
+import { catalogAt } from '../../domain/catalog.js';
+import { faultPoint } from '../../fault-points.js';
+import type { MachineRow } from '../../store/repos/machines.js';
+import { resourcesForSize, type DiskSource } from '../../substrate/substrate.js';
+import { actorOf } from '../actor.js';
+import type { Actor } from '../events.js';
+import { admitInTx, SIZE_RANK } from './admission.js';
+import type { MachineCore } from './core.js';
+import type { Readiness } from './ready.js';
+
+export function createMachineCreation(c: MachineCore, ready: Readiness) {
+  const { d } = c;
+  const { store, substrate, locks } = d;
+
+  /** Act on an admitted machine: create it on the substrate (on `source`) and record that it runs. */
+  async function launch(row: MachineRow, source: DiskSource, start: boolean, by: Actor): Promise<void> {
+    const resources = resourcesForSize(row.size, catalogAt(d.now(), c.catalog).sizes);
+    try {
+      await locks.run(row.id, () => {
+        faultPoint('machines.create.before_substrate');
+        return substrate.create({ id: row.id, resources, source, network: d.network ?? 'none' }, { start });
+      });
+    } catch (e) {
+      if (!start) {
+        // Nothing exists on the host: the create did not happen.
+        d.onFailure?.(row.id, 'create', e);
+        await substrate.destroy(row.id).catch(() => {});
+        store.db.tx(() => store.machines.removeRow(row.id));
+        throw new AppError('compute_unavailable', 'The machine could not be created.', { headers: { 'retry-after': '5' } });
+      }
+      c.fail(row, 'creating', 'create', e);
+      throw new AppError('compute_unavailable', 'The machine failed to start.', { headers: { 'retry-after': '5' } });
+    }
+    if (start) {
+      if (!c.settle(row, 'creating', 'substrate_running', 'machine.started', { by })) throw c.raced(row.id);
+      ready.watchReady(row);
+    }
+  }
+
+  return {
+    /** Returns once the machine is running (or, with start:false, once it exists stopped). */
+    async create(p: Principal, req: CreateMachineRequest): Promise<Machine> {
+      const orgId = p.org_id!;
+      const by = actorOf(p);
+      const { row, source } = store.db.tx(() => {
+        let source: DiskSource = { kind: 'base' };
+        let size: MachineSize = req.size ?? 'small';
+        let template: string | null = null;
+        if (req.template !== undefined) {
+          const t = d.templates.sourceInTx(orgId, req.template);
+          source = t.source;
+          template = t.template.id;
+          // The template's disk holds a filesystem of its size: a machine may be larger, never smaller.
+          if (req.size !== undefined && SIZE_RANK[req.size] < SIZE_RANK[t.template.size]) {
+            throw new AppError('invalid_request', `Template ${t.template.id} needs at least size ${t.template.size}.`, {
+              details: [{ field: 'size', message: `smaller than the template's size (${t.template.size})` }],
+            });
+          }
+          size = req.size ?? t.template.size;
+        }
+        const row = admitInTx(c, orgId, by, { name: req.name, size, template, region: req.region ?? null, metadata: req.metadata, start: req.start }, {});
+        return { row, source };
+      });
+      await launch(row, source, req.start, by);
+      return c.current(orgId, row.id);
+    },
+
+    /**
+     * A new machine whose disk is one of `id`'s snapshots, or `id`'s disk as it is now (captured first, and not
+     * kept as a snapshot). Quotas as for create. The fork stands on the layer itself: deleting the parent or the
+     * snapshot leaves it working.
+     */
+    async fork(p: Principal, id: string, req: ForkMachineRequest): Promise<Machine> {
+      const orgId = p.org_id!;
+      const by = actorOf(p);
+      const { row, parent, snap } = store.db.tx(() => {
+        const parent = c.load(orgId, id);
+        let snap: { id: string; layer_id: string } | null = null;
+        if (req.snapshot_id !== undefined) {
+          snap = d.snapshots.readyOfMachineInTx(orgId, parent.id, req.snapshot_id);
+        } else if (parent.state !== 'running' && parent.state !== 'stopped') {
+          throw new AppError('conflict', `Cannot fork a machine that is ${parent.state} without a snapshot_id; it must be running or stopped.`);
+        }
+        const row = admitInTx(c, orgId, by, {
+          name: req.name, size: parent.size, template: parent.template, region: parent.region, metadata: {}, start: true,
+        }, { forked_from: parent.id, snapshot_id: snap?.id ?? null });
+        return { row, parent, snap };
+      });
+      // The new machine's id holds a pin on the layer until its disk stands on it (so a snapshot deleted
+      // meanwhile cannot free it), then lets go; the reconciler releases it if this process dies in between.
+      await d.snapshots.holding(row.id, async () => {
+        let layerId: string;
+        try {
+          if (snap) {
+            layerId = snap.layer_id;
+            await substrate.pinLayer(layerId, row.id);
+          } else {
+            layerId = (await locks.run(parent.id, () => substrate.capture(parent.id, row.id))).layerId;
+          }
+        } catch (e) {
+          c.fail(row, 'creating', 'fork', e);
+          throw new AppError('compute_unavailable', 'The machine could not be forked.', { headers: { 'retry-after': '5' } });
+        }
+        try {
+          await launch(row, { kind: 'layer', layerId }, true, by);
+        } finally {
+          await substrate.releaseLayer(layerId, row.id).catch((e) => d.onFailure?.(row.id, 'layer_release', e));
+        }
+      });
+      return c.current(orgId, row.id);
+    },
+  };
+}

@@ -1,0 +1,66 @@
+/**
+ * The machine service's facade: one object over the concerns of this folder, each its own file over the shared
+ * core (core.ts: decide and record → act → record the outcome). Wiring only; no decision is made here.
+ *
+ *   reads        get, list, the running machine's agent
+ *   create       create and fork (admission.ts: quotas, capacity, plan size, name)
+ *   lifecycle    update, stop, start, restart, delete
+ *   restore      onto one of the machine's snapshots
+ *   reconcile    at start, by the table in domain/machine-reconcile.ts
+ *   watch        the substrate watch (disk-volume.ts: read-only-volume recovery; host-starts.ts)
+ *   billing-stops  stops for an account that stopped granting compute
+ *   ready        display readiness and the boot listeners
+ */
+import { createBillingStops } from './billing-stops.js';
+import { createMachineCore, type MachineServiceDeps } from './core.js';
+import { createMachineCreation } from './create.js';
+import { createDiskVolumeRecovery } from './disk-volume.js';
+import { createHostStarts } from './host-starts.js';
+import { createLifecycleActs, createLifecycleMoves } from './lifecycle.js';
+import { createMachineReads } from './reads.js';
+import { createReadiness } from './ready.js';
+import { createReconcile } from './reconcile.js';
+import { createRestore } from './restore.js';
+import { createSubstrateWatch } from './watch.js';
+
+export { machineView, type MachineServiceDeps } from './core.js';
+export { NO_SUBSTRATE } from './no-substrate.js';
+
+export function createMachineService(d: MachineServiceDeps) {
+  const c = createMachineCore(d);
+  const ready = createReadiness(c);
+  const acts = createLifecycleActs(c, ready);
+  const host = createHostStarts(c, ready);
+  const creation = createMachineCreation(c, ready);
+  const moves = createLifecycleMoves(c, acts);
+  const { restore } = createRestore(c, ready);
+  const { watchPass, startWatch } = createSubstrateWatch(c, createDiskVolumeRecovery(c, host));
+  const reads = createMachineReads(c);
+
+  return {
+    /** Run `fn` after every boot of any machine (outside any transaction; must not throw). */
+    onBoot: ready.onBoot,
+    get: reads.get,
+    list: reads.list,
+    create: creation.create,
+    fork: creation.fork,
+    restore,
+    update: moves.update,
+    stop: moves.stop,
+    start: moves.start,
+    restart: moves.restart,
+    remove: moves.remove,
+    /** Settles machines a previous run left in transient states, and running machines the host lost. */
+    reconcile: createReconcile(c, ready, host),
+    watchPass,
+    /** The substrate could not be prepared (main.ts): host.unhealthy to every live machine. */
+    substrateUnavailable(): void {
+      d.hostHealth?.substrateAnswered(false);
+    },
+    startWatch,
+    agentTarget: reads.agentTarget,
+    callAgent: reads.callAgent,
+    stopAllFor: createBillingStops(c, acts),
+  };
+}
+export type MachineService = ReturnType<typeof createMachineService>;

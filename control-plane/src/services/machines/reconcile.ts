@@ -1,0 +1,88 @@
+/**
+ * Reconcile at start: settles machines a previous run left in transient states, and running machines the host
+ * lost. The decision is the table in domain/machine-reconcile.ts; this file acts on it and records the outcome.
+ */
+import { AppError } from '../../../../shared/errors.js';
+import type { MachineState } from '../../../../shared/schemas/machine.js';
+import { reconcileAction } from '../../domain/machine-reconcile.js';
+import type { SubstrateStatus } from '../../substrate/substrate.js';
+import { SYSTEM } from '../actor.js';
+import type { MachineCore } from './core.js';
+import type { HostStarts } from './host-starts.js';
+import type { Readiness } from './ready.js';
+
+export type ReconcileResult = Array<{ id: string; from: MachineState; to: MachineState | 'deleted' }>;
+
+export function createReconcile(c: MachineCore, ready: Readiness, host: HostStarts) {
+  const { d } = c;
+  const { store, substrate, events } = d;
+
+  /**
+   * Run once at start; `before` (the start time) keeps it off machines this run is already moving.
+   */
+  return async function reconcile(opts: { before?: string } = {}): Promise<ReconcileResult> {
+    // Only what the previous run left: a machine this run moved since it started has a live caller.
+    const before = opts.before ?? c.at();
+    const out: ReconcileResult = [];
+    let seen: Map<string, SubstrateStatus>;
+    try {
+      seen = new Map((await substrate.reattach()).map((x) => [x.id, x.status]));
+    } catch (e) {
+      d.onFailure?.('*', 'reattach', e);
+      seen = new Map();
+    }
+    // Every row, resting ones too: a stopped machine whose create a crash interrupted has no disk at all.
+    const rows = store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error']).filter((m) => m.state_changed_at < before);
+    for (const m of rows) {
+      const status: SubstrateStatus = seen.get(m.id) ?? (await substrate.status(m.id).catch((): SubstrateStatus => 'lost'));
+      const from = m.state;
+      let recovered = false;
+      const act = reconcileAction(from, status);
+      try {
+        switch (act.do) {
+          case 'nothing':
+            break;
+          case 'clear_interrupted_create':
+            // The create never reached the substrate (or never finished its disk): clean whatever part of it
+            // exists and say so; a start then answers 409 (delete and create again), never a 503 to retry.
+            await substrate.destroy(m.id).catch((e) => d.onFailure?.(m.id, 'reconcile_cleanup', e));
+            store.db.tx(() => {
+              if (!store.machines.casState(m.id, from, c.decideTo(from, 'fail'), c.at())) return;
+              events.append(m.org_id, m.id, 'machine.failed', {
+                from, to: 'error', operation: 'create', code: 'conflict', reason: 'create_interrupted', reconciled: true,
+              });
+            });
+            break;
+          case 'finish_delete':
+            await substrate.destroy(m.id);
+            store.db.tx(() => {
+              if (store.machines.markDeleted(m.id, c.at())) events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });
+            });
+            out.push({ id: m.id, from, to: 'deleted' });
+            continue;
+          case 'finish_stop':
+            if (act.stopFirst) await substrate.stop(m.id);
+            c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by: SYSTEM, reconciled: true });
+            break;
+          case 'finish_boot':
+            if (c.settle(m, from, act.trigger, 'machine.started', { by: SYSTEM, reconciled: true })) ready.watchReady(m);
+            break;
+          case 'fail':
+            c.fail(m, from, act.operation, new AppError('compute_unavailable', 'lost by the host'));
+            break;
+          case 'recover':
+            recovered = await host.recoverLost(m);
+            break;
+        }
+      } catch (e) {
+        c.fail(m, from, 'reconcile', e);
+      }
+      const after = store.machines.byId(m.id);
+      if (after && (after.state !== from || recovered)) out.push({ id: m.id, from, to: after.state });
+    }
+    // Captures a previous run left pending, and layer pins nothing holds any more.
+    await d.snapshots.reconcile(before);
+    return out;
+  };
+}
+

@@ -1,0 +1,97 @@
+/** Restore a machine onto one of its snapshots (the current disk captured first, a running machine rebooted). */
+import { AppError } from '../../../../shared/errors.js';
+import type { Machine } from '../../../../shared/schemas/machine.js';
+import type { RestoreMachineRequest } from '../../../../shared/schemas/snapshot.js';
+import type { Principal } from '../../context.js';
+import { conflictMessage, decide } from '../../domain/machine-lifecycle.js';
+import type { MachineRow } from '../../store/repos/machines.js';
+import { actorOf } from '../actor.js';
+import type { Actor } from '../events.js';
+import type { MachineCore } from './core.js';
+import type { Readiness } from './ready.js';
+
+export function createRestore(c: MachineCore, ready: Readiness) {
+  const { d } = c;
+  const { store, substrate, events, locks } = d;
+
+  /** Inside the machine's disk lock: a machine stopped for a restore is started again (stopping → running). */
+  async function bootAfterRestore(m: MachineRow, by: Actor): Promise<void> {
+    const go = store.db.tx(() => {
+      if (!c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by })) return false;
+      c.transition(store.machines.byId(m.id)!, 'start');
+      return true;
+    });
+    if (!go) throw c.raced(m.id);
+    try {
+      await substrate.start(m.id);
+    } catch (e) {
+      c.fail(m, 'starting', 'restore', e);
+      throw new AppError('compute_unavailable', 'The machine failed to start after the restore.', { headers: { 'retry-after': '5' } });
+    }
+    if (!c.settle(m, 'starting', 'boot_complete', 'machine.started', { by })) throw c.raced(m.id);
+    ready.watchReady(m);
+  }
+
+  return {
+    /**
+     * Restore onto one of the machine's snapshots. Refused while any session holds the input lease. The current
+     * disk is captured first ("Before restore", origin stop: the restore stops the machine and captures it; taken
+     * even at the snapshot limit, since the spec's only condition is the lease, and counted from then on); a
+     * running machine is stopped, gets the restored disk and is started again; a stopped one boots into it at its
+     * next start. Open agent connections drop (the gateway ends screen and terminal streams on
+     * machine.restore_started).
+     */
+    async restore(p: Principal, id: string, req: RestoreMachineRequest): Promise<Machine> {
+      const orgId = p.org_id!;
+      const by = actorOf(p);
+      const { m, target, before } = store.db.tx(() => {
+        const m = c.load(orgId, id);
+        const dec = decide(m.state, 'restore');
+        if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, 'restore'));
+        const target = d.snapshots.readyOfMachineInTx(orgId, m.id, req.snapshot_id);
+        // Someone is driving the desktop: restoring under them would pull the disk from beneath their work.
+        const lease = store.leases.get(m.id);
+        if (d.leases.isHeld(m.id) && lease?.session_id) {
+          throw new AppError('conflict', `The input lease is held by session ${lease.session_id}; release it before restoring.`, {
+            details: [{ field: 'snapshot_id', message: `input lease held by ${lease.session_id}` }],
+          });
+        }
+        events.append(orgId, m.id, 'machine.restore_started', { snapshot_id: target.id, from: m.state, by });
+        const before = d.snapshots.beginInTx(m, 'stop', 'Before restore', by, { admit: 'subscription' });
+        c.transition(m, 'restore');
+        return { m, target, before };
+      });
+      const wasRunning = m.state === 'running';
+      await d.snapshots.holding(m.id, () =>
+        locks.run(m.id, async () => {
+          let stage = 'stop';
+          try {
+            await substrate.pinLayer(target.layer_id, m.id);
+            if (wasRunning) {
+              d.pool.drop(m.id);
+              await substrate.stop(m.id);
+              d.pool.drop(m.id);
+            }
+            stage = 'capture';
+            const saved = await d.snapshots.captureNow(before);
+            if (saved.state !== 'ready') throw new AppError('compute_unavailable', 'the current disk could not be captured');
+            stage = 'replace';
+            await substrate.replaceDisk(m.id, { kind: 'layer', layerId: target.layer_id });
+          } catch (e) {
+            d.onFailure?.(m.id, `restore_${stage}`, e);
+            const code = e instanceof AppError ? e.code : 'internal_error';
+            store.db.tx(() => events.append(orgId, m.id, 'machine.restore_failed', { snapshot_id: target.id, stage, code }));
+            // Before the disk was replaced nothing is lost: a machine that was running is brought back as it was.
+            if (wasRunning) await bootAfterRestore(m, by).catch(() => {});
+            throw new AppError('compute_unavailable', 'The machine could not be restored; its disk is unchanged.', { headers: { 'retry-after': '5' } });
+          } finally {
+            await substrate.releaseLayer(target.layer_id, m.id).catch(() => {});
+          }
+          if (wasRunning) await bootAfterRestore(m, by);
+          store.db.tx(() => events.append(orgId, m.id, 'machine.restore_completed', { snapshot_id: target.id, before_snapshot_id: before.id, by }));
+        }),
+      );
+      return c.current(orgId, m.id);
+    },
+  };
+}
