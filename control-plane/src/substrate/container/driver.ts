@@ -33,10 +33,10 @@ import {
   type Substrate,
   type SubstrateStatus,
 } from '../substrate.js';
-import { forwardChainName, installOutboundRules, removeOutboundRules, type OutboundBridge } from '../host-guard.js';
-import { machineNetFor, releaseMachineNet, type MachineNet } from '../machine-net.js';
-import { allocateAddress, inSubnet, macFor } from '../vm/network.js';
-import { guardPort, removeBridge, removePortGuard } from '../vm/host-net.js';
+import { forwardChainName, installOutboundRules, removeOutboundRules, type OutboundBridge } from '../net/host-guard.js';
+import { machineNetFor, releaseMachineNet, type MachineNet } from '../net/machine-net.js';
+import { allocateAddress, inSubnet, macFor } from '../net/network.js';
+import { guardPort, removeBridge, removePortGuard } from '../net/host-net.js';
 import { idmappedBase, uidBaseFor } from './idmap.js';
 import { assertGuestReaches, guestPassable, machineDirs, makeReachDir, reachDirFor, type MachineDirs, type MachinePlace } from './reach.js';
 import {

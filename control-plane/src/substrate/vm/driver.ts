@@ -28,10 +28,10 @@ import {
   type SubstrateStatus,
 } from '../substrate.js';
 import { buildQemuArgv, vmFiles, vmProcessName } from './argv.js';
-import { IpHostNet, type HostNet } from './host-net.js';
+import { IpHostNet, type HostNet } from '../net/host-net.js';
 import { hostTscKhz, probeKvm, type KvmVerdict } from './kvm-probe.js';
-import { machineNetFor, releaseMachineNet } from '../machine-net.js';
-import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from './network.js';
+import { machineNetFor, releaseMachineNet } from '../net/machine-net.js';
+import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from '../net/network.js';
 import { Qmp } from './qmp.js';
 
 const execFileP = promisify(execFile);
@@ -51,7 +51,7 @@ export interface VmSubstrateConfig {
   /**
    * Outbound networking (machines created with network 'outbound'): bridge, subnet, nameservers. One
    * substrate root per bridge: addresses are allocated from this root's machine records. Without a bridge
-   * and subnet here, the root gets its own from the host-wide registry (machine-net.ts).
+   * and subnet here, the root gets its own from the host-wide registry (net/machine-net.ts).
    */
   network?: VmNetworkConfig;
   /** Host-wide registry of machine networks; default /var/lib/computer/networks. */
