@@ -331,7 +331,6 @@ export function createMachineService(d: MachineServiceDeps) {
           // control plane killed mid-capture, a freeze from outside). Thawed, it runs on; one that cannot be
           // thawed answers nothing, so it fails like a dead one (a start after the cleanup begins clean).
           try {
-            if (!substrate.thaw) throw new AppError('compute_unavailable', 'this substrate cannot thaw a machine');
             await substrate.thaw(m.id);
             d.onFailure?.(m.id, 'watch_thaw', new AppError('compute_unavailable', 'the machine was frozen with no capture in flight; thawed'));
             return null;
@@ -382,7 +381,7 @@ export function createMachineService(d: MachineServiceDeps) {
    */
   async function watchDiskVolume(): Promise<boolean> {
     if (recovering) return false;
-    const vol = substrate.diskVolume?.() ?? null;
+    const vol = substrate.diskVolume();
     d.hostHealth?.volumeReadOnly(vol?.readOnly === true);
     if (!vol || (!vol.readOnly && !store.volumeRestarts.any())) return false;
     if (vol.readOnly && (vol.backingDir === null || !(d.hostHealth?.hasRoom(vol.backingDir) ?? true))) return false;
@@ -427,7 +426,7 @@ export function createMachineService(d: MachineServiceDeps) {
       }
     }));
     try {
-      await substrate.remountDiskVolume!();
+      await substrate.remountDiskVolume();
     } catch (e) {
       // Still read-only: the next pass tries again; the stopped machines wait (they are stopped, honestly).
       d.onFailure?.('*', 'volume_remount', e);
@@ -927,28 +926,3 @@ export function createMachineService(d: MachineServiceDeps) {
   };
 }
 export type MachineService = ReturnType<typeof createMachineService>;
-
-/** Where no substrate was configured (identity-only deployments and tests): every act is refused. */
-export const NO_SUBSTRATE: Substrate = {
-  kind: 'fake',
-  create: () => Promise.reject(unconfigured()),
-  start: () => Promise.reject(unconfigured()),
-  stop: () => Promise.reject(unconfigured()),
-  status: async () => 'absent',
-  liveness: async () => 'absent',
-  capture: () => Promise.reject(unconfigured()),
-  replaceDisk: () => Promise.reject(unconfigured()),
-  pinLayer: () => Promise.reject(unconfigured()),
-  releaseLayer: () => Promise.reject(unconfigured()),
-  layerPins: async () => [],
-  destroy: async () => {},
-  openChannel: () => Promise.reject(unconfigured()),
-  issueEnrollment: () => Promise.reject(unconfigured()),
-  channelPath: () => '',
-  diskUsage: () => Promise.reject(unconfigured()),
-  reattach: async () => [],
-};
-
-function unconfigured(): AppError {
-  return new AppError('compute_unavailable', 'No machine substrate is configured on this deployment.');
-}

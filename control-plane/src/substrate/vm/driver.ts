@@ -14,12 +14,15 @@ import { LayerStore } from '../disks/layer-store.js';
 import { Qcow2Backend } from '../disks/qcow2-backend.js';
 import {
   assertMachineId,
+  cannotThaw,
+  noDiskVolume,
   notFound,
   openUnixChannel,
   type CaptureResult,
   type CreateSpec,
   type DiskSource,
   type DiskUsage,
+  type DiskVolume,
   type EarlyChannel,
   type LayerPin,
   type Liveness,
@@ -453,6 +456,11 @@ export class VmSubstrate implements Substrate {
     this.record(id);
     return null;
   }
+
+  /** QEMU's disks are files in the root: no shared volume, and a capture never freezes the machine. */
+  thaw = (_id: string): Promise<void> => Promise.reject(cannotThaw());
+  diskVolume = (): DiskVolume | null => null;
+  remountDiskVolume = (): Promise<void> => Promise.reject(noDiskVolume());
 
   async diskUsage(id: string): Promise<DiskUsage> {
     return this.disks.diskUsage(this.record(id).disk);
