@@ -18,7 +18,6 @@ import { defaultVolumeBytes, ensureBtrfsVolume, readOnlyFs, remountLoopVolume } 
 import { isMounted, mountOverlay, unmount, OverlayBackend } from '../disks/overlay-backend.js';
 import {
   assertMachineId,
-  notFound,
   dropEnrollmentSecret,
   openUnixChannel,
   type CaptureResult,
@@ -37,6 +36,7 @@ import { forwardChainName, installOutboundRules, removeOutboundRules, type Outbo
 import { machineNetFor, releaseMachineNet, type MachineNet } from '../net/machine-net.js';
 import { allocateAddress, inSubnet, macFor } from '../net/network.js';
 import { guardPort, removeBridge, removePortGuard } from '../net/host-net.js';
+import { MachineRecords, peekRecord } from '../records.js';
 import { idmappedBase, uidBaseFor } from './idmap.js';
 import { assertGuestReaches, guestPassable, machineDirs, makeReachDir, reachDirFor, type MachineDirs, type MachinePlace } from './reach.js';
 import {
@@ -165,11 +165,8 @@ function isolateBridgePorts(bridge: string): void {
 
 /** Where a machine's record says its mount point and channel are (a machine not yet recorded: the reach dir). */
 function placeOf(root: string, id: string): MachinePlace {
-  try {
-    return (JSON.parse(fs.readFileSync(path.join(root, 'machines', id, 'machine.json'), 'utf8')) as MachineRecord).place ?? 'root';
-  } catch {
-    return 'reach';
-  }
+  const rec = peekRecord<MachineRecord>(root, id);
+  return rec ? (rec.place ?? 'root') : 'reach';
 }
 
 /**
@@ -192,6 +189,7 @@ export function containerEarlyChannel(root: string, reach = reachDirFor(root)): 
 export class ContainerSubstrate implements Substrate {
   readonly kind = 'container' as const;
   readonly disks: LayerStore;
+  private readonly records: MachineRecords<MachineRecord>;
   readonly env: PodmanEnv;
   /** How live captures duplicate the writable layer (see `disks` in the config). */
   readonly diskMode: 'snapshot' | 'copy';
@@ -228,7 +226,7 @@ export class ContainerSubstrate implements Substrate {
     fs.mkdirSync(networkConfigDir(this.env), { recursive: true, mode: 0o700 });
     this.net = machineNetFor({ root: cfg.root, kind: 'container', ...(cfg.netRegistry ? { registry: cfg.netRegistry } : {}) });
     fs.writeFileSync(path.join(networkConfigDir(this.env), 'computer.conflist'), cniConflist(this.env, this.net));
-    fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
+    this.records = new MachineRecords(cfg.root);
     this.uidBase = this.guestRange();
     // runc mounts the machine's root and channel as guest root (host uid uidBase): it must pass every directory
     // above them, and no host user but root may enter them. They live outside the root (DATA_DIR stays 0700),
@@ -258,7 +256,7 @@ export class ContainerSubstrate implements Substrate {
    * undone synchronously, within the constructor; only the `podman unpause` fallback runs after it.
    */
   private async thawLeftovers(): Promise<void> {
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
+    for (const id of this.records.entries()) {
       let rec: MachineRecord;
       try {
         rec = this.record(id);
@@ -284,7 +282,7 @@ export class ContainerSubstrate implements Substrate {
     } catch {
       /* not yet recorded */
     }
-    if (fs.readdirSync(path.join(this.cfg.root, 'machines')).length > 0) {
+    if (this.records.entries().length > 0) {
       this.cfg.warn?.('container substrate: this root\'s machines predate private uid ranges; guest uids are host uids');
       return null;
     }
@@ -309,7 +307,7 @@ export class ContainerSubstrate implements Substrate {
   }
 
   private machineDir(id: string): string {
-    return path.join(this.cfg.root, 'machines', id);
+    return this.records.dir(id);
   }
   /** A machine's mount point and channel directory, where its record places them. */
   private placed(rec: Pick<MachineRecord, 'id' | 'place'>): MachineDirs {
@@ -324,16 +322,11 @@ export class ContainerSubstrate implements Substrate {
   }
 
   private record(id: string): MachineRecord {
-    assertMachineId(id);
-    const f = path.join(this.machineDir(id), 'machine.json');
-    if (!fs.existsSync(f)) throw notFound();
-    return JSON.parse(fs.readFileSync(f, 'utf8')) as MachineRecord;
+    return this.records.read(id);
   }
 
   private writeRecord(rec: MachineRecord): void {
-    const f = path.join(this.machineDir(rec.id), 'machine.json');
-    fs.writeFileSync(`${f}.tmp`, JSON.stringify(rec));
-    fs.renameSync(`${f}.tmp`, f);
+    this.records.write(rec);
   }
 
   private async mount(rec: MachineRecord): Promise<void> {
@@ -349,7 +342,7 @@ export class ContainerSubstrate implements Substrate {
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
     assertMachineId(spec.id);
     const dir = this.machineDir(spec.id);
-    if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
+    if (this.records.has(spec.id)) throw new AppError('conflict', 'machine exists on this substrate');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.makePlace(spec.id);
     const disk = await this.disks.newDisk({
@@ -477,16 +470,8 @@ export class ContainerSubstrate implements Substrate {
 
   /** Addresses held by this root's machines (their records). */
   private usedAddresses(): string[] {
-    const out: string[] = [];
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      try {
-        const r = JSON.parse(fs.readFileSync(path.join(this.machineDir(id), 'machine.json'), 'utf8')) as MachineRecord;
-        if (r.address) out.push(r.address);
-      } catch {
-        /* partially created */
-      }
-    }
-    return out;
+    // A machine partially created has no record.
+    return this.records.all().flatMap((r) => (r.address ? [r.address] : []));
   }
 
   async start(id: string): Promise<void> {
@@ -604,7 +589,7 @@ export class ContainerSubstrate implements Substrate {
 
   async status(id: string): Promise<SubstrateStatus> {
     assertMachineId(id);
-    if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) return 'absent';
+    if (!this.records.has(id)) return 'absent';
     const rec = this.record(id);
     if (!this.disks.hasDisk(rec.disk)) return 'lost';
     const st = await this.containerState(id);
@@ -620,7 +605,7 @@ export class ContainerSubstrate implements Substrate {
    */
   async liveness(id: string): Promise<Liveness> {
     assertMachineId(id);
-    if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) return 'absent';
+    if (!this.records.has(id)) return 'absent';
     const rec = this.record(id);
     const cg = this.liveCgroup(rec);
     if (cg) {
@@ -829,8 +814,7 @@ export class ContainerSubstrate implements Substrate {
    */
   async remountDiskVolume(): Promise<void> {
     if (this.volume !== 'loop') throw new AppError('compute_unavailable', 'the disk volume is not a loop volume this host can mount again');
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) continue;
+    for (const id of this.records.ids()) {
       await this.stop(id, { timeoutMs: 1000 }).catch(() => unmount(this.mergedPath(id)));
     }
     await this.disks.settled();
@@ -841,8 +825,7 @@ export class ContainerSubstrate implements Substrate {
   async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {
     await this.leftoverFreezes;
     const out: Array<{ id: string; status: SubstrateStatus }> = [];
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) continue;
+    for (const id of this.records.ids()) {
       let status = await this.status(id);
       // After a host reboot podman may still list the container while its overlay mount is gone.
       if (status === 'running' && !isMounted(this.mergedPath(id))) status = 'lost';

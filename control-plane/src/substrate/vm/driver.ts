@@ -16,7 +16,6 @@ import {
   assertMachineId,
   cannotThaw,
   noDiskVolume,
-  notFound,
   openUnixChannel,
   type CaptureResult,
   type CreateSpec,
@@ -36,6 +35,7 @@ import { hostTscKhz, probeKvm, type KvmVerdict } from './kvm-probe.js';
 import { machineNetFor, releaseMachineNet } from '../net/machine-net.js';
 import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from '../net/network.js';
 import { Qmp } from './qmp.js';
+import { MachineRecords, machineDirOf } from '../records.js';
 
 const execFileP = promisify(execFile);
 const GiB = 1024 ** 3;
@@ -82,7 +82,7 @@ interface VmRecord {
 /** A VM's agent socket under a substrate root (see containerChannelPath). */
 export function vmChannelPath(root: string, id: string): string {
   assertMachineId(id);
-  return vmFiles(path.join(root, 'machines', id)).agentSocket;
+  return vmFiles(machineDirOf(root, id)).agentSocket;
 }
 
 /** The channel of a machine under a substrate root, usable before the substrate object exists (machine-host.ts). */
@@ -100,6 +100,7 @@ export function vmEarlyChannel(root: string): EarlyChannel {
 export class VmSubstrate implements Substrate {
   readonly kind = 'vm' as const;
   readonly disks: LayerStore;
+  private readonly records: MachineRecords<VmRecord>;
   readonly accel: 'kvm' | 'tcg';
   readonly kvm: KvmVerdict;
   private readonly tscKhz: number | null;
@@ -114,7 +115,7 @@ export class VmSubstrate implements Substrate {
   private readonly starting = new Set<string>();
 
   constructor(private readonly cfg: VmSubstrateConfig) {
-    fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
+    this.records = new MachineRecords(cfg.root);
     this.disks = new LayerStore(path.join(cfg.root, 'disks'), new Qcow2Backend());
     this.kvm = probeKvm();
     this.accel = cfg.accel ?? (this.kvm.usable ? 'kvm' : 'tcg');
@@ -135,22 +136,17 @@ export class VmSubstrate implements Substrate {
   }
 
   private runDir(id: string): string {
-    return path.join(this.cfg.root, 'machines', id);
+    return this.records.dir(id);
   }
   channelPath(id: string): string {
     return vmChannelPath(this.cfg.root, id);
   }
 
   private record(id: string): VmRecord {
-    assertMachineId(id);
-    const f = path.join(this.runDir(id), 'machine.json');
-    if (!fs.existsSync(f)) throw notFound();
-    return JSON.parse(fs.readFileSync(f, 'utf8')) as VmRecord;
+    return this.records.read(id);
   }
   private writeRecord(rec: VmRecord): void {
-    const f = path.join(this.runDir(rec.id), 'machine.json');
-    fs.writeFileSync(`${f}.tmp`, JSON.stringify(rec));
-    fs.renameSync(`${f}.tmp`, f);
+    this.records.write(rec);
   }
 
   /** The QEMU pid if its process is alive and is this machine's (pid files outlive reboots and pids are reused). */
@@ -184,7 +180,7 @@ export class VmSubstrate implements Substrate {
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
     assertMachineId(spec.id);
     const dir = this.runDir(spec.id);
-    if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
+    if (this.records.has(spec.id)) throw new AppError('conflict', 'machine exists on this substrate');
     const network = spec.network ?? 'none';
     const address = network === 'outbound' ? this.allocate() : undefined;
     try {
@@ -203,16 +199,8 @@ export class VmSubstrate implements Substrate {
   }
 
   private usedAddresses(): string[] {
-    const out: string[] = [];
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      try {
-        const a = (JSON.parse(fs.readFileSync(path.join(this.runDir(id), 'machine.json'), 'utf8')) as VmRecord).address;
-        if (a) out.push(a);
-      } catch {
-        /* no record (being created or destroyed) */
-      }
-    }
-    return out;
+    // A machine being created or destroyed has no record.
+    return this.records.all().flatMap((r) => (r.address ? [r.address] : []));
   }
 
   private async prepare(spec: CreateSpec, dir: string, network: 'none' | 'outbound', address: string | undefined): Promise<void> {
@@ -339,7 +327,7 @@ export class VmSubstrate implements Substrate {
 
   async status(id: string): Promise<SubstrateStatus> {
     assertMachineId(id);
-    if (!fs.existsSync(path.join(this.runDir(id), 'machine.json'))) return 'absent';
+    if (!this.records.has(id)) return 'absent';
     const rec = this.record(id);
     if (!this.disks.hasDisk(rec.disk)) return 'lost';
     if (this.pid(id) !== null) return 'running';
@@ -354,7 +342,7 @@ export class VmSubstrate implements Substrate {
    */
   async liveness(id: string): Promise<Liveness> {
     assertMachineId(id);
-    if (!fs.existsSync(path.join(this.runDir(id), 'machine.json'))) return 'absent';
+    if (!this.records.has(id)) return 'absent';
     if (this.pid(id) !== null) return 'running';
     if (this.starting.has(id)) return 'running';
     return fs.existsSync(vmFiles(this.runDir(id)).pidFile) ? 'crashed' : 'shutdown';
@@ -468,8 +456,7 @@ export class VmSubstrate implements Substrate {
 
   async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {
     const out: Array<{ id: string; status: SubstrateStatus }> = [];
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      if (!fs.existsSync(path.join(this.runDir(id), 'machine.json'))) continue;
+    for (const id of this.records.ids()) {
       out.push({ id, status: await this.status(id) });
     }
     return out;
