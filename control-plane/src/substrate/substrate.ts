@@ -1,6 +1,7 @@
 /**
- * The one interface every machine substrate (vm, container, fake) implements. The control plane's services
- * decide and record; a substrate only acts on the host. Machine ids are the control plane's (mch_…).
+ * The ports every machine substrate (vm, container, fake) implements: compute lifecycle, disks and layers, the
+ * agent channel, host health; `Substrate` is the four. The control plane's services decide and record; a
+ * substrate only acts on the host. Machine ids are the control plane's (mch_…).
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';

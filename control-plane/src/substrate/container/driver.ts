@@ -14,6 +14,7 @@ import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
 import { faultPoint } from '../../fault-points.js';
 import { LayerStore } from '../disks/layer-store.js';
+import { captured, MachineDisks } from '../disks/machine-disks.js';
 import { defaultVolumeBytes, ensureBtrfsVolume, readOnlyFs, remountLoopVolume } from '../disks/btrfs.js';
 import { isMounted, mountOverlay, unmount, OverlayBackend } from '../disks/overlay-backend.js';
 import {
@@ -26,7 +27,7 @@ import {
   type DiskUsage,
   type DiskVolume,
   type EarlyChannel,
-  type LayerPin,
+  type Layers,
   type Liveness,
   type MachineResources,
   type Substrate,
@@ -116,8 +117,6 @@ function bootId(): string {
   }
 }
 
-const GiB = 1024 ** 3;
-
 /** The cgroup v1 freezer state file of a container cgroup (as podman or a record names it); '' if not one. */
 function freezerStatePath(cg: string): string {
   return cg && /^\/[A-Za-z0-9_./-]+$/.test(cg) && !cg.includes('..') ? path.join('/sys/fs/cgroup/freezer', cg, 'freezer.state') : '';
@@ -189,6 +188,7 @@ export function containerEarlyChannel(root: string, reach = reachDirFor(root)): 
 export class ContainerSubstrate implements Substrate {
   readonly kind = 'container' as const;
   readonly disks: LayerStore;
+  private readonly machineDisks: MachineDisks;
   private readonly records: MachineRecords<MachineRecord>;
   readonly env: PodmanEnv;
   /** How live captures duplicate the writable layer (see `disks` in the config). */
@@ -247,6 +247,7 @@ export class ContainerSubstrate implements Substrate {
     }
     this.diskMode = snapshots ? 'snapshot' : 'copy';
     this.disks = new LayerStore(disksDir, new OverlayBackend({ snapshots, quotas }));
+    this.machineDisks = new MachineDisks(this.disks, cfg.baseRootfs);
     this.leftoverFreezes = this.thawLeftovers();
   }
 
@@ -345,12 +346,7 @@ export class ContainerSubstrate implements Substrate {
     if (this.records.has(spec.id)) throw new AppError('conflict', 'machine exists on this substrate');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.makePlace(spec.id);
-    const disk = await this.disks.newDisk({
-      id: `disk-${spec.id}`,
-      base: this.cfg.baseRootfs,
-      top: spec.source.kind === 'layer' ? spec.source.layerId : null,
-      sizeBytes: spec.resources.disk_gb * GiB,
-    });
+    const disk = await this.machineDisks.make(spec);
     const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none', place: 'reach' };
     if (rec.network === 'outbound') {
       rec.address = allocateAddress(this.net, [...this.usedAddresses(), ...this.reserved]);
@@ -657,8 +653,7 @@ export class ContainerSubstrate implements Substrate {
         const thaw = await this.freeze(rec, info.cgroup);
         try {
           faultPoint('container.capture.frozen');
-          const layer = await this.disks.copyToLayer(rec.disk, holder);
-          return { layerId: layer.id, bytes: layer.bytes, live: true };
+          return captured(await this.disks.copyToLayer(rec.disk, holder), true);
         } finally {
           await thaw();
         }
@@ -668,8 +663,7 @@ export class ContainerSubstrate implements Substrate {
     }
     // Stopped: the writable directory becomes the layer in place (a rename-free O(1) freeze).
     await unmount(this.placed(rec).merged);
-    const layer = await this.disks.freeze(rec.disk, holder);
-    return { layerId: layer.id, bytes: layer.bytes, live: false };
+    return this.machineDisks.freezeStopped(rec.disk, holder);
   }
 
   /**
@@ -728,23 +722,15 @@ export class ContainerSubstrate implements Substrate {
     await this.thawAs(id, cg ? { how: 'cgroup', cgroup: cg } : { how: 'podman' });
   }
 
-  async pinLayer(layerId: string, holder: string): Promise<void> {
-    await this.disks.pin(layerId, holder);
-  }
-
-  async releaseLayer(layerId: string, holder: string): Promise<void> {
-    await this.disks.unpin(layerId, holder);
-  }
-
-  async layerPins(): Promise<LayerPin[]> {
-    return this.disks.pins();
-  }
+  pinLayer: Layers['pinLayer'] = (layerId, holder) => this.machineDisks.pinLayer(layerId, holder);
+  releaseLayer: Layers['releaseLayer'] = (layerId, holder) => this.machineDisks.releaseLayer(layerId, holder);
+  layerPins: Layers['layerPins'] = () => this.machineDisks.layerPins();
 
   async replaceDisk(id: string, source: DiskSource): Promise<void> {
     const rec = this.record(id);
     if ((await this.containerState(id)) === 'running') throw new AppError('conflict', 'stop the machine before replacing its disk');
     await unmount(this.placed(rec).merged);
-    await this.disks.replaceDisk(rec.disk, source.kind === 'layer' ? source.layerId : null, this.cfg.baseRootfs);
+    await this.machineDisks.replace(rec.disk, source);
   }
 
   /**
@@ -782,7 +768,7 @@ export class ContainerSubstrate implements Substrate {
     const places = (['reach', 'root'] as const).map((place) => this.placed({ id, place }));
     for (const p of places) await unmount(p.merged);
     // A create killed between making the disk and writing the record leaves a disk no record names.
-    await this.disks.deleteDisk(rec?.disk ?? `disk-${id}`);
+    await this.machineDisks.delete(id, rec?.disk);
     fs.rmSync(places[0]!.dir, { recursive: true, force: true });
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -798,7 +784,7 @@ export class ContainerSubstrate implements Substrate {
   }
 
   async diskUsage(id: string): Promise<DiskUsage> {
-    return this.disks.diskUsage(this.record(id).disk);
+    return this.machineDisks.usage(this.record(id).disk);
   }
 
   diskVolume(): DiskVolume | null {

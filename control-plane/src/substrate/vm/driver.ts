@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
 import { LayerStore } from '../disks/layer-store.js';
 import { Qcow2Backend } from '../disks/qcow2-backend.js';
+import { captured, MachineDisks } from '../disks/machine-disks.js';
 import {
   assertMachineId,
   cannotThaw,
@@ -23,7 +24,7 @@ import {
   type DiskUsage,
   type DiskVolume,
   type EarlyChannel,
-  type LayerPin,
+  type Layers,
   type Liveness,
   type MachineResources,
   type Substrate,
@@ -38,7 +39,6 @@ import { Qmp } from './qmp.js';
 import { MachineRecords, machineDirOf } from '../records.js';
 
 const execFileP = promisify(execFile);
-const GiB = 1024 ** 3;
 
 export interface VmSubstrateConfig {
   /** Disk layers and machine run directories. Keep it short: unix socket paths are limited to 107 bytes. */
@@ -100,6 +100,7 @@ export function vmEarlyChannel(root: string): EarlyChannel {
 export class VmSubstrate implements Substrate {
   readonly kind = 'vm' as const;
   readonly disks: LayerStore;
+  private readonly machineDisks: MachineDisks;
   private readonly records: MachineRecords<VmRecord>;
   readonly accel: 'kvm' | 'tcg';
   readonly kvm: KvmVerdict;
@@ -117,6 +118,7 @@ export class VmSubstrate implements Substrate {
   constructor(private readonly cfg: VmSubstrateConfig) {
     this.records = new MachineRecords(cfg.root);
     this.disks = new LayerStore(path.join(cfg.root, 'disks'), new Qcow2Backend());
+    this.machineDisks = new MachineDisks(this.disks, cfg.baseDisk);
     this.kvm = probeKvm();
     this.accel = cfg.accel ?? (this.kvm.usable ? 'kvm' : 'tcg');
     this.tscKhz = this.accel === 'tcg' ? hostTscKhz() : null;
@@ -206,12 +208,7 @@ export class VmSubstrate implements Substrate {
   private async prepare(spec: CreateSpec, dir: string, network: 'none' | 'outbound', address: string | undefined): Promise<void> {
     // Only the control plane enters the run dir: it holds the agent and QMP sockets.
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const disk = await this.disks.newDisk({
-      id: `disk-${spec.id}`,
-      base: this.cfg.baseDisk,
-      top: spec.source.kind === 'layer' ? spec.source.layerId : null,
-      sizeBytes: spec.resources.disk_gb * GiB,
-    });
+    const disk = await this.machineDisks.make(spec);
     this.writeRecord({ id: spec.id, resources: spec.resources, disk: disk.id, network, ...(address ? { address } : {}), desired: 'stopped', diskNode: 'disk0', captures: 0 });
   }
 
@@ -350,10 +347,7 @@ export class VmSubstrate implements Substrate {
 
   async capture(id: string, holder: string): Promise<CaptureResult> {
     const rec = this.record(id);
-    if (this.pid(id) === null) {
-      const layer = await this.disks.freeze(rec.disk, holder);
-      return { layerId: layer.id, bytes: layer.bytes, live: false };
-    }
+    if (this.pid(id) === null) return this.machineDisks.freezeStopped(rec.disk, holder);
     // Live and crash-consistent: QEMU creates the new writable qcow2 on top of the current one and switches
     // to it; the old file (same path, now read-only to QEMU) becomes the layer.
     this.settleCapture(rec);
@@ -375,7 +369,7 @@ export class VmSubstrate implements Substrate {
       rec.captures++;
       delete rec.pending;
       this.writeRecord(rec);
-      return { layerId: layer.id, bytes: layer.bytes, live: true };
+      return captured(layer, true);
     } finally {
       q.close();
     }
@@ -396,22 +390,14 @@ export class VmSubstrate implements Substrate {
     this.writeRecord(rec);
   }
 
-  async pinLayer(layerId: string, holder: string): Promise<void> {
-    await this.disks.pin(layerId, holder);
-  }
-
-  async releaseLayer(layerId: string, holder: string): Promise<void> {
-    await this.disks.unpin(layerId, holder);
-  }
-
-  async layerPins(): Promise<LayerPin[]> {
-    return this.disks.pins();
-  }
+  pinLayer: Layers['pinLayer'] = (layerId, holder) => this.machineDisks.pinLayer(layerId, holder);
+  releaseLayer: Layers['releaseLayer'] = (layerId, holder) => this.machineDisks.releaseLayer(layerId, holder);
+  layerPins: Layers['layerPins'] = () => this.machineDisks.layerPins();
 
   async replaceDisk(id: string, source: DiskSource): Promise<void> {
     const rec = this.record(id);
     if (this.pid(id) !== null) throw new AppError('conflict', 'stop the machine before replacing its disk');
-    await this.disks.replaceDisk(rec.disk, source.kind === 'layer' ? source.layerId : null, this.cfg.baseDisk);
+    await this.machineDisks.replace(rec.disk, source);
   }
 
   async destroy(id: string): Promise<void> {
@@ -429,7 +415,7 @@ export class VmSubstrate implements Substrate {
     }
     await this.reapTap(id);
     // A create killed between making the disk and writing the record leaves a disk no record names.
-    await this.disks.deleteDisk(rec?.disk ?? `disk-${id}`);
+    await this.machineDisks.delete(id, rec?.disk);
     // The machine's address is free again once its record is gone.
     fs.rmSync(this.runDir(id), { recursive: true, force: true });
   }
@@ -451,7 +437,7 @@ export class VmSubstrate implements Substrate {
   remountDiskVolume = (): Promise<void> => Promise.reject(noDiskVolume());
 
   async diskUsage(id: string): Promise<DiskUsage> {
-    return this.disks.diskUsage(this.record(id).disk);
+    return this.machineDisks.usage(this.record(id).disk);
   }
 
   async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {
