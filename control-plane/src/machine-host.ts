@@ -13,7 +13,8 @@ import type { Config } from './config.js';
 import { ContainerSubstrate, containerEarlyChannel } from './substrate/container/driver.js';
 import { FakeSubstrate } from './substrate/fake.js';
 import { defaultImageCacheDir, ensureImage } from './substrate/image.js';
-import { openUnixChannel, type DiskVolume, type EarlyChannel, type Substrate, type SubstrateKind } from './substrate/substrate.js';
+import { callOn, forwarder } from './substrate/forward.js';
+import { COMPUTE_CALLS, LAYER_CALLS, openUnixChannel, type DiskVolume, type EarlyChannel, type Substrate, type SubstrateKind } from './substrate/substrate.js';
 import { probeKvm } from './substrate/vm/kvm-probe.js';
 import { VmSubstrate, vmEarlyChannel } from './substrate/vm/driver.js';
 
@@ -35,9 +36,15 @@ export function chooseSubstrateKind(config: Pick<Config, 'substrate'>, kvmUsable
 
 /**
  * A substrate whose real implementation arrives later (after the image build). Calls wait for it; if
- * preparing failed, they answer 503 with the reason kept out of the message (it can name paths).
+ * preparing failed, they answer 503 with the reason kept out of the message (it can name paths). Compute and
+ * layer calls are forwarded as one rule over the ports' call lists; only the channel (reachable early) and the
+ * volume (asked synchronously) have rules of their own.
  */
-export class DeferredSubstrate implements Substrate {
+// The class takes the ports' calls from forwarder() in its constructor; the interface tells TypeScript so.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export interface DeferredSubstrate extends Substrate {}
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export class DeferredSubstrate {
   private impl: Substrate | null = null;
   private failed: unknown = null;
   readonly ready: Promise<Substrate>;
@@ -56,6 +63,7 @@ export class DeferredSubstrate implements Substrate {
       },
     );
     this.ready.catch(() => {});
+    Object.assign(this, forwarder<Substrate, WaitingCall>(WAITING_CALLS, async (name, args) => callOn(await this.get(), name, args)));
   }
 
   private async get(): Promise<Substrate> {
@@ -68,17 +76,6 @@ export class DeferredSubstrate implements Substrate {
     }
   }
 
-  create: Substrate['create'] = async (spec, opts) => (await this.get()).create(spec, opts);
-  start: Substrate['start'] = async (id) => (await this.get()).start(id);
-  stop: Substrate['stop'] = async (id, opts) => (await this.get()).stop(id, opts);
-  status: Substrate['status'] = async (id) => (await this.get()).status(id);
-  liveness: Substrate['liveness'] = async (id) => (await this.get()).liveness(id);
-  capture: Substrate['capture'] = async (id, holder) => (await this.get()).capture(id, holder);
-  pinLayer: Substrate['pinLayer'] = async (layerId, holder) => (await this.get()).pinLayer(layerId, holder);
-  releaseLayer: Substrate['releaseLayer'] = async (layerId, holder) => (await this.get()).releaseLayer(layerId, holder);
-  layerPins: Substrate['layerPins'] = async () => (await this.get()).layerPins();
-  replaceDisk: Substrate['replaceDisk'] = async (id, source) => (await this.get()).replaceDisk(id, source);
-  destroy: Substrate['destroy'] = async (id) => (await this.get()).destroy(id);
   openChannel = async (id: string): Promise<Duplex> => {
     // A channel is wanted only for running machines, which exist only once the substrate does.
     if (this.impl) return this.impl.openChannel(id);
@@ -90,23 +87,12 @@ export class DeferredSubstrate implements Substrate {
     if (this.early) return this.early.issueEnrollment(id);
     throw preparing();
   };
-  channelPath(id: string): string {
-    return this.impl ? this.impl.channelPath(id) : this.early ? this.early.channelPath(id) : '';
-  }
-  diskUsage: Substrate['diskUsage'] = async (id) => (await this.get()).diskUsage(id);
-  reattach: Substrate['reattach'] = async () => (await this.get()).reattach();
-  diskVolume = (): DiskVolume | null => this.impl?.diskVolume?.() ?? null;
-  thaw = async (id: string): Promise<void> => {
-    const impl = await this.get();
-    if (!impl.thaw) throw new AppError('compute_unavailable', 'This substrate does not freeze machines.');
-    await impl.thaw(id);
-  };
-  remountDiskVolume = async (): Promise<void> => {
-    const impl = await this.get();
-    if (!impl.remountDiskVolume) throw new AppError('compute_unavailable', 'This substrate has no disk volume to mount again.');
-    await impl.remountDiskVolume();
-  };
+  diskVolume = (): DiskVolume | null => this.impl?.diskVolume() ?? null;
 }
+
+/** What waits for the substrate: every compute and layer call, and a remount (asked only of a volume seen). */
+const WAITING_CALLS = [...COMPUTE_CALLS, ...LAYER_CALLS, 'remountDiskVolume'] as const;
+type WaitingCall = (typeof WAITING_CALLS)[number];
 
 /** The reason (the image build, a directory guest root cannot reach) is in the server log: it can name paths. */
 function prepareFailed(): AppError {

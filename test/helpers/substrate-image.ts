@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defaultImageCacheDir, ensureImage, type GuestImage, type ImageArtifacts } from '../../control-plane/src/substrate/image.js';
-import type { Substrate } from '../../control-plane/src/substrate/substrate.js';
+import type { EarlyChannel } from '../../control-plane/src/substrate/substrate.js';
 import { enrollOver } from './agent-enrollment.js';
 import { H2Client } from './h2-client.js';
 
@@ -26,7 +26,7 @@ export async function testImage(artifacts: ImageArtifacts, log: (l: string) => v
  * Enroll the machine's agent with `key` the way AgentPool does, then poll its /health over the channel socket
  * until it answers 200 (or the deadline passes).
  */
-export async function waitForAgent(sub: Pick<Substrate, 'channelPath' | 'issueEnrollment'>, id: string, key: string, timeoutMs: number): Promise<{ client: H2Client; health: any }> {
+export async function waitForAgent(sub: EarlyChannel, id: string, key: string, timeoutMs: number): Promise<{ client: H2Client; health: any }> {
   const end = Date.now() + timeoutMs;
   let last: unknown = null;
   while (Date.now() < end) {

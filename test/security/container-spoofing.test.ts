@@ -23,8 +23,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
-import { macFor } from '../../control-plane/src/substrate/vm/network.js';
-import { guardPort, removePortGuard } from '../../control-plane/src/substrate/vm/host-net.js';
+import { macFor } from '../../control-plane/src/substrate/net/network.js';
+import { guardPort, removePortGuard } from '../../control-plane/src/substrate/net/host-net.js';
 import { containerRig } from '../helpers/container-guest.js';
 
 const run = promisify(execFile);

@@ -11,7 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
-import { forwardChainName, GUARD_CHAIN, guardRules, installHostGuard } from '../../control-plane/src/substrate/host-guard.js';
+import { forwardChainName, GUARD_CHAIN, guardRules, installHostGuard } from '../../control-plane/src/substrate/net/host-guard.js';
 import { containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { testImage } from '../helpers/substrate-image.js';
 

@@ -5,7 +5,7 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { machineNetFor, netForIndex, overlapsRoutes, parseRoutes, releaseMachineNet } from '../../control-plane/src/substrate/machine-net.js';
+import { machineNetFor, netForIndex, overlapsRoutes, parseRoutes, releaseMachineNet } from '../../control-plane/src/substrate/net/machine-net.js';
 
 t.test('index to bridge and subnet is pinned', async (t) => {
   t.same(netForIndex('container', 0), { index: 0, bridge: 'computer-c0', subnet: '10.200.0.0/22' });

@@ -13,8 +13,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { AppError } from '../../shared/errors.js';
-import { forwardRules, GUARD_CHAIN, installHostGuard, natRule } from '../../control-plane/src/substrate/host-guard.js';
-import { IpHostNet, removePortGuard, removeVmNetwork } from '../../control-plane/src/substrate/vm/host-net.js';
+import { forwardRules, GUARD_CHAIN, installHostGuard, natRule } from '../../control-plane/src/substrate/net/host-guard.js';
+import { IpHostNet, removePortGuard, removeVmNetwork } from '../../control-plane/src/substrate/net/host-net.js';
 import {
   allocateAddress,
   bridgeSteps,
@@ -29,7 +29,7 @@ import {
   resolveVmNetwork,
   tapName,
   tapUpSteps,
-} from '../../control-plane/src/substrate/vm/network.js';
+} from '../../control-plane/src/substrate/net/network.js';
 import { VmSubstrate } from '../../control-plane/src/substrate/vm/driver.js';
 import { testImage, waitForAgent } from '../helpers/substrate-image.js';
 import type { H2Client } from '../helpers/h2-client.js';

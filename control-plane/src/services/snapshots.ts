@@ -19,7 +19,7 @@ import type { MachineRow } from '../store/repos/machines.js';
 import type { SnapshotRow } from '../store/repos/snapshots.js';
 import type { Store } from '../store/store.js';
 import type { HostHealth } from './host-health.js';
-import type { Substrate } from '../substrate/substrate.js';
+import type { Layers } from '../substrate/substrate.js';
 import { actorOf, SYSTEM } from './actor.js';
 import type { DiskLocks } from './disk-locks.js';
 import type { Actor, EventService } from './events.js';
@@ -35,7 +35,8 @@ export function snapshotView(r: SnapshotRow): Snapshot {
 
 export interface SnapshotServiceDeps {
   store: Store;
-  substrate: Substrate;
+  /** Only disks and layers: captures, pins, the reconciler's pin sweep. */
+  substrate: Layers;
   events: EventService;
   quotas: QuotaService;
   locks: DiskLocks;

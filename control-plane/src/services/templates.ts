@@ -15,7 +15,7 @@ import { decideTemplate } from '../domain/snapshot-lifecycle.js';
 import { pageOf } from '../store/pagination.js';
 import type { SnapshotRow, TemplateRow } from '../store/repos/snapshots.js';
 import type { Store } from '../store/store.js';
-import type { DiskSource, Substrate } from '../substrate/substrate.js';
+import type { DiskSource, Layers } from '../substrate/substrate.js';
 import { actorOf } from './actor.js';
 import type { QuotaService } from './quotas.js';
 import type { SnapshotService } from './snapshots.js';
@@ -29,7 +29,8 @@ export function templateView(r: TemplateRow): Template {
 
 export interface TemplateServiceDeps {
   store: Store;
-  substrate: Substrate;
+  /** Only layer pins: a template shares its snapshot's layer. */
+  substrate: Layers;
   quotas: QuotaService;
   snapshots: SnapshotService;
   now: () => Date;

@@ -6,11 +6,14 @@ import { Duplex } from 'node:stream';
 import { AppError } from '../../../shared/errors.js';
 import {
   assertMachineId,
+  cannotThaw,
+  noDiskVolume,
   notFound,
   type CaptureResult,
   type CreateSpec,
   type DiskSource,
   type DiskUsage,
+  type DiskVolume,
   type LayerPin,
   type MachineResources,
   type Substrate,
@@ -207,6 +210,11 @@ export class FakeSubstrate implements Substrate {
     this.get(id);
     return null;
   }
+
+  /** It never freezes a machine (liveness never says `frozen`), and it has no shared disk volume. */
+  thaw = (_id: string): Promise<void> => Promise.reject(cannotThaw());
+  diskVolume = (): DiskVolume | null => null;
+  remountDiskVolume = (): Promise<void> => Promise.reject(noDiskVolume());
 
   channelPath(id: string): string {
     return `fake://${id}`;

@@ -1,6 +1,7 @@
 /**
- * The one interface every machine substrate (vm, container, fake) implements. The control plane's services
- * decide and record; a substrate only acts on the host. Machine ids are the control plane's (mch_…).
+ * The ports every machine substrate (vm, container, fake) implements: compute lifecycle, disks and layers, the
+ * agent channel, host health; `Substrate` is the four. The control plane's services decide and record; a
+ * substrate only acts on the host. Machine ids are the control plane's (mch_…).
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -80,7 +81,11 @@ export interface DiskVolume {
   backingDir: string | null;
 }
 
-export interface Substrate {
+/**
+ * Compute lifecycle: what runs a machine. The only port a driver must write itself; disks (`Layers`, over
+ * disks/layer-store.ts), the agent channel and host health have shared pieces (docs/substrates.md).
+ */
+export interface Compute {
   readonly kind: SubstrateKind;
   /** Prepare the machine (disk, runtime directory). Starts it unless start is false. */
   create(spec: CreateSpec, opts?: { start?: boolean }): Promise<void>;
@@ -93,13 +98,22 @@ export interface Substrate {
    * the control plane's substrate watch asks every running machine every two seconds.
    */
   liveness(id: string): Promise<Liveness>;
+  /**
+   * Thaw a running machine liveness() found `frozen`. A freeze a killed control plane recorded is also thawed
+   * when the substrate is made. A substrate that never freezes a machine never reports `frozen`; its thaw
+   * rejects (`cannotThaw`).
+   */
+  thaw(id: string): Promise<void>;
+  /** Stop (forced) and delete the machine and its writable layer; layers nothing refers to are freed. */
+  destroy(id: string): Promise<void>;
+  /** After a control-plane restart: find machines left by the last run and report each one's state. */
+  reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>>;
+}
+
+/** Disks and layers: captures, the pins that keep layers alive, restores. */
+export interface Layers {
   /** Freeze the machine's writable disk into a new immutable layer, live when it is running. */
   capture(id: string, holder: string): Promise<CaptureResult>;
-  /**
-   * Thaw a running machine liveness() found `frozen` (only substrates that freeze machines to capture them
-   * have it). A freeze a killed control plane recorded is also thawed when the substrate is made.
-   */
-  thaw?(id: string): Promise<void>;
   /** Add a pin on a layer (a template sharing a snapshot's layer). */
   pinLayer(layerId: string, holder: string): Promise<void>;
   /** Drop `holder`'s pin; a layer nothing refers to any more is freed. An unknown layer is not an error. */
@@ -108,8 +122,10 @@ export interface Substrate {
   layerPins(): Promise<LayerPin[]>;
   /** Replace a stopped machine's disk with a new one on `layerId` (restore). */
   replaceDisk(id: string, source: DiskSource): Promise<void>;
-  /** Stop (forced) and delete the machine and its writable layer; layers nothing refers to are freed. */
-  destroy(id: string): Promise<void>;
+}
+
+/** The agent channel: what the agent pool (agent-client/pool.ts) needs of a machine's host. */
+export interface AgentChannel {
   /** A connected byte stream to the guest agent (HTTP/2 runs over it). */
   openChannel(id: string): Promise<Duplex>;
   /**
@@ -119,26 +135,59 @@ export interface Substrate {
    * the channel itself is the proof (VM: only the host holds the virtio-serial port's other end).
    */
   issueEnrollment(id: string): Promise<string | null>;
-  /** Filesystem path of the channel's unix socket (for clients that connect themselves). */
-  channelPath(id: string): string;
-  diskUsage(id: string): Promise<DiskUsage>;
-  /** After a control-plane restart: find machines left by the last run and report each one's state. */
-  reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>>;
-  /** The disk volume's health, cheap (the substrate watch asks every pass); absent or null: no shared volume. */
-  diskVolume?(): DiskVolume | null;
+}
+
+/** Host health: the shared volume machine disks live on, which the substrate watch checks every pass. */
+export interface HostVolume {
+  /** The disk volume's health, cheap; null: this substrate has no shared volume. */
+  diskVolume(): DiskVolume | null;
   /**
    * Mount a read-only loop volume again (btrfs allows no `remount,rw` after an abort). The control plane stops
    * the machines it records running first; whatever else keeps the volume busy (a container still running,
    * machines' overlay mounts) is let go here. Disks survive; machines start again as usual afterwards.
+   * Called only when diskVolume() reported one read-only: without a volume it rejects (`noDiskVolume`).
    */
-  remountDiskVolume?(): Promise<void>;
+  remountDiskVolume(): Promise<void>;
 }
+
+/** A machine host: the four ports, one object (the machine service holds it; the others take one port). */
+export interface Substrate extends Compute, Layers, AgentChannel, HostVolume {}
+
+/**
+ * Each port's calls, as data: the forwarders (timed.ts, machine-host.ts) are written over these lists, not
+ * over members spelled one by one. `satisfies` below fails to compile when a port gains a call a list lacks.
+ */
+export const COMPUTE_CALLS = ['create', 'start', 'stop', 'status', 'liveness', 'thaw', 'destroy', 'reattach'] as const;
+export const LAYER_CALLS = ['capture', 'pinLayer', 'releaseLayer', 'layerPins', 'replaceDisk'] as const;
+export const CHANNEL_CALLS = ['openChannel', 'issueEnrollment'] as const;
+export const VOLUME_CALLS = ['diskVolume', 'remountDiskVolume'] as const;
+type Exactly<Listed, Members> = [Exclude<Members, Listed>, Exclude<Listed, Members>] extends [never, never] ? true : false;
+true satisfies Exactly<(typeof COMPUTE_CALLS)[number], Exclude<keyof Compute, 'kind'>>;
+true satisfies Exactly<(typeof LAYER_CALLS)[number], keyof Layers>;
+true satisfies Exactly<(typeof CHANNEL_CALLS)[number], keyof AgentChannel>;
+true satisfies Exactly<(typeof VOLUME_CALLS)[number], keyof HostVolume>;
+export type SubstrateCall = (typeof COMPUTE_CALLS | typeof LAYER_CALLS | typeof CHANNEL_CALLS | typeof VOLUME_CALLS)[number];
+export const SUBSTRATE_CALLS: readonly SubstrateCall[] = [...COMPUTE_CALLS, ...LAYER_CALLS, ...CHANNEL_CALLS, ...VOLUME_CALLS];
 
 /**
  * What reaches a running machine's agent without the substrate object (machine-host.ts): after a control-plane
  * restart, machines still running are served while the guest image is checked.
  */
-export type EarlyChannel = Pick<Substrate, 'channelPath' | 'issueEnrollment'>;
+export interface EarlyChannel {
+  /** Filesystem path of the channel's unix socket (for clients that connect themselves). */
+  channelPath(id: string): string;
+  issueEnrollment(id: string): Promise<string | null>;
+}
+
+/** thaw() of a substrate that never freezes a machine (its liveness never says `frozen`). */
+export function cannotThaw(): AppError {
+  return new AppError('compute_unavailable', 'this substrate cannot thaw a machine');
+}
+
+/** remountDiskVolume() of a substrate without a shared disk volume (its diskVolume() is null). */
+export function noDiskVolume(): AppError {
+  return new AppError('compute_unavailable', 'This substrate has no disk volume to mount again.');
+}
 
 /** Map a catalog size to resources; the catalog (server-owned) is passed in, never hard-coded here. */
 export function resourcesForSize(

@@ -1,9 +1,10 @@
 /**
  * A Substrate that reports how long its boots and captures take (operator metrics, docs/operations.md):
  * `create` when it boots the machine (not with `start: false`), `start`, and `capture`, each with its
- * outcome. Everything else is forwarded unchanged; timing never changes what the inner substrate does.
+ * outcome. Every other call is forwarded unchanged; timing never changes what the inner substrate does.
  */
-import type { Substrate } from './substrate.js';
+import { callOn, forwarder } from './forward.js';
+import { SUBSTRATE_CALLS, type Substrate } from './substrate.js';
 
 export type TimedOp = 'create' | 'start' | 'capture';
 export type TimingSink = (op: TimedOp, seconds: number, ok: boolean) => void;
@@ -22,27 +23,10 @@ export function timedSubstrate(inner: Substrate, sink: TimingSink): Substrate {
     }
   };
   return {
-    get kind() {
-      return inner.kind;
-    },
+    ...forwarder<Substrate, (typeof SUBSTRATE_CALLS)[number]>(SUBSTRATE_CALLS, (name, args) => callOn(inner, name, args)),
+    kind: inner.kind,
     create: (spec, opts) => (opts?.start === false ? inner.create(spec, opts) : timed('create', () => inner.create(spec, opts))),
     start: (id) => timed('start', () => inner.start(id)),
     capture: (id, holder) => timed('capture', () => inner.capture(id, holder)),
-    stop: (id, opts) => inner.stop(id, opts),
-    status: (id) => inner.status(id),
-    liveness: (id) => inner.liveness(id),
-    pinLayer: (layerId, holder) => inner.pinLayer(layerId, holder),
-    releaseLayer: (layerId, holder) => inner.releaseLayer(layerId, holder),
-    layerPins: () => inner.layerPins(),
-    replaceDisk: (id, source) => inner.replaceDisk(id, source),
-    destroy: (id) => inner.destroy(id),
-    openChannel: (id) => inner.openChannel(id),
-    issueEnrollment: (id) => inner.issueEnrollment(id),
-    channelPath: (id) => inner.channelPath(id),
-    diskUsage: (id) => inner.diskUsage(id),
-    reattach: () => inner.reattach(),
-    diskVolume: () => inner.diskVolume?.() ?? null,
-    ...(inner.remountDiskVolume ? { remountDiskVolume: () => inner.remountDiskVolume!() } : {}),
-    ...(inner.thaw ? { thaw: (id: string) => inner.thaw!(id) } : {}),
   };
 }

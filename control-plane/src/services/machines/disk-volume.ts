@@ -45,7 +45,7 @@ export function createDiskVolumeRecovery(c: MachineCore, host: HostStarts) {
       }
     }));
     try {
-      await substrate.remountDiskVolume!();
+      await substrate.remountDiskVolume();
     } catch (e) {
       // Still read-only: the next pass tries again; the stopped machines wait (they are stopped, honestly).
       d.onFailure?.('*', 'volume_remount', e);
@@ -76,7 +76,7 @@ export function createDiskVolumeRecovery(c: MachineCore, host: HostStarts) {
   /** One check of the volume (each watch pass). Returns whether a recovery ran. */
   return async function watchDiskVolume(): Promise<boolean> {
     if (recovering) return false;
-    const vol = substrate.diskVolume?.() ?? null;
+    const vol = substrate.diskVolume();
     d.hostHealth?.volumeReadOnly(vol?.readOnly === true);
     if (!vol || (!vol.readOnly && !store.volumeRestarts.any())) return false;
     if (vol.readOnly && (vol.backingDir === null || !(d.hostHealth?.hasRoom(vol.backingDir) ?? true))) return false;

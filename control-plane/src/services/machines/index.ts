@@ -24,7 +24,6 @@ import { createRestore } from './restore.js';
 import { createSubstrateWatch } from './watch.js';
 
 export { machineView, type MachineServiceDeps } from './core.js';
-export { NO_SUBSTRATE } from './no-substrate.js';
 
 export function createMachineService(d: MachineServiceDeps) {
   const c = createMachineCore(d);

@@ -61,7 +61,6 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
           // control plane killed mid-capture, a freeze from outside). Thawed, it runs on; one that cannot be
           // thawed answers nothing, so it fails like a dead one (a start after the cleanup begins clean).
           try {
-            if (!substrate.thaw) throw new AppError('compute_unavailable', 'this substrate cannot thaw a machine');
             await substrate.thaw(m.id);
             d.onFailure?.(m.id, 'watch_thaw', new AppError('compute_unavailable', 'the machine was frozen with no capture in flight; thawed'));
             return null;

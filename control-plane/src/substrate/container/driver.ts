@@ -14,11 +14,11 @@ import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
 import { faultPoint } from '../../fault-points.js';
 import { LayerStore } from '../disks/layer-store.js';
+import { captured, MachineDisks } from '../disks/machine-disks.js';
 import { defaultVolumeBytes, ensureBtrfsVolume, readOnlyFs, remountLoopVolume } from '../disks/btrfs.js';
 import { isMounted, mountOverlay, unmount, OverlayBackend } from '../disks/overlay-backend.js';
 import {
   assertMachineId,
-  notFound,
   dropEnrollmentSecret,
   openUnixChannel,
   type CaptureResult,
@@ -27,16 +27,17 @@ import {
   type DiskUsage,
   type DiskVolume,
   type EarlyChannel,
-  type LayerPin,
+  type Layers,
   type Liveness,
   type MachineResources,
   type Substrate,
   type SubstrateStatus,
 } from '../substrate.js';
-import { forwardChainName, installOutboundRules, removeOutboundRules, type OutboundBridge } from '../host-guard.js';
-import { machineNetFor, releaseMachineNet, type MachineNet } from '../machine-net.js';
-import { allocateAddress, inSubnet, macFor } from '../vm/network.js';
-import { guardPort, removeBridge, removePortGuard } from '../vm/host-net.js';
+import { forwardChainName, installOutboundRules, removeOutboundRules, type OutboundBridge } from '../net/host-guard.js';
+import { machineNetFor, releaseMachineNet, type MachineNet } from '../net/machine-net.js';
+import { allocateAddress, inSubnet, macFor } from '../net/network.js';
+import { guardPort, removeBridge, removePortGuard } from '../net/host-net.js';
+import { MachineRecords, peekRecord } from '../records.js';
 import { idmappedBase, uidBaseFor } from './idmap.js';
 import { assertGuestReaches, guestPassable, machineDirs, makeReachDir, reachDirFor, type MachineDirs, type MachinePlace } from './reach.js';
 import {
@@ -116,8 +117,6 @@ function bootId(): string {
   }
 }
 
-const GiB = 1024 ** 3;
-
 /** The cgroup v1 freezer state file of a container cgroup (as podman or a record names it); '' if not one. */
 function freezerStatePath(cg: string): string {
   return cg && /^\/[A-Za-z0-9_./-]+$/.test(cg) && !cg.includes('..') ? path.join('/sys/fs/cgroup/freezer', cg, 'freezer.state') : '';
@@ -165,11 +164,8 @@ function isolateBridgePorts(bridge: string): void {
 
 /** Where a machine's record says its mount point and channel are (a machine not yet recorded: the reach dir). */
 function placeOf(root: string, id: string): MachinePlace {
-  try {
-    return (JSON.parse(fs.readFileSync(path.join(root, 'machines', id, 'machine.json'), 'utf8')) as MachineRecord).place ?? 'root';
-  } catch {
-    return 'reach';
-  }
+  const rec = peekRecord<MachineRecord>(root, id);
+  return rec ? (rec.place ?? 'root') : 'reach';
 }
 
 /**
@@ -192,6 +188,8 @@ export function containerEarlyChannel(root: string, reach = reachDirFor(root)): 
 export class ContainerSubstrate implements Substrate {
   readonly kind = 'container' as const;
   readonly disks: LayerStore;
+  private readonly machineDisks: MachineDisks;
+  private readonly records: MachineRecords<MachineRecord>;
   readonly env: PodmanEnv;
   /** How live captures duplicate the writable layer (see `disks` in the config). */
   readonly diskMode: 'snapshot' | 'copy';
@@ -228,7 +226,7 @@ export class ContainerSubstrate implements Substrate {
     fs.mkdirSync(networkConfigDir(this.env), { recursive: true, mode: 0o700 });
     this.net = machineNetFor({ root: cfg.root, kind: 'container', ...(cfg.netRegistry ? { registry: cfg.netRegistry } : {}) });
     fs.writeFileSync(path.join(networkConfigDir(this.env), 'computer.conflist'), cniConflist(this.env, this.net));
-    fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
+    this.records = new MachineRecords(cfg.root);
     this.uidBase = this.guestRange();
     // runc mounts the machine's root and channel as guest root (host uid uidBase): it must pass every directory
     // above them, and no host user but root may enter them. They live outside the root (DATA_DIR stays 0700),
@@ -249,6 +247,7 @@ export class ContainerSubstrate implements Substrate {
     }
     this.diskMode = snapshots ? 'snapshot' : 'copy';
     this.disks = new LayerStore(disksDir, new OverlayBackend({ snapshots, quotas }));
+    this.machineDisks = new MachineDisks(this.disks, cfg.baseRootfs);
     this.leftoverFreezes = this.thawLeftovers();
   }
 
@@ -258,7 +257,7 @@ export class ContainerSubstrate implements Substrate {
    * undone synchronously, within the constructor; only the `podman unpause` fallback runs after it.
    */
   private async thawLeftovers(): Promise<void> {
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
+    for (const id of this.records.entries()) {
       let rec: MachineRecord;
       try {
         rec = this.record(id);
@@ -284,7 +283,7 @@ export class ContainerSubstrate implements Substrate {
     } catch {
       /* not yet recorded */
     }
-    if (fs.readdirSync(path.join(this.cfg.root, 'machines')).length > 0) {
+    if (this.records.entries().length > 0) {
       this.cfg.warn?.('container substrate: this root\'s machines predate private uid ranges; guest uids are host uids');
       return null;
     }
@@ -309,7 +308,7 @@ export class ContainerSubstrate implements Substrate {
   }
 
   private machineDir(id: string): string {
-    return path.join(this.cfg.root, 'machines', id);
+    return this.records.dir(id);
   }
   /** A machine's mount point and channel directory, where its record places them. */
   private placed(rec: Pick<MachineRecord, 'id' | 'place'>): MachineDirs {
@@ -324,16 +323,11 @@ export class ContainerSubstrate implements Substrate {
   }
 
   private record(id: string): MachineRecord {
-    assertMachineId(id);
-    const f = path.join(this.machineDir(id), 'machine.json');
-    if (!fs.existsSync(f)) throw notFound();
-    return JSON.parse(fs.readFileSync(f, 'utf8')) as MachineRecord;
+    return this.records.read(id);
   }
 
   private writeRecord(rec: MachineRecord): void {
-    const f = path.join(this.machineDir(rec.id), 'machine.json');
-    fs.writeFileSync(`${f}.tmp`, JSON.stringify(rec));
-    fs.renameSync(`${f}.tmp`, f);
+    this.records.write(rec);
   }
 
   private async mount(rec: MachineRecord): Promise<void> {
@@ -349,15 +343,10 @@ export class ContainerSubstrate implements Substrate {
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
     assertMachineId(spec.id);
     const dir = this.machineDir(spec.id);
-    if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
+    if (this.records.has(spec.id)) throw new AppError('conflict', 'machine exists on this substrate');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.makePlace(spec.id);
-    const disk = await this.disks.newDisk({
-      id: `disk-${spec.id}`,
-      base: this.cfg.baseRootfs,
-      top: spec.source.kind === 'layer' ? spec.source.layerId : null,
-      sizeBytes: spec.resources.disk_gb * GiB,
-    });
+    const disk = await this.machineDisks.make(spec);
     const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none', place: 'reach' };
     if (rec.network === 'outbound') {
       rec.address = allocateAddress(this.net, [...this.usedAddresses(), ...this.reserved]);
@@ -477,16 +466,8 @@ export class ContainerSubstrate implements Substrate {
 
   /** Addresses held by this root's machines (their records). */
   private usedAddresses(): string[] {
-    const out: string[] = [];
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      try {
-        const r = JSON.parse(fs.readFileSync(path.join(this.machineDir(id), 'machine.json'), 'utf8')) as MachineRecord;
-        if (r.address) out.push(r.address);
-      } catch {
-        /* partially created */
-      }
-    }
-    return out;
+    // A machine partially created has no record.
+    return this.records.all().flatMap((r) => (r.address ? [r.address] : []));
   }
 
   async start(id: string): Promise<void> {
@@ -604,7 +585,7 @@ export class ContainerSubstrate implements Substrate {
 
   async status(id: string): Promise<SubstrateStatus> {
     assertMachineId(id);
-    if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) return 'absent';
+    if (!this.records.has(id)) return 'absent';
     const rec = this.record(id);
     if (!this.disks.hasDisk(rec.disk)) return 'lost';
     const st = await this.containerState(id);
@@ -620,7 +601,7 @@ export class ContainerSubstrate implements Substrate {
    */
   async liveness(id: string): Promise<Liveness> {
     assertMachineId(id);
-    if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) return 'absent';
+    if (!this.records.has(id)) return 'absent';
     const rec = this.record(id);
     const cg = this.liveCgroup(rec);
     if (cg) {
@@ -672,8 +653,7 @@ export class ContainerSubstrate implements Substrate {
         const thaw = await this.freeze(rec, info.cgroup);
         try {
           faultPoint('container.capture.frozen');
-          const layer = await this.disks.copyToLayer(rec.disk, holder);
-          return { layerId: layer.id, bytes: layer.bytes, live: true };
+          return captured(await this.disks.copyToLayer(rec.disk, holder), true);
         } finally {
           await thaw();
         }
@@ -683,8 +663,7 @@ export class ContainerSubstrate implements Substrate {
     }
     // Stopped: the writable directory becomes the layer in place (a rename-free O(1) freeze).
     await unmount(this.placed(rec).merged);
-    const layer = await this.disks.freeze(rec.disk, holder);
-    return { layerId: layer.id, bytes: layer.bytes, live: false };
+    return this.machineDisks.freezeStopped(rec.disk, holder);
   }
 
   /**
@@ -743,23 +722,15 @@ export class ContainerSubstrate implements Substrate {
     await this.thawAs(id, cg ? { how: 'cgroup', cgroup: cg } : { how: 'podman' });
   }
 
-  async pinLayer(layerId: string, holder: string): Promise<void> {
-    await this.disks.pin(layerId, holder);
-  }
-
-  async releaseLayer(layerId: string, holder: string): Promise<void> {
-    await this.disks.unpin(layerId, holder);
-  }
-
-  async layerPins(): Promise<LayerPin[]> {
-    return this.disks.pins();
-  }
+  pinLayer: Layers['pinLayer'] = (layerId, holder) => this.machineDisks.pinLayer(layerId, holder);
+  releaseLayer: Layers['releaseLayer'] = (layerId, holder) => this.machineDisks.releaseLayer(layerId, holder);
+  layerPins: Layers['layerPins'] = () => this.machineDisks.layerPins();
 
   async replaceDisk(id: string, source: DiskSource): Promise<void> {
     const rec = this.record(id);
     if ((await this.containerState(id)) === 'running') throw new AppError('conflict', 'stop the machine before replacing its disk');
     await unmount(this.placed(rec).merged);
-    await this.disks.replaceDisk(rec.disk, source.kind === 'layer' ? source.layerId : null, this.cfg.baseRootfs);
+    await this.machineDisks.replace(rec.disk, source);
   }
 
   /**
@@ -797,7 +768,7 @@ export class ContainerSubstrate implements Substrate {
     const places = (['reach', 'root'] as const).map((place) => this.placed({ id, place }));
     for (const p of places) await unmount(p.merged);
     // A create killed between making the disk and writing the record leaves a disk no record names.
-    await this.disks.deleteDisk(rec?.disk ?? `disk-${id}`);
+    await this.machineDisks.delete(id, rec?.disk);
     fs.rmSync(places[0]!.dir, { recursive: true, force: true });
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -813,7 +784,7 @@ export class ContainerSubstrate implements Substrate {
   }
 
   async diskUsage(id: string): Promise<DiskUsage> {
-    return this.disks.diskUsage(this.record(id).disk);
+    return this.machineDisks.usage(this.record(id).disk);
   }
 
   diskVolume(): DiskVolume | null {
@@ -829,8 +800,7 @@ export class ContainerSubstrate implements Substrate {
    */
   async remountDiskVolume(): Promise<void> {
     if (this.volume !== 'loop') throw new AppError('compute_unavailable', 'the disk volume is not a loop volume this host can mount again');
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) continue;
+    for (const id of this.records.ids()) {
       await this.stop(id, { timeoutMs: 1000 }).catch(() => unmount(this.mergedPath(id)));
     }
     await this.disks.settled();
@@ -841,8 +811,7 @@ export class ContainerSubstrate implements Substrate {
   async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {
     await this.leftoverFreezes;
     const out: Array<{ id: string; status: SubstrateStatus }> = [];
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      if (!fs.existsSync(path.join(this.machineDir(id), 'machine.json'))) continue;
+    for (const id of this.records.ids()) {
       let status = await this.status(id);
       // After a host reboot podman may still list the container while its overlay mount is gone.
       if (status === 'running' && !isMounted(this.mergedPath(id))) status = 'lost';

@@ -27,7 +27,7 @@ export const GUEST_ID_COUNT = 65536;
 /** First host uid of the ranges: above any distribution's subuid ranges and login uids. */
 const RANGE_START = 2 ** 30;
 
-/** The host uid (and gid) of guest uid 0 for the root holding host-wide slot `index` (see machine-net.ts). */
+/** The host uid (and gid) of guest uid 0 for the root holding host-wide slot `index` (see net/machine-net.ts). */
 export function uidBaseFor(index: number): number {
   return RANGE_START + index * GUEST_ID_COUNT;
 }

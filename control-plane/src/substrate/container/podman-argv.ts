@@ -160,7 +160,7 @@ export function createArgs(env: PodmanEnv, spec: RunSpec): string[] {
     GUEST_CAPABILITIES.join(','),
     // Guest uids in the root's private host range (see idmap.ts).
     ...(spec.uidBase !== undefined ? idmapArgs(spec.uidBase) : []),
-    // outbound: our CNI network's bridge, guarded on the host by an INPUT drop rule (see host-guard.ts).
+    // outbound: our CNI network's bridge, guarded on the host by an INPUT drop rule (see net/host-guard.ts).
     '--network',
     spec.network === 'none' ? 'none' : CONTAINER_NETWORK,
     ...(spec.network === 'outbound' && spec.nic ? ['--ip', spec.nic.address, '--mac-address', spec.nic.mac] : []),

@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import type { MachineResources } from '../substrate.js';
-import { kernelNetArgs, type VmNic } from './network.js';
+import { kernelNetArgs, type VmNic } from '../net/network.js';
 
 export const AGENT_PORT_NAME = 'computer.agent';
 

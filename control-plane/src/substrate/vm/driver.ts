@@ -12,30 +12,33 @@ import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
 import { LayerStore } from '../disks/layer-store.js';
 import { Qcow2Backend } from '../disks/qcow2-backend.js';
+import { captured, MachineDisks } from '../disks/machine-disks.js';
 import {
   assertMachineId,
-  notFound,
+  cannotThaw,
+  noDiskVolume,
   openUnixChannel,
   type CaptureResult,
   type CreateSpec,
   type DiskSource,
   type DiskUsage,
+  type DiskVolume,
   type EarlyChannel,
-  type LayerPin,
+  type Layers,
   type Liveness,
   type MachineResources,
   type Substrate,
   type SubstrateStatus,
 } from '../substrate.js';
 import { buildQemuArgv, vmFiles, vmProcessName } from './argv.js';
-import { IpHostNet, type HostNet } from './host-net.js';
+import { IpHostNet, type HostNet } from '../net/host-net.js';
 import { hostTscKhz, probeKvm, type KvmVerdict } from './kvm-probe.js';
-import { machineNetFor, releaseMachineNet } from '../machine-net.js';
-import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from './network.js';
+import { machineNetFor, releaseMachineNet } from '../net/machine-net.js';
+import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from '../net/network.js';
 import { Qmp } from './qmp.js';
+import { MachineRecords, machineDirOf } from '../records.js';
 
 const execFileP = promisify(execFile);
-const GiB = 1024 ** 3;
 
 export interface VmSubstrateConfig {
   /** Disk layers and machine run directories. Keep it short: unix socket paths are limited to 107 bytes. */
@@ -51,7 +54,7 @@ export interface VmSubstrateConfig {
   /**
    * Outbound networking (machines created with network 'outbound'): bridge, subnet, nameservers. One
    * substrate root per bridge: addresses are allocated from this root's machine records. Without a bridge
-   * and subnet here, the root gets its own from the host-wide registry (machine-net.ts).
+   * and subnet here, the root gets its own from the host-wide registry (net/machine-net.ts).
    */
   network?: VmNetworkConfig;
   /** Host-wide registry of machine networks; default /var/lib/computer/networks. */
@@ -79,7 +82,7 @@ interface VmRecord {
 /** A VM's agent socket under a substrate root (see containerChannelPath). */
 export function vmChannelPath(root: string, id: string): string {
   assertMachineId(id);
-  return vmFiles(path.join(root, 'machines', id)).agentSocket;
+  return vmFiles(machineDirOf(root, id)).agentSocket;
 }
 
 /** The channel of a machine under a substrate root, usable before the substrate object exists (machine-host.ts). */
@@ -97,6 +100,8 @@ export function vmEarlyChannel(root: string): EarlyChannel {
 export class VmSubstrate implements Substrate {
   readonly kind = 'vm' as const;
   readonly disks: LayerStore;
+  private readonly machineDisks: MachineDisks;
+  private readonly records: MachineRecords<VmRecord>;
   readonly accel: 'kvm' | 'tcg';
   readonly kvm: KvmVerdict;
   private readonly tscKhz: number | null;
@@ -111,8 +116,9 @@ export class VmSubstrate implements Substrate {
   private readonly starting = new Set<string>();
 
   constructor(private readonly cfg: VmSubstrateConfig) {
-    fs.mkdirSync(path.join(cfg.root, 'machines'), { recursive: true, mode: 0o700 });
+    this.records = new MachineRecords(cfg.root);
     this.disks = new LayerStore(path.join(cfg.root, 'disks'), new Qcow2Backend());
+    this.machineDisks = new MachineDisks(this.disks, cfg.baseDisk);
     this.kvm = probeKvm();
     this.accel = cfg.accel ?? (this.kvm.usable ? 'kvm' : 'tcg');
     this.tscKhz = this.accel === 'tcg' ? hostTscKhz() : null;
@@ -132,22 +138,17 @@ export class VmSubstrate implements Substrate {
   }
 
   private runDir(id: string): string {
-    return path.join(this.cfg.root, 'machines', id);
+    return this.records.dir(id);
   }
   channelPath(id: string): string {
     return vmChannelPath(this.cfg.root, id);
   }
 
   private record(id: string): VmRecord {
-    assertMachineId(id);
-    const f = path.join(this.runDir(id), 'machine.json');
-    if (!fs.existsSync(f)) throw notFound();
-    return JSON.parse(fs.readFileSync(f, 'utf8')) as VmRecord;
+    return this.records.read(id);
   }
   private writeRecord(rec: VmRecord): void {
-    const f = path.join(this.runDir(rec.id), 'machine.json');
-    fs.writeFileSync(`${f}.tmp`, JSON.stringify(rec));
-    fs.renameSync(`${f}.tmp`, f);
+    this.records.write(rec);
   }
 
   /** The QEMU pid if its process is alive and is this machine's (pid files outlive reboots and pids are reused). */
@@ -181,7 +182,7 @@ export class VmSubstrate implements Substrate {
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
     assertMachineId(spec.id);
     const dir = this.runDir(spec.id);
-    if (fs.existsSync(path.join(dir, 'machine.json'))) throw new AppError('conflict', 'machine exists on this substrate');
+    if (this.records.has(spec.id)) throw new AppError('conflict', 'machine exists on this substrate');
     const network = spec.network ?? 'none';
     const address = network === 'outbound' ? this.allocate() : undefined;
     try {
@@ -200,27 +201,14 @@ export class VmSubstrate implements Substrate {
   }
 
   private usedAddresses(): string[] {
-    const out: string[] = [];
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      try {
-        const a = (JSON.parse(fs.readFileSync(path.join(this.runDir(id), 'machine.json'), 'utf8')) as VmRecord).address;
-        if (a) out.push(a);
-      } catch {
-        /* no record (being created or destroyed) */
-      }
-    }
-    return out;
+    // A machine being created or destroyed has no record.
+    return this.records.all().flatMap((r) => (r.address ? [r.address] : []));
   }
 
   private async prepare(spec: CreateSpec, dir: string, network: 'none' | 'outbound', address: string | undefined): Promise<void> {
     // Only the control plane enters the run dir: it holds the agent and QMP sockets.
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const disk = await this.disks.newDisk({
-      id: `disk-${spec.id}`,
-      base: this.cfg.baseDisk,
-      top: spec.source.kind === 'layer' ? spec.source.layerId : null,
-      sizeBytes: spec.resources.disk_gb * GiB,
-    });
+    const disk = await this.machineDisks.make(spec);
     this.writeRecord({ id: spec.id, resources: spec.resources, disk: disk.id, network, ...(address ? { address } : {}), desired: 'stopped', diskNode: 'disk0', captures: 0 });
   }
 
@@ -336,7 +324,7 @@ export class VmSubstrate implements Substrate {
 
   async status(id: string): Promise<SubstrateStatus> {
     assertMachineId(id);
-    if (!fs.existsSync(path.join(this.runDir(id), 'machine.json'))) return 'absent';
+    if (!this.records.has(id)) return 'absent';
     const rec = this.record(id);
     if (!this.disks.hasDisk(rec.disk)) return 'lost';
     if (this.pid(id) !== null) return 'running';
@@ -351,7 +339,7 @@ export class VmSubstrate implements Substrate {
    */
   async liveness(id: string): Promise<Liveness> {
     assertMachineId(id);
-    if (!fs.existsSync(path.join(this.runDir(id), 'machine.json'))) return 'absent';
+    if (!this.records.has(id)) return 'absent';
     if (this.pid(id) !== null) return 'running';
     if (this.starting.has(id)) return 'running';
     return fs.existsSync(vmFiles(this.runDir(id)).pidFile) ? 'crashed' : 'shutdown';
@@ -359,10 +347,7 @@ export class VmSubstrate implements Substrate {
 
   async capture(id: string, holder: string): Promise<CaptureResult> {
     const rec = this.record(id);
-    if (this.pid(id) === null) {
-      const layer = await this.disks.freeze(rec.disk, holder);
-      return { layerId: layer.id, bytes: layer.bytes, live: false };
-    }
+    if (this.pid(id) === null) return this.machineDisks.freezeStopped(rec.disk, holder);
     // Live and crash-consistent: QEMU creates the new writable qcow2 on top of the current one and switches
     // to it; the old file (same path, now read-only to QEMU) becomes the layer.
     this.settleCapture(rec);
@@ -384,7 +369,7 @@ export class VmSubstrate implements Substrate {
       rec.captures++;
       delete rec.pending;
       this.writeRecord(rec);
-      return { layerId: layer.id, bytes: layer.bytes, live: true };
+      return captured(layer, true);
     } finally {
       q.close();
     }
@@ -405,22 +390,14 @@ export class VmSubstrate implements Substrate {
     this.writeRecord(rec);
   }
 
-  async pinLayer(layerId: string, holder: string): Promise<void> {
-    await this.disks.pin(layerId, holder);
-  }
-
-  async releaseLayer(layerId: string, holder: string): Promise<void> {
-    await this.disks.unpin(layerId, holder);
-  }
-
-  async layerPins(): Promise<LayerPin[]> {
-    return this.disks.pins();
-  }
+  pinLayer: Layers['pinLayer'] = (layerId, holder) => this.machineDisks.pinLayer(layerId, holder);
+  releaseLayer: Layers['releaseLayer'] = (layerId, holder) => this.machineDisks.releaseLayer(layerId, holder);
+  layerPins: Layers['layerPins'] = () => this.machineDisks.layerPins();
 
   async replaceDisk(id: string, source: DiskSource): Promise<void> {
     const rec = this.record(id);
     if (this.pid(id) !== null) throw new AppError('conflict', 'stop the machine before replacing its disk');
-    await this.disks.replaceDisk(rec.disk, source.kind === 'layer' ? source.layerId : null, this.cfg.baseDisk);
+    await this.machineDisks.replace(rec.disk, source);
   }
 
   async destroy(id: string): Promise<void> {
@@ -438,7 +415,7 @@ export class VmSubstrate implements Substrate {
     }
     await this.reapTap(id);
     // A create killed between making the disk and writing the record leaves a disk no record names.
-    await this.disks.deleteDisk(rec?.disk ?? `disk-${id}`);
+    await this.machineDisks.delete(id, rec?.disk);
     // The machine's address is free again once its record is gone.
     fs.rmSync(this.runDir(id), { recursive: true, force: true });
   }
@@ -454,14 +431,18 @@ export class VmSubstrate implements Substrate {
     return null;
   }
 
+  /** QEMU's disks are files in the root: no shared volume, and a capture never freezes the machine. */
+  thaw = (_id: string): Promise<void> => Promise.reject(cannotThaw());
+  diskVolume = (): DiskVolume | null => null;
+  remountDiskVolume = (): Promise<void> => Promise.reject(noDiskVolume());
+
   async diskUsage(id: string): Promise<DiskUsage> {
-    return this.disks.diskUsage(this.record(id).disk);
+    return this.machineDisks.usage(this.record(id).disk);
   }
 
   async reattach(): Promise<Array<{ id: string; status: SubstrateStatus }>> {
     const out: Array<{ id: string; status: SubstrateStatus }> = [];
-    for (const id of fs.readdirSync(path.join(this.cfg.root, 'machines'))) {
-      if (!fs.existsSync(path.join(this.runDir(id), 'machine.json'))) continue;
+    for (const id of this.records.ids()) {
       out.push({ id, status: await this.status(id) });
     }
     return out;

@@ -1,6 +1,6 @@
 /** Where no substrate was configured (identity-only deployments and tests): every act is refused. */
-import { AppError } from '../../../../shared/errors.js';
-import type { Substrate } from '../../substrate/substrate.js';
+import { AppError } from '../../../shared/errors.js';
+import type { Substrate } from './substrate.js';
 
 export const NO_SUBSTRATE: Substrate = {
   kind: 'fake',
@@ -9,6 +9,7 @@ export const NO_SUBSTRATE: Substrate = {
   stop: () => Promise.reject(unconfigured()),
   status: async () => 'absent',
   liveness: async () => 'absent',
+  thaw: () => Promise.reject(unconfigured()),
   capture: () => Promise.reject(unconfigured()),
   replaceDisk: () => Promise.reject(unconfigured()),
   pinLayer: () => Promise.reject(unconfigured()),
@@ -17,9 +18,9 @@ export const NO_SUBSTRATE: Substrate = {
   destroy: async () => {},
   openChannel: () => Promise.reject(unconfigured()),
   issueEnrollment: () => Promise.reject(unconfigured()),
-  channelPath: () => '',
-  diskUsage: () => Promise.reject(unconfigured()),
   reattach: async () => [],
+  diskVolume: () => null,
+  remountDiskVolume: () => Promise.reject(unconfigured()),
 };
 
 function unconfigured(): AppError {

@@ -7,7 +7,7 @@
  */
 import crypto from 'node:crypto';
 import { AppError } from '../../../../shared/errors.js';
-import { forwardChainName, type OutboundBridge } from '../host-guard.js';
+import { forwardChainName, type OutboundBridge } from './host-guard.js';
 
 export const DEFAULT_VM_BRIDGE = 'computer-br0';
 export const DEFAULT_VM_SUBNET = '10.201.0.0/16';

@@ -12,7 +12,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { AppError } from '../../../shared/errors.js';
+import { AppError } from '../../../../shared/errors.js';
 
 export type MachineNetKind = 'container' | 'vm';
 

@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { promisify } from 'node:util';
 import { AppError } from '../../../../shared/errors.js';
-import { installOutboundRules, ipt, removeOutboundRules } from '../host-guard.js';
+import { installOutboundRules, ipt, removeOutboundRules } from './host-guard.js';
 import { bridgeSteps, portGuardChain, portGuardRestore, tapUpSteps, type NetStep, type VmNetwork, type VmNic } from './network.js';
 
 const run = promisify(execFile);
