@@ -3,7 +3,8 @@
  * directory (what a checkout under /root or a `mktemp -d` gives), node_modules linked in (nothing recompiled),
  * `npm start` with the default DATA_DIR (./data) on a free port, in its own process group. Commit before running:
  * the clone is of HEAD, not of the working tree. Teardown stops the server and lets go of what its container
- * substrate left on the host (mounts, its network, its reach directory).
+ * substrate left on the host (mounts, its network, its reach directory). `cloneHead` alone: the clone without
+ * `npm start` (the agent's tests run from a 0700 checkout: test/e2e/root-checkout.test.ts).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -53,18 +54,36 @@ function waitFor(child: ChildProcess, out: () => string, re: RegExp): Promise<Re
   });
 }
 
-export async function freshClone(t: Teardown): Promise<FreshClone> {
+export interface HeadClone {
+  /** The new 0700 directory (remove it when done). */
+  top: string;
+  /** The clone in it, node_modules linked. */
+  dir: string;
+}
+
+/** HEAD cloned into `<new 0700 dir>/computer`, with this checkout's node_modules linked in (nothing recompiled). */
+export function cloneHead(): HeadClone {
   const top = fs.mkdtempSync('/tmp/fresh-clone-');
   const dir = path.join(top, 'computer');
   const head = execFileSync('git', ['-C', REPO_ROOT, 'rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
   execFileSync('git', ['clone', '--quiet', '--no-checkout', REPO_ROOT, dir]);
   execFileSync('git', ['-C', dir, 'checkout', '--quiet', '--detach', head]);
   fs.symlinkSync(fs.realpathSync(path.join(REPO_ROOT, 'node_modules')), path.join(dir, 'node_modules'));
-  const port = await freePort();
-  // The README's environment: nothing but PORT; no DATA_DIR or other setting of the test run leaks in.
-  const env = Object.fromEntries(
+  return { top, dir };
+}
+
+/** The README's environment: this process's, without DATA_DIR or any other setting of the test run (tap's own included). */
+export function readmeEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(
     Object.entries(process.env).filter(([k]) => !/^(DATA_DIR|HOST|PUBLIC_BASE_URL|SUBSTRATE|PREVIEW_DOMAIN|SECRETS_KEYRING|IMAGE_CACHE_DIR|MACHINE_NETWORK|TAP.*|NODE_OPTIONS)$/.test(k)),
   );
+}
+
+export async function freshClone(t: Teardown): Promise<FreshClone> {
+  const { top, dir } = cloneHead();
+  const port = await freePort();
+  // Nothing but PORT (and the tests' image cache) is set.
+  const env = readmeEnv();
   // The tests' image cache, when they are given one (the README's default otherwise): the image is not built again.
   const cache = process.env.COMPUTER_IMAGE_CACHE ? { IMAGE_CACHE_DIR: process.env.COMPUTER_IMAGE_CACHE } : {};
   const child = spawn('npm', ['start'], { cwd: dir, env: { ...env, ...cache, PORT: String(port) }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -15,6 +15,7 @@ import type { z } from 'zod';
 import { ListResult, WriteResult, type ReadQuery, type ReadResult, type WriteBody } from '../../../shared/schemas/files.js';
 import type { DenySpec } from '../denylist/index.js';
 import { spawnClean } from '../spawn/clean-spawn.js';
+import { buildWorkerBundle } from './worker-bundle.js';
 import type { UserInfo } from '../users.js';
 import type { WorkerConfig } from './worker.js';
 import { decodeWrite, encodeRange } from './service.js';
@@ -47,16 +48,30 @@ interface Pending {
   reject(e: unknown): void;
 }
 
-/** How to run worker.ts: compiled (the image, dist/) or from source under a TypeScript loader (tests). */
-function workerCommand(): { args: string[]; env: NodeJS.ProcessEnv; cwd: string } {
+interface WorkerCommand {
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+}
+
+/** The worker's environment: paths only (never the agent's, which may hold its token). */
+const WORKER_ENV: NodeJS.ProcessEnv = { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' };
+
+let bundle: Promise<string> | null = null;
+
+/**
+ * How to run worker.ts: compiled (the image, dist/), or from a source checkout as one bundled file outside the
+ * checkout (worker-bundle.ts), made once per process; a failed bundling is tried again by the next start.
+ */
+async function workerCommand(): Promise<WorkerCommand> {
   const self = fileURLToPath(import.meta.url);
   const dir = path.dirname(self);
-  if (self.endsWith('.js')) return { args: [path.join(dir, 'worker.js')], env: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' }, cwd: '/' };
-  // Source checkout: keep the parent's loader flags (not its coverage hooks, which write files as root).
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  const loaders = process.execArgv.filter((a) => !a.includes('processinfo'));
-  return { args: [...loaders, path.join(dir, 'worker.ts')], env, cwd: dir };
+  if (self.endsWith('.js')) return { args: [path.join(dir, 'worker.js')], env: WORKER_ENV, cwd: '/' };
+  bundle ??= buildWorkerBundle(path.join(dir, 'worker.ts'), path.resolve(dir, '../../..')).catch((e: unknown) => {
+    bundle = null;
+    throw e;
+  });
+  return { args: [await bundle], env: WORKER_ENV, cwd: '/' };
 }
 
 function workerStopped(): AppError {
@@ -73,9 +88,8 @@ export function createUserFiles(opts: UserFilesOptions): UserFiles {
     pending.clear();
   };
 
-  function start(): ChildProcess {
+  function start(cmd: WorkerCommand): ChildProcess {
     const cfg: WorkerConfig = { deny: opts.deny, agentPid: opts.agentPid ?? process.pid, identities: opts.identities(), user: opts.user };
-    const cmd = workerCommand();
     const { child: c, started } = spawnClean(process.execPath, [...cmd.args, JSON.stringify(cfg)], {
       uid: opts.user.uid,
       gid: opts.user.gid,
@@ -120,8 +134,14 @@ export function createUserFiles(opts: UserFilesOptions): UserFiles {
     return c;
   }
 
-  function call<T>(schema: z.ZodType<T>, req: Record<string, unknown>, payload?: Buffer): Promise<{ value: T; payload: Buffer }> {
-    child ??= start();
+  async function call<T>(schema: z.ZodType<T>, req: Record<string, unknown>, payload?: Buffer): Promise<{ value: T; payload: Buffer }> {
+    if (!child) {
+      // Concurrent first calls await the same command and resume in order: one worker, requests in call order.
+      const cmd = await workerCommand().catch(() => {
+        throw workerStopped();
+      });
+      child ??= start(cmd);
+    }
     const id = nextId++;
     return new Promise((resolve, reject) => {
       pending.set(id, { schema, resolve: resolve as Pending['resolve'], reject });

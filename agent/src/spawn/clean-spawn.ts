@@ -16,47 +16,65 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { contentKey, devLibexecBase, installArtifact } from './dev-libexec.js';
 
 export const SPAWN_HELPER_NAME = 'computer-spawn';
 
 /**
- * The app root holds `libexec/computer-spawn` (the guest image: /opt/computer). This file is
- * `<root>/agent/src/spawn/clean-spawn.ts` when run from source and `<root>/dist/agent/src/spawn/...js`
- * when compiled, so the root is three or four levels up.
+ * The app root: `<root>/agent/src/spawn/clean-spawn.ts` when run from source, `<root>/dist/agent/src/spawn/...js`
+ * when compiled (a checkout's dist, or the image's `/opt/computer/dist`), so three or four levels up.
  */
 function rootCandidates(): string[] {
   const here = path.dirname(fileURLToPath(import.meta.url));
   return [path.resolve(here, '../../..'), path.resolve(here, '../../../..')];
 }
 
-/** `cc -static`: the binary is built on the host and must run on the guest's libc too. */
+/** The compiler's arguments: static, since the binary is built on the host and must run on the guest's libc too. */
+const CC_ARGS = ['-static', '-O2', '-s'];
+
+function cc(source: string, out: string): void {
+  execFileSync('cc', [...CC_ARGS, '-o', out, source], { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+/** Builds the helper into the image's `<app>/libexec` (image.ts). */
 export function compileSpawnHelper(source: string, out: string): void {
   fs.mkdirSync(path.dirname(out), { recursive: true });
   const tmp = `${out}.${process.pid}.tmp`;
-  execFileSync('cc', ['-static', '-O2', '-s', '-o', tmp, source], { stdio: ['ignore', 'ignore', 'pipe'] });
+  cc(source, tmp);
   fs.chmodSync(tmp, 0o755);
-  // rename: concurrent builders (parallel test files) each install a complete binary.
   fs.renameSync(tmp, out);
+}
+
+/**
+ * Where the helper comes from, for an app root (pure given what exists): a checkout has its C source, and builds
+ * it outside itself (dev-libexec.ts: the agent user runs it, and may not be able to enter the checkout); the
+ * image has it prebuilt in `libexec/` and no source.
+ */
+export type HelperSource = { kind: 'build'; checkout: string; source: string } | { kind: 'prebuilt'; bin: string };
+
+export function helperSource(root: string, exists: (p: string) => boolean): HelperSource | null {
+  const source = path.join(root, 'agent', 'native', `${SPAWN_HELPER_NAME}.c`);
+  if (exists(source)) return { kind: 'build', checkout: root, source };
+  const bin = path.join(root, 'libexec', SPAWN_HELPER_NAME);
+  return exists(bin) ? { kind: 'prebuilt', bin } : null;
 }
 
 let helperPath: string | null = null;
 
 /**
- * The helper's path. A development checkout builds it on first use (like the guest image, which is
- * built by tests on first use); the guest image ships it prebuilt. Missing and unbuildable: throw,
- * so nothing is ever started without it.
+ * The helper's path. A development checkout builds it on first use (like the guest image, which is built by
+ * tests on first use) into `<libexec base>/<sha16 of flags and source>/`; the image ships it prebuilt. Missing and
+ * unbuildable: throw, so nothing is ever started without it.
  */
 export function spawnHelper(): string {
   if (helperPath) return helperPath;
   for (const root of rootCandidates()) {
-    const bin = path.join(root, 'libexec', SPAWN_HELPER_NAME);
-    const src = path.join(root, 'agent', 'native', `${SPAWN_HELPER_NAME}.c`);
-    const binSt = fs.statSync(bin, { throwIfNoEntry: false });
-    const srcSt = fs.statSync(src, { throwIfNoEntry: false });
-    if (binSt && (!srcSt || binSt.mtimeMs >= srcSt.mtimeMs)) return (helperPath = bin);
-    if (srcSt) {
-      compileSpawnHelper(src, bin);
-      return (helperPath = bin);
+    const src = helperSource(root, (p) => fs.existsSync(p));
+    if (src?.kind === 'prebuilt') return (helperPath = src.bin);
+    if (src?.kind === 'build') {
+      const key = contentKey([CC_ARGS.join(' '), fs.readFileSync(src.source)]);
+      const base = devLibexecBase(process.getuid?.() ?? 0, src.checkout);
+      return (helperPath = installArtifact({ base, key, name: SPAWN_HELPER_NAME, mode: 0o755, write: (tmp) => cc(src.source, tmp) }));
     }
   }
   throw new Error(`${SPAWN_HELPER_NAME} is missing`);
