@@ -8,9 +8,8 @@
  *      prints the one command to run and exits 1;
  *   2. then makes sure better-sqlite3 and node-pty load (native-modules.mjs `ensure`, the first step of
  *      `npm start`: built once, with the compiler's output on the terminal).
- *   3. checks that the `agent` user can enter the checkout: the agent's tests run its files worker and the
- *      programs it starts as that user, from this checkout, so a checkout under a directory closed to others
- *      (/root is 0700) fails them one by one; instead this names the directory and stops.
+ * The checkout may be anywhere, under /root (0700) too: what the agent's tests run as the `agent` user (the spawn
+ * helper, the files worker) is built outside it (agent/src/spawn/dev-libexec.ts).
  * A host that owes nothing (CI runs setup-host.sh first) costs a dpkg query and two module loads.
  * Plain JavaScript on purpose: it runs before `tsc`. Only node: builtins.
  */
@@ -59,54 +58,6 @@ export function testHostStep(owed, host) {
 }
 
 /**
- * The first of `dirs` (in order) that a process with `uid`/`gid` (no supplementary groups) cannot enter; null
- * when it enters them all. A shell as that user tries `cd` into each: what the kernel lets the agent user do.
- * @param {string[]} dirs @param {number} uid @param {number} gid
- * @returns {string | null}
- */
-export function firstClosed(dirs, uid, gid) {
-  const r = spawnSync('/bin/sh', ['-c', 'for d; do cd -- "$d" 2>/dev/null || { printf %s "$d"; exit 1; }; done', 'sh', ...dirs], { uid, gid, encoding: 'utf8', timeout: 10_000 });
-  if (r.status === 0) return null;
-  return r.stdout || dirs[dirs.length - 1] || '/';
-}
-
-/**
- * `dir` and every directory above it, from `/` down (pure).
- * @param {string} dir
- * @returns {string[]}
- */
-export function ancestry(dir) {
-  /** @type {string[]} */
-  const out = [];
-  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
-    out.unshift(d);
-    if (d === path.dirname(d)) return out;
-  }
-}
-
-/**
- * What to say when the agent user cannot enter the checkout (pure).
- * @param {string} root @param {string} closed
- * @returns {string}
- */
-export function closedCheckoutMessage(root, closed) {
-  return `computer: the tests run parts of the agent as the \`agent\` user from this checkout (${root}), and ${closed} ` +
-    `is closed to that user. Let others pass through it (chmod o+x ${closed}; its listing stays private), or clone the ` +
-    'repository under a directory others can enter (e.g. /srv), then run npm test again.';
-}
-
-/**
- * The agent user's ids, or null when there is no such user.
- * @returns {{ uid: number, gid: number } | null}
- */
-function agentIds() {
-  const u = spawnSync('id', ['-u', 'agent'], { encoding: 'utf8' });
-  const g = spawnSync('id', ['-g', 'agent'], { encoding: 'utf8' });
-  if (u.status !== 0 || g.status !== 0) return null;
-  return { uid: Number(u.stdout.trim()), gid: Number(g.stdout.trim()) };
-}
-
-/**
  * What `setup-host.sh --test --check` says is owed; null (and the reason through `fail`) when it cannot tell.
  * @param {string} root @param {(line: string) => void} fail
  * @returns {Owed | null}
@@ -143,12 +94,6 @@ export function prepareTestHost(o) {
       o.fail(`computer: setting up the host for the tests failed (${still.kind === 'none' ? `exit ${r.status}` : `still missing ${still.what}`}); run it by hand:\n  sudo bash ${path.join(o.root, 'scripts', 'setup-host.sh')} --test`);
       return 1;
     }
-  }
-  const ids = agentIds();
-  const closed = ids && process.getuid?.() === 0 ? firstClosed(ancestry(o.root), ids.uid, ids.gid) : null;
-  if (closed) {
-    o.fail(closedCheckoutMessage(o.root, closed));
-    return 1;
   }
   return ensure({ root: o.root, say: o.say, fail: o.fail });
 }
