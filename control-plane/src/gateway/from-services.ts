@@ -12,7 +12,7 @@ import type { Principal } from '../context.js';
 import type { LogSink } from '../log.js';
 import { decodeEventCursor } from '../services/events.js';
 import type { Services } from '../services/index.js';
-import { AgentStreamDialer } from './agent-streams.js';
+import { AgentStreamDialer } from '../agent-client/streams.js';
 import type { EgressMeter, GatewayDeps } from './deps.js';
 
 export interface FromServicesOptions {

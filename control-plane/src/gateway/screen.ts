@@ -19,7 +19,7 @@ import { WebSocket } from 'ws';
 import { AppError } from '../../../shared/errors.js';
 import { encodeScreenMessage, ScreenStreamDecoder, ScreenStreamError } from '../../../shared/agent-protocol.js';
 import { CLOSE_CODES, type ScreenChannelQuery, type ScreenStatusMessage } from '../../../shared/schemas/gateway.js';
-import { readAgentError } from './agent-streams.js';
+import { readAgentError } from '../agent-client/streams.js';
 import type { GatewayDeps, OpenedStream } from './deps.js';
 import { sendBinary, sendJson } from './send.js';
 

@@ -9,7 +9,7 @@ import { AppError } from '../../../shared/errors.js';
 import { PTY_EXIT_TRAILER } from '../../../shared/agent-protocol.js';
 import { CLOSE_CODES, TerminalClientMessage } from '../../../shared/schemas/gateway.js';
 import { readAgentAnswer } from '../agent-client/answer.js';
-import { readAgentError } from './agent-streams.js';
+import { readAgentError } from '../agent-client/streams.js';
 import type { GatewayDeps, OpenedStream } from './deps.js';
 import { sendBinary, sendJson } from './send.js';
 

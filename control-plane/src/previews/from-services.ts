@@ -5,7 +5,7 @@
  *   const server = createHttpServer(app.fetch, previews);
  *   attachGateway(server, gw.deps, { skip: (req) => previews?.owns(req) ?? false });
  */
-import { AgentStreamDialer } from '../gateway/agent-streams.js';
+import { AgentStreamDialer } from '../agent-client/streams.js';
 import type { EgressMeter } from '../gateway/deps.js';
 import type { LogSink } from '../log.js';
 import type { Services } from '../services/index.js';

@@ -22,8 +22,8 @@ import { PreviewAdmission, type AdmissionRefusal, type PreviewAdmissionLimits } 
 import { countResponseHead } from './egress.js';
 import { startExchange } from './guest-exchange.js';
 import { chunkOf, framingOf, LAST_CHUNK, requestHead, type BodyFraming } from './guest-request.js';
-import { requestHeadersForGuest, responseHeadersFromGuest } from './headers.js';
-import { isPreviewHost, previewIdFromHost } from './hostnames.js';
+import { requestHeadersForGuest, responseHeadersFromGuest } from '../domain/preview-headers.js';
+import { isPreviewHost, previewIdFromHost } from '../domain/preview-hostnames.js';
 import { previewPage, type PreviewPage } from './pages.js';
 
 export interface PreviewProxyDeps {
