@@ -19,8 +19,8 @@ export interface AgentAnswer {
   body: Buffer;
 }
 
-export type { OpenedStream } from '../agent-client/streams.js';
-import type { OpenedStream } from '../agent-client/streams.js';
+export type { OpenedStream } from '../services/machine-agent/index.js';
+import type { OpenedStream } from '../services/machine-agent/index.js';
 
 export interface GatewayLeases {
   /**
