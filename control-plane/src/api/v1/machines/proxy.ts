@@ -57,6 +57,11 @@ export function meteredAnswer(c: Context<CpEnv>, s: Services, machineId: string,
   return c.body(text, 200, { 'content-type': 'application/json' });
 }
 
+/** Input routes: the caller's session (X-Session-Id) holds the machine's input lease (optional X-Lease-Fence). */
+export function checkInputLease(c: Context<CpEnv>, s: Services, machineId: string): void {
+  s.leases.checkInput(c.get('principal'), machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+}
+
 export function machineIdParam(c: Context<CpEnv>): string {
   const id = c.req.param('machine_id') ?? '';
   if (!isMachineId(id)) throw new AppError('not_found', 'No such machine.');
@@ -94,7 +99,7 @@ export function proxyOp(spec: ProxySpec): Op {
       // Security gate: acting as root in the guest is control, whatever the route's own permission.
       const needed = spec.needs?.(query, body);
       if (needed && !p.permissions.has(needed)) throw new AppError('permission_denied', `This needs the ${needed} permission.`);
-      if (spec.lease) s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+      if (spec.lease) checkInputLease(c, s, machineId);
       let sensitive = false;
       if (spec.toAgent) ({ body: raw, sensitive } = spec.toAgent(body, c, s));
       const params = paramsOf(spec.agent, (name) => {

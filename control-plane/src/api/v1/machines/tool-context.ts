@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import type { AgentCall } from '../../../computer-tools/anthropic.js';
 import type { CpEnv } from '../../../context.js';
 import type { Services } from '../../../services/index.js';
-import { machineIdParam, meteredAnswer } from './proxy.js';
+import { checkInputLease, machineIdParam, meteredAnswer } from './proxy.js';
 
 /**
  * The checks every tool endpoint makes, in the proxy's order (machine, body, lease), and the agent
@@ -18,7 +18,7 @@ export async function toolOpContext<B>(
   // Existence and state first: another organization's machine is 404 whatever the body says.
   s.agent.running(p.org_id!, machineId);
   const parsed = await body();
-  s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+  checkInputLease(c, s, machineId);
   const requestId = c.get('requestId');
   const call: AgentCall = (op, agentBody, query) =>
     s.agent.call(s.agent.running(p.org_id!, machineId), op, { query, body: agentBody === undefined ? undefined : JSON.stringify(agentBody), requestId });
