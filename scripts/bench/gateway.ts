@@ -24,7 +24,7 @@ import { WebSocket } from 'ws';
 import { AgentPool } from '../../control-plane/src/agent-client/pool.js';
 import { dropEnrollmentSecret } from '../../control-plane/src/substrate/substrate.js';
 import type { Principal } from '../../control-plane/src/context.js';
-import { AgentStreamDialer } from '../../control-plane/src/gateway/agent-streams.js';
+import { AgentStreamDialer } from '../../control-plane/src/agent-client/streams.js';
 import type { GatewayDeps } from '../../control-plane/src/gateway/deps.js';
 import { attachGateway } from '../../control-plane/src/gateway/gateway.js';
 import { EgressCounter } from '../../control-plane/src/gateway/send.js';

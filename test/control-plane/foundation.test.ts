@@ -192,6 +192,18 @@ t.test('import boundaries', async (t) => {
   const all = [...walk(path.join(ROOT, 'control-plane/src')), ...walk(path.join(ROOT, 'agent/src')), ...walk(path.join(ROOT, 'shared'))];
   const sqlite = all.filter((f) => importsOf(f).includes('better-sqlite3')).map((f) => path.relative(ROOT, f));
   t.same(sqlite, ['control-plane/src/store/db.ts'], 'one module imports better-sqlite3');
+  const cp = path.join(ROOT, 'control-plane/src');
+  const resolvedImports = (f: string) => importsOf(f).filter((s) => s.startsWith('.')).map((s) => path.resolve(path.dirname(f), s));
+  const under = (p: string, dir: string) => p.startsWith(path.join(cp, dir) + path.sep);
+  const agentClient = walk(cp)
+    .filter((f) => !under(f, 'agent-client') && resolvedImports(f).some((r) => under(r, 'agent-client')))
+    .map((f) => path.relative(ROOT, f));
+  t.same(agentClient, ['control-plane/src/services/machine-agent/client.ts'], 'one module imports the agent client: the machine-agent service');
+  // Layers: services never reach up into a door (the HTTP routes, the gateway, previews, the tool endpoints, MCP).
+  for (const f of walk(path.join(cp, 'services'))) {
+    const up = resolvedImports(f).filter((r) => ['api', 'gateway', 'previews', 'computer-tools', 'mcp'].some((d) => under(r, d)));
+    t.same(up.map((r) => path.relative(ROOT, r)), [], `${path.relative(ROOT, f)} imports no door`);
+  }
   const mine = ['api', 'auth', 'billing', 'domain', 'services', 'store'].flatMap((d) => walk(path.join(ROOT, 'control-plane/src', d)));
   for (const f of [...mine, ...['app.ts', 'config.ts', 'context.ts', 'log.ts'].map((f) => path.join(ROOT, 'control-plane/src', f))]) {
     t.notOk(/process\.env/.test(fs.readFileSync(f, 'utf8')), `${path.relative(ROOT, f)} does not read the environment`);

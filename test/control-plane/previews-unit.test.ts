@@ -1,10 +1,10 @@
 /** Pure parts of the preview proxy: hostnames and the headers that cross it, pinned literally. */
 import t from 'tap';
-import { hostOnlyCookie, requestHeadersForGuest, responseHeadersFromGuest, withoutOurCookies } from '../../control-plane/src/previews/headers.js';
+import { hostOnlyCookie, requestHeadersForGuest, responseHeadersFromGuest, withoutOurCookies } from '../../control-plane/src/domain/preview-headers.js';
 import { DEFAULT_PREVIEW_LIMITS, PreviewAdmission } from '../../control-plane/src/previews/admission.js';
 import { chunkOf, framingOf, LAST_CHUNK, requestHead } from '../../control-plane/src/previews/guest-request.js';
 import { GuestAnswerError, GuestResponseParser, type GuestEvent } from '../../control-plane/src/previews/guest-response.js';
-import { isPreviewHost, previewDomainOf, previewIdFromHost, previewOrigin } from '../../control-plane/src/previews/hostnames.js';
+import { isPreviewHost, previewDomainOf, previewIdFromHost, previewOrigin } from '../../control-plane/src/domain/preview-hostnames.js';
 
 const ID = 'prv_0123456789abcdefghijklmn';
 

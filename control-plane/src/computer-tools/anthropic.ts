@@ -8,7 +8,7 @@ import type { AgentOperation } from '../../../shared/agent-protocol.js';
 import { AppError } from '../../../shared/errors.js';
 import type { AnthropicToolRequest, AnthropicToolResult } from '../../../shared/schemas/computer-tools.js';
 import type { InputResult, Modifier, MouseButton } from '../../../shared/schemas/input.js';
-import type { AgentAnswerOf } from '../agent-client/answer.js';
+import type { AgentAnswerOf } from '../services/machine-agent/index.js';
 import { referenceDeclaredSize, Scaler } from './scaling.js';
 
 /** Calls one agent operation on the machine (lease and permission already checked by the route). */

@@ -3,7 +3,6 @@
  * `gatewayDepsFromServices` (from-services.ts) builds it from the real services.
  */
 import type { IncomingMessage } from 'node:http';
-import type http2 from 'node:http2';
 import type { Principal } from '../context.js';
 import type { LogSink } from '../log.js';
 
@@ -20,12 +19,8 @@ export interface AgentAnswer {
   body: Buffer;
 }
 
-/** A long-lived agent stream (screen frames, terminal attach), after its response headers arrived. */
-export interface OpenedStream {
-  status: number;
-  headers: http2.IncomingHttpHeaders;
-  stream: http2.ClientHttp2Stream;
-}
+export type { OpenedStream } from '../services/machine-agent/index.js';
+import type { OpenedStream } from '../services/machine-agent/index.js';
 
 export interface GatewayLeases {
   /**

@@ -12,7 +12,6 @@ import type { Principal } from '../context.js';
 import type { LogSink } from '../log.js';
 import { decodeEventCursor } from '../services/events.js';
 import type { Services } from '../services/index.js';
-import { AgentStreamDialer } from './agent-streams.js';
 import type { EgressMeter, GatewayDeps } from './deps.js';
 
 export interface FromServicesOptions {
@@ -37,33 +36,18 @@ export function principalFromUpgrade(s: Services, req: IncomingMessage): Princip
 
 export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}): { deps: GatewayDeps; egress: EgressMeter; close(): void } {
   const egress = o.egress ?? s.metering.egress;
-  // Streams share the pool's one session per machine (a VM's channel takes a single connection).
-  const dialer = new AgentStreamDialer({ session: (id, key) => s.pool.session(id, key), drop: (id) => s.pool.drop(id), timeoutMs: o.agentTimeoutMs });
-  // Streams must not outlive the machine's run even where the substrate leaves a channel open: a stop,
-  // delete or failure ends them (viewers then see compute_unavailable, terminals close with 4503).
-  const watched = new Map<string, () => void>();
-  const END_RUN = new Set(['machine.stopped', 'machine.deleted', 'machine.failed', 'machine.restore_started']);
-  const watchRun = (machineId: string) => {
-    if (watched.has(machineId)) return;
-    watched.set(machineId, s.events.subscribe(machineId, null, (d) => {
-      if (!END_RUN.has(d.event.type)) return;
-      dialer.drop(machineId);
-      watched.get(machineId)?.();
-      watched.delete(machineId);
-    }));
-  };
+  // Streams share the pool's one session per machine and must not outlive the machine's run.
+  const streams = s.agent.streams({ timeoutMs: o.agentTimeoutMs, endWithRun: true });
 
   const deps: GatewayDeps = {
     authenticate: (req) => principalFromUpgrade(s, req),
     isRecognisedOrigin: (origin) => isRecognisedOrigin(s.config, origin),
     getMachine: (orgId, id) => s.machines.get(orgId, id),
     async openAgentStream(orgId, id, req) {
-      const t = s.machines.agentTarget(orgId, id);
-      watchRun(t.id);
-      return dialer.open(t.id, t.token, req);
+      return streams.open(s.agent.running(orgId, id), req);
     },
     async callAgent(orgId, id, req) {
-      const r = await s.machines.callAgent(orgId, id, { method: req.method, path: req.path, body: req.body });
+      const r = await s.agent.forward(s.agent.running(orgId, id), { method: req.method, path: req.path, body: req.body });
       return { status: r.status, body: r.body };
     },
     secretForTyping: (orgId, id, name) => s.secrets.valueForTyping(orgId, id, name),
@@ -88,10 +72,6 @@ export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}
   return {
     deps,
     egress,
-    close: () => {
-      for (const off of watched.values()) off();
-      watched.clear();
-      dialer.close();
-    },
+    close: () => streams.close(),
   };
 }

@@ -9,11 +9,10 @@
  * noticed through the lease watch does the same at once, so nothing queued behind it is applied.
  */
 import { WebSocket, type RawData } from 'ws';
-import { AGENT_ROUTES } from '../../../shared/agent-protocol.js';
-import { readAgentAnswer } from '../agent-client/answer.js';
 import { AppError } from '../../../shared/errors.js';
 import { INPUT_RATE_BURST, INPUT_RATE_PER_SECOND, InputMessage } from '../../../shared/schemas/gateway.js';
 import type { Principal } from '../context.js';
+import { agentPath, readAgentAnswer, redacted, secretTypingBody } from '../services/machine-agent/index.js';
 import type { GatewayDeps } from './deps.js';
 import { TokenBucket } from './rate.js';
 import { sendJson } from './send.js';
@@ -82,13 +81,12 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machi
     }
     heldFence = msg.fence;
     const { type, fence: _fence, id, ...body } = msg;
-    const route = AGENT_ROUTES[type];
     let res;
     let sensitive = false;
     try {
       const agent = toAgent(msg, body);
       sensitive = agent.sensitive;
-      res = await deps.callAgent(orgId, machineId, { method: 'POST', path: route.path, body: agent.body });
+      res = await deps.callAgent(orgId, machineId, { method: 'POST', path: agentPath(type), body: agent.body });
     } catch (e) {
       send({ type: 'error', id: id ?? null, code: e instanceof AppError ? e.code : 'internal_error', message: e instanceof AppError ? e.message : 'The input could not be applied.' });
       return;
@@ -100,8 +98,10 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machi
     } catch (e) {
       const err = e instanceof AppError ? e : new AppError('compute_unavailable', 'The machine could not apply the input.');
       // With a secret in the agent's body, a guest could echo it in an error: only the code reaches the client.
-      if (sensitive) send({ type: 'error', id: id ?? null, code: err.code, message: 'The machine could not type the secret.' });
-      else send({ type: 'error', id: id ?? null, code: err.code, message: err.message, details: err.details });
+      if (sensitive) {
+        const r = redacted(err, 'The machine could not type the secret.');
+        send({ type: 'error', id: id ?? null, code: r.code, message: r.message });
+      } else send({ type: 'error', id: id ?? null, code: err.code, message: err.message, details: err.details });
       return;
     }
     send({ type: 'ack', id: id ?? null, op: type, result });
@@ -114,9 +114,8 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machi
    * AppError, answered as an `error`.
    */
   const toAgent = (msg: InputMessage, body: Record<string, unknown>): { body: string; sensitive: boolean } => {
-    if (msg.type !== 'keyboard.type' || msg.secret === undefined) return { body: JSON.stringify(body), sensitive: false };
-    const text = deps.secretForTyping(orgId, machineId, msg.secret);
-    return { body: JSON.stringify({ text, delay_ms: msg.delay_ms, settle: msg.settle ? { ...msg.settle, screenshot: undefined } : undefined }), sensitive: true };
+    const bySecret = msg.type === 'keyboard.type' ? secretTypingBody(msg, (name) => deps.secretForTyping(orgId, machineId, name)) : null;
+    return bySecret === null ? { body: JSON.stringify(body), sensitive: false } : { body: bySecret, sensitive: true };
   };
 
   ws.on('message', (data, isBinary) => {

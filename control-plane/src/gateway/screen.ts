@@ -19,7 +19,7 @@ import { WebSocket } from 'ws';
 import { AppError } from '../../../shared/errors.js';
 import { encodeScreenMessage, ScreenStreamDecoder, ScreenStreamError } from '../../../shared/agent-protocol.js';
 import { CLOSE_CODES, type ScreenChannelQuery, type ScreenStatusMessage } from '../../../shared/schemas/gateway.js';
-import { readAgentError } from './agent-streams.js';
+import { readAgentError, streamRequest } from '../services/machine-agent/index.js';
 import type { GatewayDeps, OpenedStream } from './deps.js';
 import { sendBinary, sendJson } from './send.js';
 
@@ -102,10 +102,10 @@ class SharedScreen {
   private async open(): Promise<void> {
     if (this.stopped) return;
     // `encoding` only when it is not the default, so agents that predate it still serve `frames`.
-    const path = `/screen/stream?format=${this.q.format}&quality=${this.q.quality}&fps=${this.q.fps}${this.q.encoding === 'tiles' ? '&encoding=tiles' : ''}`;
+    const query = `format=${this.q.format}&quality=${this.q.quality}&fps=${this.q.fps}${this.q.encoding === 'tiles' ? '&encoding=tiles' : ''}`;
     let o: OpenedStream;
     try {
-      o = await this.deps.openAgentStream(this.orgId, this.machineId, { method: 'GET', path, duplex: false });
+      o = await this.deps.openAgentStream(this.orgId, this.machineId, streamRequest('screen.stream', {}, query));
     } catch (e) {
       return this.failed(e);
     }

@@ -8,8 +8,7 @@ import { WebSocket, type RawData } from 'ws';
 import { AppError } from '../../../shared/errors.js';
 import { PTY_EXIT_TRAILER } from '../../../shared/agent-protocol.js';
 import { CLOSE_CODES, TerminalClientMessage } from '../../../shared/schemas/gateway.js';
-import { readAgentAnswer } from '../agent-client/answer.js';
-import { readAgentError } from './agent-streams.js';
+import { agentPath, readAgentAnswer, readAgentError, streamRequest } from '../services/machine-agent/index.js';
 import type { GatewayDeps, OpenedStream } from './deps.js';
 import { sendBinary, sendJson } from './send.js';
 
@@ -69,7 +68,7 @@ export function serveTerminal(ws: WebSocket, deps: GatewayDeps, orgId: string, m
       return;
     }
     const body = JSON.stringify({ cols: msg.cols, rows: msg.rows });
-    deps.callAgent(orgId, machineId, { method: 'POST', path: `/terminals/${encodeURIComponent(termId)}/resize`, body }).then(
+    deps.callAgent(orgId, machineId, { method: 'POST', path: agentPath('terminals.resize', { term_id: termId }), body }).then(
       (res) => {
         try {
           readAgentAnswer('terminals.resize', res);
@@ -88,7 +87,7 @@ export function serveTerminal(ws: WebSocket, deps: GatewayDeps, orgId: string, m
     agent?.stream.close(http2.constants.NGHTTP2_CANCEL);
   });
 
-  deps.openAgentStream(orgId, machineId, { method: 'POST', path: `/terminals/${encodeURIComponent(termId)}/attach`, duplex: true }).then(
+  deps.openAgentStream(orgId, machineId, streamRequest('terminals.attach', { term_id: termId })).then(
     async (o) => {
       if (wsClosed) {
         o.stream.close(http2.constants.NGHTTP2_CANCEL);

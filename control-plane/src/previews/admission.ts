@@ -6,7 +6,7 @@
  * control plane holds at most `budgetBytes` for previews, and one machine at most `perMachine` of them.
  * A connection beyond either bound is refused with the preview host's 503 page before a stream opens.
  */
-import { AGENT_STREAM_WINDOW_BYTES } from '../agent-client/pool.js';
+import { AGENT_STREAM_WINDOW_BYTES } from '../services/machine-agent/index.js';
 
 export interface PreviewAdmissionLimits {
   /** Open preview connections per machine. */

@@ -2,7 +2,7 @@
  * Egress of a preview response's head (docs/usage-and-billing.md, "What egress counts"). The proxy counts
  * the bodies it relays as they stream; this counts the head that precedes them: the status line and every
  * header line exactly as Node serialised them onto the client's connection (the app's headers after
- * previews/headers.ts, plus Date, Connection, Keep-Alive, Transfer-Encoding), and the blank line.
+ * domain/preview-headers.ts, plus Date, Connection, Keep-Alive, Transfer-Encoding), and the blank line.
  *
  * previews/proxy.ts calls it once per relayed response, right after `res.flushHeaders()`:
  *

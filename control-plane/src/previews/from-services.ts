@@ -5,7 +5,6 @@
  *   const server = createHttpServer(app.fetch, previews);
  *   attachGateway(server, gw.deps, { skip: (req) => previews?.owns(req) ?? false });
  */
-import { AgentStreamDialer } from '../gateway/agent-streams.js';
 import type { EgressMeter } from '../gateway/deps.js';
 import type { LogSink } from '../log.js';
 import type { Services } from '../services/index.js';
@@ -26,11 +25,11 @@ export interface PreviewsFromServicesOptions {
 export function previewProxyFromServices(s: Services, o: PreviewsFromServicesOptions): (PreviewProxy & { close(): void }) | null {
   if (!s.ports.domain) return null;
   // Streams share the pool's one session per machine (a VM's channel takes a single connection).
-  const dialer = new AgentStreamDialer({ session: (id, key) => s.pool.session(id, key), drop: (id) => s.pool.drop(id), timeoutMs: o.agentTimeoutMs });
+  const streams = s.agent.streams({ timeoutMs: o.agentTimeoutMs, endWithRun: false });
   const proxy = createPreviewProxy({
     ports: s.ports,
-    agentTarget: (orgId, machineId) => s.machines.agentTarget(orgId, machineId),
-    openStream: (machineId, token, req) => dialer.open(machineId, token, req),
+    agentTarget: (orgId, machineId) => s.agent.running(orgId, machineId),
+    openStream: (target, req) => streams.open(target, req),
     egress: o.egress,
     secureCookies: new URL(s.config.publicBaseUrl).protocol === 'https:',
     trustProxy: s.config.trustProxy,
@@ -42,7 +41,7 @@ export function previewProxyFromServices(s: Services, o: PreviewsFromServicesOpt
     ...proxy,
     close() {
       proxy.close();
-      dialer.close();
+      streams.close();
     },
   };
 }

@@ -3,7 +3,7 @@
  * written to the agent's TCP stream directly. Node's `http.request` over an `Http2Stream`
  * (`createConnection`) wrote its head from a freed buffer when the body was small, so the guest received
  * 16 bytes of control-plane heap in place of the request line (docs/security.md, "Published ports").
- * Headers come from `requestHeadersForGuest` (headers.ts); the body is framed as the client framed it.
+ * Headers come from `requestHeadersForGuest` (domain/preview-headers.ts); the body is framed as the client framed it.
  */
 import { invalid } from '../../../shared/errors.js';
 

@@ -14,7 +14,8 @@ import type { Duplex } from 'node:stream';
 import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import { PREVIEW_ACCESS_PATH, PREVIEW_COOKIE } from '../../../shared/schemas/ports.js';
-import type { EgressMeter, OpenedStream } from '../gateway/deps.js';
+import type { EgressMeter } from '../gateway/deps.js';
+import { streamRequest, type AgentTarget, type OpenedStream, type StreamRequest } from '../services/machine-agent/index.js';
 import type { LogSink } from '../log.js';
 import type { PortService } from '../services/ports.js';
 import type { PreviewRow } from '../store/repos/previews.js';
@@ -22,16 +23,16 @@ import { PreviewAdmission, type AdmissionRefusal, type PreviewAdmissionLimits } 
 import { countResponseHead } from './egress.js';
 import { startExchange } from './guest-exchange.js';
 import { chunkOf, framingOf, LAST_CHUNK, requestHead, type BodyFraming } from './guest-request.js';
-import { requestHeadersForGuest, responseHeadersFromGuest } from './headers.js';
-import { isPreviewHost, previewIdFromHost } from './hostnames.js';
+import { requestHeadersForGuest, responseHeadersFromGuest } from '../domain/preview-headers.js';
+import { isPreviewHost, previewIdFromHost } from '../domain/preview-hostnames.js';
 import { previewPage, type PreviewPage } from './pages.js';
 
 export interface PreviewProxyDeps {
   ports: PortService;
   /** The running machine's agent; throws AppError when it is not running. */
-  agentTarget(orgId: string, machineId: string): { id: string; token: string };
-  /** Opens an agent stream (AgentStreamDialer.open). */
-  openStream(machineId: string, token: string, req: { method: 'POST'; path: string; duplex: true }): Promise<OpenedStream>;
+  agentTarget(orgId: string, machineId: string): AgentTarget;
+  /** Opens an agent stream (the machine-agent service's streams). */
+  openStream(target: AgentTarget, req: StreamRequest): Promise<OpenedStream>;
   /**
    * Where bytes served to preview clients are counted, per machine (egress_bytes). main.ts passes the
    * gateway's EgressCounter, so the metering flush sees one figure per machine.
@@ -168,7 +169,7 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
 
   /** The guest-side connection: one agent stream to the published port. */
   async function dial(row: PreviewRow): Promise<{ stream: http2.ClientHttp2Stream; machineId: string } | Refusal> {
-    let target: { id: string; token: string };
+    let target: AgentTarget;
     try {
       target = deps.agentTarget(row.org_id, row.machine_id);
     } catch (e) {
@@ -177,7 +178,7 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     }
     let opened: OpenedStream;
     try {
-      opened = await deps.openStream(target.id, target.token, { method: 'POST', path: `/tcp/${row.port}/connect`, duplex: true });
+      opened = await deps.openStream(target, streamRequest('tcp.connect', { port: row.port }));
     } catch {
       return UNREACHABLE();
     }

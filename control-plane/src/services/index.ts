@@ -11,7 +11,6 @@ import type { CatalogVersion } from '../domain/catalog.js';
 import type { CountedLimitKey } from '../domain/quotas.js';
 import type { RateRules } from '../domain/rate-limits.js';
 import type { Store } from '../store/store.js';
-import { AgentPool } from '../agent-client/pool.js';
 import type { Substrate } from '../substrate/substrate.js';
 import { NO_SUBSTRATE } from '../substrate/unconfigured.js';
 import { createEventService } from './events.js';
@@ -33,6 +32,7 @@ import { createQuotaService, type Counter } from './quotas.js';
 import { createRateLimiter } from './rate-limiter.js';
 import { createMeteringService } from './metering.js';
 import { createUsageService } from './usage.js';
+import { createMachineAgent } from './machine-agent/index.js';
 import { grantsEntitlements } from '../domain/billing-account.js';
 
 export interface ServiceDeps {
@@ -51,7 +51,7 @@ export interface ServiceDeps {
   substrate?: Substrate;
   /** Agent connection deadlines (tests shorten them). */
   agentTimeouts?: { connectMs?: number; requestMs?: number };
-  /** Largest agent answer buffered (default agent-client/pool.ts DEFAULT_MAX_RESPONSE; tests lower it). */
+  /** Largest agent answer buffered (default agent-client/pool.ts DEFAULT_MAX_RESPONSE, through services/machine-agent; tests lower it). */
   agentMaxAnswerBytes?: number;
   /** Operator log for substrate failures (causes may name host paths, so they never reach the API). */
   onMachineFailure?: (machineId: string, op: string, cause: unknown) => void;
@@ -98,13 +98,6 @@ export function createServices(d: ServiceDeps) {
   const identity = createIdentityService({ store, now, limiter, passwordCost: d.passwordCost, openBillingAccount: (orgId) => billing.open(orgId) });
   const orgs = createOrganizationService({ store, now, quotas });
   const substrate = d.substrate ?? NO_SUBSTRATE;
-  const pool = new AgentPool({
-    openChannel: (id) => substrate.openChannel(id),
-    issueEnrollment: (id) => substrate.issueEnrollment(id),
-    connectTimeoutMs: d.agentTimeouts?.connectMs,
-    requestTimeoutMs: d.agentTimeouts?.requestMs,
-    maxResponseBytes: d.agentMaxAnswerBytes,
-  });
   const metering = createMeteringService({ store, now, catalog: d.catalog });
   const usage = createUsageService({ store, now, billing, metering });
   let stripe: StripeProvider | null = null;
@@ -116,6 +109,8 @@ export function createServices(d: ServiceDeps) {
     billing.setProvider(stripe);
   }
   const events = createEventService({ store, now });
+  const agent = createMachineAgent({ store, channel: substrate, events, timeouts: d.agentTimeouts, maxAnswerBytes: d.agentMaxAnswerBytes });
+  const pool = agent.pool;
   const leases = createLeaseService({ store, events, now });
   const sessions = createSessionService({ store, events, leases, quotas, now });
   const locks = new DiskLocks();
@@ -123,7 +118,7 @@ export function createServices(d: ServiceDeps) {
   const snapshots = createSnapshotService({ store, substrate, events, quotas, locks, now, onFailure: d.onMachineFailure, hostHealth });
   const templates = createTemplateService({ store, substrate, quotas, snapshots, now, onFailure: d.onMachineFailure });
   const machines = createMachineService({
-    store, substrate, pool, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
+    store, substrate, agent, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     hostHealth,
     network: config.machineNetwork,
     capacity: {
@@ -132,7 +127,7 @@ export function createServices(d: ServiceDeps) {
     },
   });
   const secrets = createSecretService({
-    store, pool, now, quotas, log: d.log, retry: d.secretsRetry,
+    store, agent, now, quotas, log: d.log, retry: d.secretsRetry,
     keyring: d.keyring === undefined ? openKeyring(config, undefined, { sealedSecrets: store.secrets.countAll() }) : d.keyring,
   });
   machines.onBoot((m) => secrets.deliverAfterBoot(m));
@@ -167,7 +162,7 @@ export function createServices(d: ServiceDeps) {
   });
   const ports = createPortService({ store, config, now, quotas });
   return {
-    config, store, now, limiter, billing, builtin, stripe, quotas, identity, orgs, substrate, pool, events, leases, sessions, machines, snapshots, templates, secrets, ports,
+    config, store, now, limiter, billing, builtin, stripe, quotas, identity, orgs, substrate, pool, agent, events, leases, sessions, machines, snapshots, templates, secrets, ports,
     metering, usage,
     /** Server only: stop what billing no longer allows, for every organization running machines. */
     enforceAll: () => enforce(new Set(store.machines.inStates(['running']).map((m) => m.org_id))),

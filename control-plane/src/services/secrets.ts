@@ -16,8 +16,7 @@ import { AppError } from '../../../shared/errors.js';
 import type { Page, PageQuery } from '../../../shared/schemas/pagination.js';
 import { MAX_TYPE_TEXT } from '../../../shared/schemas/input.js';
 import { type MachineSecretList, type OrgSecret, type Secret, type SecretPut } from '../../../shared/schemas/secrets.js';
-import { readAgentAnswer } from '../agent-client/answer.js';
-import type { AgentPool } from '../agent-client/pool.js';
+import { agentOf, type MachineAgent } from './machine-agent/index.js';
 import type { Principal } from '../context.js';
 import { capacityRefusal, deliveredAt } from '../domain/secrets.js';
 import type { LogSink } from '../log.js';
@@ -31,7 +30,7 @@ import type { QuotaService } from './quotas.js';
 
 export interface SecretServiceDeps {
   store: Store;
-  pool: AgentPool;
+  agent: MachineAgent;
   /** null: SECRETS_KEYRING=off, storing is refused with 501. */
   keyring: KeyringSource | null;
   now: () => Date;
@@ -142,11 +141,8 @@ export function createSecretService(d: SecretServiceDeps) {
       return { m, secrets, sent };
     });
     if (!snap) return 'not_running';
-    const res = await d.pool.request(snap.m.id, snap.m.agent_token, {
-      method: 'PUT', path: '/secrets', body: JSON.stringify({ secrets: snap.secrets }), timeoutMs: d.deliveryTimeoutMs ?? 10_000,
-    });
     // The agent's answer is untrusted: parsed against the route's schema (or an error), nothing from it is kept.
-    readAgentAnswer('secrets.replace', res);
+    await d.agent.call(agentOf(snap.m), 'secrets.replace', { body: JSON.stringify({ secrets: snap.secrets }), timeoutMs: d.deliveryTimeoutMs ?? 10_000 });
     const t = at();
     store.db.tx(() => {
       for (const s of snap.sent) store.secrets.markDelivered(machineId, s.name, s.version, snap.m.state_changed_at, t);
@@ -160,10 +156,7 @@ export function createSecretService(d: SecretServiceDeps) {
     if (!m || m.state !== 'running') return 'not_running';
     // Stored again since the revoke (a retry running late): that store's own delivery carries the new value.
     if (store.secrets.get(machineId, name)) return 'delivered';
-    const res = await d.pool.request(m.id, m.agent_token, {
-      method: 'DELETE', path: `/secrets/${encodeURIComponent(name)}`, timeoutMs: d.deliveryTimeoutMs ?? 10_000,
-    });
-    readAgentAnswer('secrets.delete', res);
+    await d.agent.call(agentOf(m), 'secrets.delete', { params: { name }, timeoutMs: d.deliveryTimeoutMs ?? 10_000 });
     return 'delivered';
   }
 

@@ -7,7 +7,6 @@
  */
 import { AppError } from '../../../../shared/errors.js';
 import type { Machine, MachineState } from '../../../../shared/schemas/machine.js';
-import type { AgentPool } from '../../agent-client/pool.js';
 import type { CommitRatios, Resources } from '../../domain/capacity.js';
 import { CATALOG, type CatalogVersion } from '../../domain/catalog.js';
 import { conflictMessage, decide, type LifecycleTrigger } from '../../domain/machine-lifecycle.js';
@@ -19,6 +18,7 @@ import type { DiskLocks } from '../disk-locks.js';
 import type { EventService } from '../events.js';
 import type { HostHealth } from '../host-health.js';
 import type { LeaseService } from '../leases.js';
+import type { MachineAgent } from '../machine-agent/index.js';
 import type { QuotaService } from '../quotas.js';
 import type { SessionService } from '../sessions.js';
 import type { SnapshotService } from '../snapshots.js';
@@ -27,7 +27,8 @@ import type { TemplateService } from '../templates.js';
 export interface MachineServiceDeps {
   store: Store;
   substrate: Substrate;
-  pool: AgentPool;
+  /** The machines' agents (services/machine-agent): readiness probes, and sessions dropped when a run ends. */
+  agent: MachineAgent;
   events: EventService;
   leases: LeaseService;
   sessions: SessionService;
@@ -134,7 +135,7 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
         const code = cause instanceof AppError ? cause.code : 'internal_error';
         events.append(m.org_id, m.id, 'machine.failed', { from, to: 'error', operation: op, code });
       });
-      d.pool.drop(m.id);
+      d.agent.drop(m.id);
     },
 
     raced(id) {

@@ -32,14 +32,14 @@ export function createDiskVolumeRecovery(c: MachineCore, host: HostStarts) {
       }),
     );
     await Promise.all(victims.map(async (m) => {
-      d.pool.drop(m.id);
+      d.agent.drop(m.id);
       try {
         await locks.run(m.id, () => substrate.stop(m.id, { timeoutMs: 5_000 }));
       } catch (e) {
         c.fail(m, 'stopping', 'stop', e);
         return;
       }
-      d.pool.drop(m.id);
+      d.agent.drop(m.id);
       if (c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by: SYSTEM, reason: 'disk_read_only' })) {
         store.volumeRestarts.stopped(m.id, store.machines.byId(m.id)!.state_changed_at);
       }

@@ -51,7 +51,7 @@ export function createHostStarts(c: MachineCore, ready: Readiness): HostStarts {
         return true;
       });
       if (!moved) return false;
-      d.pool.drop(m.id);
+      d.agent.drop(m.id);
       await systemStart(m, 'host_restart');
       return true;
     },

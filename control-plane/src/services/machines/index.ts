@@ -2,7 +2,7 @@
  * The machine service's facade: one object over the concerns of this folder, each its own file over the shared
  * core (core.ts: decide and record → act → record the outcome). Wiring only; no decision is made here.
  *
- *   reads        get, list, the running machine's agent
+ *   reads        get, list
  *   create       create and fork (admission.ts: quotas, capacity, plan size, name)
  *   lifecycle    update, stop, start, restart, delete
  *   restore      onto one of the machine's snapshots
@@ -57,8 +57,6 @@ export function createMachineService(d: MachineServiceDeps) {
       d.hostHealth?.substrateAnswered(false);
     },
     startWatch,
-    agentTarget: reads.agentTarget,
-    callAgent: reads.callAgent,
     stopAllFor: createBillingStops(c, acts),
   };
 }

@@ -42,14 +42,14 @@ export function createLifecycleActs(c: MachineCore, ready: Readiness): Lifecycle
     },
 
     async runStop(m, trigger, by) {
-      d.pool.drop(m.id);
+      d.agent.drop(m.id);
       try {
         await locks.run(m.id, () => substrate.stop(m.id));
       } catch (e) {
         c.fail(m, 'stopping', trigger, e);
         throw new AppError('compute_unavailable', 'The machine failed to stop.', { headers: { 'retry-after': '5' } });
       }
-      d.pool.drop(m.id);
+      d.agent.drop(m.id);
       if (!c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by })) throw c.raced(m.id);
     },
   };
@@ -143,7 +143,7 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
         store.secrets.removeAllForMachine(m.id);
         return { m, from };
       });
-      d.pool.drop(m.id);
+      d.agent.drop(m.id);
       try {
         // After whatever act is in flight on the disk (a create, start, stop or capture decided before this).
         await locks.run(m.id, () => {

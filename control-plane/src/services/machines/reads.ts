@@ -1,9 +1,6 @@
-/** Reading machines: one, a page of them, and where a running machine's agent is reached. */
-import { AppError } from '../../../../shared/errors.js';
+/** Reading machines: one and a page of them (where a machine's agent is reached: services/machine-agent). */
 import type { Machine, MachineListQuery } from '../../../../shared/schemas/machine.js';
 import type { Page } from '../../../../shared/schemas/pagination.js';
-import type { AgentRequest, AgentResponse } from '../../agent-client/pool.js';
-import { isTransient } from '../../domain/machine-lifecycle.js';
 import { pageOf } from '../../store/pagination.js';
 import { machineView, type MachineCore } from './core.js';
 
@@ -14,22 +11,6 @@ export function createMachineReads(c: MachineCore) {
 
     list(orgId: string, q: MachineListQuery): Page<Machine> {
       return pageOf(q, (after, limit) => d.store.machines.page(orgId, after, limit, q.state ?? null), machineView);
-    },
-
-    /** The running machine's agent, or why it cannot be reached. */
-    agentTarget(orgId: string, id: string): { id: string; token: string } {
-      const m = c.load(orgId, id);
-      if (m.state === 'running') return { id: m.id, token: m.agent_token };
-      if (isTransient(m.state) && m.state !== 'deleting' && m.state !== 'stopping') {
-        throw new AppError('compute_unavailable', `The machine is ${m.state}; retry shortly.`, { headers: { 'retry-after': '2' } });
-      }
-      throw new AppError('conflict', `The machine is ${m.state}; it must be running.`);
-    },
-
-    /** One request to the machine's agent (the proxy routes use this). */
-    async callAgent(orgId: string, id: string, req: AgentRequest): Promise<AgentResponse> {
-      const t = this.agentTarget(orgId, id);
-      return d.pool.request(t.id, t.token, req);
     },
   };
 }

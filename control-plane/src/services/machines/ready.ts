@@ -3,7 +3,7 @@
  * is polled until the desktop answers and `machine.ready` is recorded once.
  */
 import { AppError } from '../../../../shared/errors.js';
-import { readAgentAnswer } from '../../agent-client/answer.js';
+import { agentOf } from '../machine-agent/index.js';
 import type { MachineRow } from '../../store/repos/machines.js';
 import type { MachineCore } from './core.js';
 
@@ -49,8 +49,7 @@ export function createReadiness(c: MachineCore): Readiness {
         if (!now || now.state !== 'running' || now.state_changed_at !== bootedAt || Date.now() > deadline) return;
         let up = false;
         try {
-          const r = await d.pool.request(m.id, now.agent_token, { method: 'GET', path: '/display', timeoutMs: Math.max(probe.intervalMs, 2_000) });
-          up = readAgentAnswer('display.get', r).up;
+          up = (await d.agent.call(agentOf(now), 'display.get', { timeoutMs: Math.max(probe.intervalMs, 2_000) })).up;
         } catch (e) {
           if (e instanceof AppError && /shutting down/.test(e.message)) return;
         }

@@ -68,9 +68,9 @@ export function createRestore(c: MachineCore, ready: Readiness) {
           try {
             await substrate.pinLayer(target.layer_id, m.id);
             if (wasRunning) {
-              d.pool.drop(m.id);
+              d.agent.drop(m.id);
               await substrate.stop(m.id);
-              d.pool.drop(m.id);
+              d.agent.drop(m.id);
             }
             stage = 'capture';
             const saved = await d.snapshots.captureNow(before);

@@ -68,7 +68,7 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
             d.onFailure?.(m.id, 'watch_thaw', e);
           }
         }
-        d.pool.drop(m.id);
+        d.agent.drop(m.id);
         const moved = store.db.tx((): 'error' | 'stopped' | null => {
           if (!unchanged()) return null;
           if (how === 'shutdown') {

@@ -1,4 +1,5 @@
 import { KeyboardTypeRequest } from '../../../../../shared/schemas/input.js';
+import { secretTypingBody } from '../../../services/machine-agent/index.js';
 import { machineIdParam, proxyOp } from './proxy.js';
 
 /**
@@ -11,17 +12,10 @@ export default proxyOp({
   permission: 'machines:control',
   lease: true,
   body: KeyboardTypeRequest,
-  toAgent: (b: KeyboardTypeRequest, c, s) =>
-    b.secret === undefined
+  toAgent: (b: KeyboardTypeRequest, c, s) => {
+    const bySecret = secretTypingBody(b, (name) => s.secrets.valueForTyping(c.get('principal').org_id!, machineIdParam(c), name));
+    return bySecret === null
       ? { body: JSON.stringify({ text: b.text, delay_ms: b.delay_ms, settle: b.settle }), sensitive: false }
-      : {
-          // Settling works by reference too, but without the after-screenshot: the field the secret
-          // was typed into may show it, and an answer to a typing-by-reference call never carries it.
-          body: JSON.stringify({
-            text: s.secrets.valueForTyping(c.get('principal').org_id!, machineIdParam(c), b.secret),
-            delay_ms: b.delay_ms,
-            settle: b.settle ? { ...b.settle, screenshot: undefined } : undefined,
-          }),
-          sensitive: true,
-        },
+      : { body: bySecret, sensitive: true };
+  },
 });

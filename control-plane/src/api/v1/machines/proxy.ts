@@ -2,7 +2,7 @@
  * Builds a `/v1/machines/{machine_id}/…` operation that forwards to the same route on the machine's
  * agent (AGENT_ROUTES mirrors the public routes without the prefix). The request is validated here
  * with the shared schema first, so a bad body never crosses the channel and error paths match /v1; the
- * answer is parsed against the route's response schema (agent-client/answer.ts), never relayed as is.
+ * answer is parsed against the route's response schema (services/machine-agent), never relayed as is.
  */
 import type { Context } from 'hono';
 import { z } from 'zod';
@@ -10,9 +10,9 @@ import { AGENT_ROUTES, type AgentOperation } from '../../../../../shared/agent-p
 import { AppError } from '../../../../../shared/errors.js';
 import { isMachineId } from '../../../../../shared/ids.js';
 import type { Permission } from '../../../../../shared/schemas/org.js';
-import { readAgentAnswer } from '../../../agent-client/answer.js';
 import type { CpEnv } from '../../../context.js';
 import type { Services } from '../../../services/index.js';
+import { paramsOf } from '../../../services/machine-agent/index.js';
 import { defineOp, type Op } from '../../op.js';
 
 const NoQuery = z.strictObject({});
@@ -57,6 +57,11 @@ export function meteredAnswer(c: Context<CpEnv>, s: Services, machineId: string,
   return c.body(text, 200, { 'content-type': 'application/json' });
 }
 
+/** Input routes: the caller's session (X-Session-Id) holds the machine's input lease (optional X-Lease-Fence). */
+export function checkInputLease(c: Context<CpEnv>, s: Services, machineId: string): void {
+  s.leases.checkInput(c.get('principal'), machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+}
+
 export function machineIdParam(c: Context<CpEnv>): string {
   const id = c.req.param('machine_id') ?? '';
   if (!isMachineId(id)) throw new AppError('not_found', 'No such machine.');
@@ -82,7 +87,7 @@ export function proxyOp(spec: ProxySpec): Op {
       const p = c.get('principal');
       const machineId = machineIdParam(c);
       // Existence and state first: another organization's machine is 404 whatever the body says.
-      s.machines.agentTarget(p.org_id!, machineId);
+      s.agent.running(p.org_id!, machineId);
       const query = io.query();
       let body: unknown;
       let raw: string | undefined;
@@ -94,28 +99,24 @@ export function proxyOp(spec: ProxySpec): Op {
       // Security gate: acting as root in the guest is control, whatever the route's own permission.
       const needed = spec.needs?.(query, body);
       if (needed && !p.permissions.has(needed)) throw new AppError('permission_denied', `This needs the ${needed} permission.`);
-      if (spec.lease) s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+      if (spec.lease) checkInputLease(c, s, machineId);
       let sensitive = false;
       if (spec.toAgent) ({ body: raw, sensitive } = spec.toAgent(body, c, s));
-      let agentPath = route.path.replace(/:([a-z_]+)/g, (_m, name: string) => {
+      const params = paramsOf(spec.agent, (name) => {
         const v = c.req.param(name) ?? '';
         if (!PARAM_RE.test(v)) throw new AppError('not_found', `No such ${name.replace('_id', '')}.`);
-        return encodeURIComponent(v);
+        return v;
       });
       const search = new URL(c.req.url).search;
-      if (route.query && search) agentPath += search;
-      const requestId = c.get('requestId');
-      const res = await s.machines.callAgent(p.org_id!, machineId, {
-        method: route.method, path: agentPath, body: raw, requestId, timeoutMs: spec.timeoutMs?.(body),
-      });
       // The answer is parsed against the route's schema: a replaced agent cannot hand the client anything else.
-      let answer: unknown;
-      try {
-        answer = readAgentAnswer(spec.agent, res);
-      } catch (e) {
-        if (!sensitive || !(e instanceof AppError)) throw e;
-        throw new AppError(e.code, 'The machine could not carry out the request with the secret.', { headers: e.headers });
-      }
+      const answer: unknown = await s.agent.call(s.agent.running(p.org_id!, machineId), spec.agent, {
+        params,
+        query: route.query && search ? search.slice(1) : undefined,
+        body: raw,
+        requestId: c.get('requestId'),
+        timeoutMs: spec.timeoutMs?.(body),
+        sensitive: sensitive ? 'The machine could not carry out the request with the secret.' : undefined,
+      });
       if (answer === null) return c.body(null, 204);
       spec.check?.(answer);
       return meteredAnswer(c, s, machineId, answer);

@@ -1,10 +1,8 @@
 import type { Context } from 'hono';
-import { AGENT_ROUTES } from '../../../../../shared/agent-protocol.js';
-import { readAgentAnswer } from '../../../agent-client/answer.js';
 import type { AgentCall } from '../../../computer-tools/anthropic.js';
 import type { CpEnv } from '../../../context.js';
 import type { Services } from '../../../services/index.js';
-import { machineIdParam, meteredAnswer } from './proxy.js';
+import { checkInputLease, machineIdParam, meteredAnswer } from './proxy.js';
 
 /**
  * The checks every tool endpoint makes, in the proxy's order (machine, body, lease), and the agent
@@ -18,20 +16,12 @@ export async function toolOpContext<B>(
   const p = c.get('principal');
   const machineId = machineIdParam(c);
   // Existence and state first: another organization's machine is 404 whatever the body says.
-  s.machines.agentTarget(p.org_id!, machineId);
+  s.agent.running(p.org_id!, machineId);
   const parsed = await body();
-  s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+  checkInputLease(c, s, machineId);
   const requestId = c.get('requestId');
-  const call: AgentCall = async (op, agentBody, query) => {
-    const route = AGENT_ROUTES[op];
-    const res = await s.machines.callAgent(p.org_id!, machineId, {
-      method: route.method,
-      path: route.path + (query ? `?${query}` : ''),
-      body: agentBody === undefined ? undefined : JSON.stringify(agentBody),
-      requestId,
-    });
-    return readAgentAnswer(op, res);
-  };
+  const call: AgentCall = (op, agentBody, query) =>
+    s.agent.call(s.agent.running(p.org_id!, machineId), op, { query, body: agentBody === undefined ? undefined : JSON.stringify(agentBody), requestId });
   // The tool's answer (screenshots, mostly) leaves on the machine's behalf: counted as its egress.
   return { body: parsed, call, reply: (answer) => meteredAnswer(c, s, machineId, answer) };
 }

@@ -7,8 +7,14 @@
 import http2 from 'node:http2';
 import type { AgentOperation } from '../../../shared/agent-protocol.js';
 import { AppError, type ErrorCode } from '../../../shared/errors.js';
-import { readAgentAnswer } from '../agent-client/answer.js';
-import type { OpenedStream } from './deps.js';
+import { readAgentAnswer } from './answer.js';
+
+/** A long-lived agent stream (screen frames, terminal attach, TCP), after its response headers arrived. */
+export interface OpenedStream {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  stream: http2.ClientHttp2Stream;
+}
 
 export interface AgentStreamDialerOptions {
   /** The machine's HTTP/2 session, enrolled with the agent key (AgentPool.session). */
