@@ -9,14 +9,10 @@ import type { Enrollment } from './enrollment.js';
 import { enrollHandler, requireKey } from './http/auth.js';
 import { REQUEST_ID_HEADER, renderError } from './http/errors.js';
 import type { LogSink } from './http/log.js';
-import { isTcpConnectRequest } from './routes/tcp.js';
-import { isAttachRequest } from './routes/terminals.js';
+import { ROUTE_TEMPLATE, type AgentEnv } from './http/env.js';
+import { isAttachRequest, isTcpConnectRequest } from './http/streams.js';
 
-export type AgentEnv = { Variables: { requestId: string } };
-
-/** Symbol under which the matched route template is left on the node request, for the request log. */
-export const ROUTE_TEMPLATE = Symbol.for('computer.agent.route');
-
+export type { AgentEnv } from './http/env.js';
 
 export interface AgentAppOptions {
   /** Who may enroll, and the key every other route requires. */

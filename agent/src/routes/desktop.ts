@@ -5,7 +5,7 @@ import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { AGENT_PROTOCOL_VERSION, AGENT_ROUTES, ClipboardQuery, ScreenStreamQuery, ScreenshotQuery } from '../../../shared/agent-protocol.js';
 import { AppError } from '../../../shared/errors.js';
 import { DEFAULT_SCREENSHOT_QUALITY } from '../../../shared/schemas/display.js';
-import type { AgentEnv } from '../app.js';
+import type { AgentEnv } from '../http/env.js';
 import { runScreenStream } from '../desktop/stream.js';
 import type { Desktop } from '../desktop/desktop.js';
 import { jsonBody, queryOf } from '../http/body.js';

@@ -1,11 +1,11 @@
-import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import http2 from 'node:http2';
 import net from 'node:net';
 import { Hono } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { AGENT_ROUTES } from '../../../shared/agent-protocol.js';
 import { AppError, parseOrThrow } from '../../../shared/errors.js';
 import { GuestPortParam } from '../../../shared/schemas/ports.js';
-import { ROUTE_TEMPLATE, type AgentEnv } from '../app.js';
+import { ROUTE_TEMPLATE, type AgentEnv, type NodeEnv } from '../http/env.js';
 import { REQUEST_ID_HEADER } from '../http/errors.js';
 
 const R = AGENT_ROUTES;
@@ -14,13 +14,6 @@ const R = AGENT_ROUTES;
 export const MAX_TCP_STREAMS = 512;
 /** Deadline for the guest's loopback to accept (a full listen backlog can stall a connect). */
 const CONNECT_TIMEOUT_MS = 5_000;
-
-/** Like the pty attach, this body is an open-ended byte stream: app.ts keeps body limits off it. */
-export function isTcpConnectRequest(method: string, path: string): boolean {
-  return method === 'POST' && /^\/tcp\/[^/]+\/connect$/.test(path);
-}
-
-type NodeEnv = { incoming?: Http2ServerRequest; outgoing?: Http2ServerResponse };
 
 /** Connects to 127.0.0.1:port, then [::1]:port (servers bound to `localhost` may be IPv6 only). */
 function connectLoopback(port: number): Promise<net.Socket> {
