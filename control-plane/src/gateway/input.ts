@@ -13,7 +13,7 @@ import { AGENT_ROUTES } from '../../../shared/agent-protocol.js';
 import { readAgentAnswer } from '../agent-client/answer.js';
 import { AppError } from '../../../shared/errors.js';
 import { INPUT_RATE_BURST, INPUT_RATE_PER_SECOND, InputMessage } from '../../../shared/schemas/gateway.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import type { GatewayDeps } from './deps.js';
 import { TokenBucket } from './rate.js';
 import { sendJson } from './send.js';
@@ -40,9 +40,9 @@ function text(data: RawData): string {
   return Buffer.from(data).toString('utf8');
 }
 
-export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machineId: string, sessionId: string, limits: Partial<InputLimits> = {}): void {
+export function serveInput(ws: WebSocket, deps: GatewayDeps, p: OrgPrincipal, machineId: string, sessionId: string, limits: Partial<InputLimits> = {}): void {
   const lim = { ...DEFAULT_INPUT_LIMITS, ...limits };
-  const orgId = p.org_id!;
+  const orgId = p.org_id;
   const bucket = new TokenBucket(lim.ratePerSecond, lim.burst);
   /** Read-only from the moment the loss is known; input arriving after that is ignored unanswered. */
   let readOnly = false;

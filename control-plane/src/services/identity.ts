@@ -10,7 +10,7 @@ import { SESSION_TTL_MS } from '../auth/cookies.js';
 import { DEFAULT_SCRYPT_COST, hashPassword, makeDummyHash, verifyPassword, type ScryptCost } from '../auth/passwords.js';
 import { API_KEY_RE, OPAQUE_TOKEN_RE, newOpaqueToken, sameDigest, sha256Hex } from '../auth/tokens.js';
 import { keyPermissions, rolePermissions } from '../domain/rbac.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal, Principal } from '../context.js';
 import { pageOf } from '../store/pagination.js';
 import { parseScopes } from '../store/repos/access.js';
 import type { AuthSessionRow } from '../store/repos/identity.js';
@@ -132,9 +132,10 @@ export function createIdentityService(d: IdentityDeps) {
 
     /**
      * Resolves an API key. The key's permissions are recomputed from its creator's membership on
-     * every request; a key whose creator has left the organization authenticates nobody.
+     * every request; a key whose creator has left the organization authenticates nobody. A key always
+   * acts in its organization, so what it resolves to is org-scoped.
      */
-    principalFromApiKey(secret: string): Principal | null {
+    principalFromApiKey(secret: string): OrgPrincipal | null {
       if (!API_KEY_RE.test(secret)) return null;
       const hash = sha256Hex(secret);
       const k = store.access.apiKeyByHash(hash);

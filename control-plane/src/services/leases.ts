@@ -4,7 +4,7 @@
  */
 import { AppError } from '../../../shared/errors.js';
 import type { LeaseRequest } from '../../../shared/schemas/machine.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal, Principal } from '../context.js';
 import { checkInput, decideAcquire, decideRelease, isHeld, type LeaseRow } from '../domain/lease.js';
 import type { MachineRow, SessionRow } from '../store/repos/machines.js';
 import type { Store } from '../store/store.js';
@@ -52,8 +52,8 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
   }
 
   /** The caller's own, open session on this machine, or the reason it cannot be used. */
-  function usableSession(p: Principal, machineId: string, sessionId: string, field: string): SessionRow {
-    const s = store.sessions.inOrg(p.org_id!, sessionId);
+  function usableSession(p: OrgPrincipal, machineId: string, sessionId: string, field: string): SessionRow {
+    const s = store.sessions.inOrg(p.org_id, sessionId);
     if (!s) throw new AppError('not_found', 'No such session.', { details: [{ field, message: 'no such session' }] });
     if (s.machine_id !== machineId) throw new AppError('invalid_request', 'The session is open on another machine.', { details: [{ field, message: 'session of another machine' }] });
     if (s.state === 'closed') throw new AppError('conflict', 'The session is closed; open a new one.');
@@ -85,9 +85,9 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
   }
 
   return {
-    acquire(p: Principal, machineId: string, req: LeaseRequest): Grant {
+    acquire(p: OrgPrincipal, machineId: string, req: LeaseRequest): Grant {
       return store.db.tx(() => {
-        const m = machineOf(p.org_id!, machineId);
+        const m = machineOf(p.org_id, machineId);
         if (m.state !== 'running') throw new AppError('conflict', `The machine is ${m.state}; the input lease needs a running machine.`);
         const session = usableSession(p, machineId, req.session_id, 'session_id');
         const nowMs = d.now().getTime();
@@ -104,12 +104,12 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
         if (dec.kind === 'granted') {
           if (row && row.session_id !== null && row.session_id !== dec.revoked) {
             // The previous holder's lease ran out before this grant: say so, once.
-            events.append(p.org_id!, machineId, 'session.control_released', { session_id: row.session_id, fence: row.fence, reason: 'expired', by: { type: 'system', id: null } });
+            events.append(p.org_id, machineId, 'session.control_released', { session_id: row.session_id, fence: row.fence, reason: 'expired', by: { type: 'system', id: null } });
           }
           if (dec.revoked) {
-            events.append(p.org_id!, machineId, 'session.control_released', { session_id: dec.revoked, fence: row!.fence, reason: 'revoked', by });
+            events.append(p.org_id, machineId, 'session.control_released', { session_id: dec.revoked, fence: row!.fence, reason: 'revoked', by });
           }
-          events.append(p.org_id!, machineId, 'session.control_acquired', {
+          events.append(p.org_id, machineId, 'session.control_acquired', {
             session_id: session.id, session_type: session.type, fence: dec.lease.fence, forced: dec.revoked !== null, opener: openerOf(session), by,
           });
         }
@@ -133,15 +133,15 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
     },
 
     /** Release by the holder (`sessionId` given) or by any controller of the machine (null). */
-    release(p: Principal, machineId: string, sessionId: string | null): void {
+    release(p: OrgPrincipal, machineId: string, sessionId: string | null): void {
       store.db.tx(() => {
-        machineOf(p.org_id!, machineId);
+        machineOf(p.org_id, machineId);
         const nowMs = d.now().getTime();
         const row = store.leases.get(machineId);
         const dec = decideRelease(row, sessionId, nowMs);
         if (dec.kind === 'not_holder') throw new AppError('conflict', `The input lease is held by session ${dec.holder}, not ${sessionId}.`);
         if (dec.kind === 'not_held') return;
-        releaseInTx(p.org_id!, machineId, 'released', actorOf(p));
+        releaseInTx(p.org_id, machineId, 'released', actorOf(p));
       });
     },
 
@@ -157,13 +157,13 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
      * For the gateway's input channel handshake: may `p` use `sessionId` for input on this machine at
      * all (its own, open, non-view session of this machine)? Holding the lease is not required yet.
      */
-    checkSession(p: Principal, machineId: string, sessionId: string): void {
-      machineOf(p.org_id!, machineId);
+    checkSession(p: OrgPrincipal, machineId: string, sessionId: string): void {
+      machineOf(p.org_id, machineId);
       usableSession(p, machineId, sessionId, 'session_id');
     },
 
     /** Per input message: does `sessionId` hold the lease with exactly this fence now? */
-    checkFence(_p: Principal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null } {
+    checkFence(_p: OrgPrincipal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null } {
       const row = store.leases.get(machineId);
       const r = checkInput(row, sessionId, fence, d.now().getTime());
       return r.ok ? { ok: true } : { ok: false, current: isHeld(row, d.now().getTime()) ? row!.fence : null };
@@ -225,7 +225,7 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
      * Security gate for input routes: the caller's own session named in X-Session-Id must hold the
      * lease, and a given X-Lease-Fence must be the current fence.
      */
-    checkInput(p: Principal, machineId: string, sessionHeader: string | undefined, fenceHeader: string | undefined): { session_id: string; fence: number } {
+    checkInput(p: OrgPrincipal, machineId: string, sessionHeader: string | undefined, fenceHeader: string | undefined): { session_id: string; fence: number } {
       if (!sessionHeader) {
         throw new AppError('invalid_request', 'Input needs the input lease: name your session in the X-Session-Id header.', {
           details: [{ field: 'x-session-id', message: 'required' }],

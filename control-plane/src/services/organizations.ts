@@ -7,7 +7,7 @@ import { newId } from '../../../shared/ids.js';
 import type { CreateApiKeyRequest, CreateInvitationRequest, Role } from '../../../shared/schemas/org.js';
 import type { PageQuery } from '../../../shared/schemas/pagination.js';
 import { newApiKey, newOpaqueToken, OPAQUE_TOKEN_RE, sha256Hex } from '../auth/tokens.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal, Principal } from '../context.js';
 import { canAssignRole } from '../domain/rbac.js';
 import { pageOf } from '../store/pagination.js';
 import { parseScopes, type ApiKeyRow, type InvitationRow } from '../store/repos/access.js';
@@ -33,15 +33,14 @@ export type KeysLost = { org_id: string; key_id: string } | { org_id: string; us
 export function createOrganizationService(d: { store: Store; now: () => Date; quotas: QuotaService }) {
   const { store, now } = d;
   const iso = () => now().toISOString();
-  const orgOf = (p: Principal) => p.org_id!;
 
-  function member(p: Principal, membershipId: string): MemberView {
-    const m = store.identity.membershipInOrg(orgOf(p), membershipId);
+  function member(p: OrgPrincipal, membershipId: string): MemberView {
+    const m = store.identity.membershipInOrg(p.org_id, membershipId);
     if (!m) throw new AppError('not_found', 'No such member.');
     return m;
   }
 
-  function assertCanAssign(p: Principal, from: Role | null, to: Role | null): void {
+  function assertCanAssign(p: OrgPrincipal, from: Role | null, to: Role | null): void {
     if (!p.role || !canAssignRole(p.role, { from, to })) {
       throw new AppError('permission_denied', 'Only an owner may grant, change or remove the owner role.');
     }
@@ -70,21 +69,21 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       return () => keysLostListeners.delete(listener);
     },
 
-    listMembers: (p: Principal, q: PageQuery) => pageOf(q, (after, limit) => store.identity.membersPage(orgOf(p), after, limit), memberView),
+    listMembers: (p: OrgPrincipal, q: PageQuery) => pageOf(q, (after, limit) => store.identity.membersPage(p.org_id, after, limit), memberView),
 
-    changeRole(p: Principal, membershipId: string, role: Role) {
+    changeRole(p: OrgPrincipal, membershipId: string, role: Role) {
       return store.db.tx(() => {
         const m = member(p, membershipId);
         if (m.role === role) return memberView(m);
         assertCanAssign(p, m.role, role);
-        assertNotLastOwner(orgOf(p), m);
+        assertNotLastOwner(p.org_id, m);
         store.identity.setRole(m.id, role);
         return memberView({ ...m, role });
       });
     },
 
     /** Removing a member takes a member's power away at once, including that of keys they created. */
-    removeMember(p: Principal, membershipId: string): void {
+    removeMember(p: OrgPrincipal, membershipId: string): void {
       const userId = store.db.tx(() => {
         const m = member(p, membershipId);
         const self = m.user_id === p.user_id && p.kind === 'user';
@@ -92,21 +91,21 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
           if (!p.permissions.has('members:manage')) throw new AppError('permission_denied', 'Removing another member needs members:manage.');
           assertCanAssign(p, m.role, null);
         }
-        assertNotLastOwner(orgOf(p), m);
+        assertNotLastOwner(p.org_id, m);
         store.identity.deleteMembership(m.id);
         return m.user_id;
       });
-      keysLost({ org_id: orgOf(p), user_id: userId });
+      keysLost({ org_id: p.org_id, user_id: userId });
     },
 
-    listInvitations(p: Principal, q: PageQuery) {
+    listInvitations(p: OrgPrincipal, q: PageQuery) {
       store.access.expireInvitations(iso());
-      return pageOf(q, (after, limit) => store.access.invitationsPage(orgOf(p), after, limit), invitationView);
+      return pageOf(q, (after, limit) => store.access.invitationsPage(p.org_id, after, limit), invitationView);
     },
 
-    createInvitation(p: Principal, req: CreateInvitationRequest) {
+    createInvitation(p: OrgPrincipal, req: CreateInvitationRequest) {
       assertCanAssign(p, null, req.role);
-      const orgId = orgOf(p);
+      const orgId = p.org_id;
       return store.db.tx(() => {
         store.access.expireInvitations(iso());
         const existing = store.identity.userByEmail(req.email);
@@ -125,10 +124,10 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       });
     },
 
-    revokeInvitation(p: Principal, invitationId: string) {
+    revokeInvitation(p: OrgPrincipal, invitationId: string) {
       return store.db.tx(() => {
         store.access.expireInvitations(iso());
-        const i = store.access.invitationInOrg(orgOf(p), invitationId);
+        const i = store.access.invitationInOrg(p.org_id, invitationId);
         if (!i) throw new AppError('not_found', 'No such invitation.');
         if (i.state !== 'pending') throw new AppError('conflict', `The invitation is ${i.state}, not pending.`);
         assertCanAssign(p, null, i.role);
@@ -158,22 +157,22 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       });
     },
 
-    listApiKeys: (p: Principal, q: PageQuery) => pageOf(q, (after, limit) => store.access.apiKeysPage(orgOf(p), after, limit), keyView),
+    listApiKeys: (p: OrgPrincipal, q: PageQuery) => pageOf(q, (after, limit) => store.access.apiKeysPage(p.org_id, after, limit), keyView),
 
     /** A key is created: refused unless the account may create anything (spec: subscription). */
-    createApiKey(p: Principal, req: CreateApiKeyRequest) {
-      d.quotas.checkSubscription(orgOf(p));
+    createApiKey(p: OrgPrincipal, req: CreateApiKeyRequest) {
+      d.quotas.checkSubscription(p.org_id);
       const { secret, prefix, hash } = newApiKey();
       const row: ApiKeyRow = {
-        id: newId('api_key'), org_id: orgOf(p), created_by: p.user_id, name: req.name, prefix, secret_hash: hash,
+        id: newId('api_key'), org_id: p.org_id, created_by: p.user_id, name: req.name, prefix, secret_hash: hash,
         scopes: JSON.stringify(req.scopes), created_at: iso(), last_used_at: null, revoked_at: null,
       };
       store.access.insertApiKey(row);
       return { ...keyView(row), secret };
     },
 
-    revokeApiKey(p: Principal, keyId: string): void {
-      const k = store.access.apiKeyInOrg(orgOf(p), keyId);
+    revokeApiKey(p: OrgPrincipal, keyId: string): void {
+      const k = store.access.apiKeyInOrg(p.org_id, keyId);
       if (!k) throw new AppError('not_found', 'No such API key.');
       store.access.revokeApiKey(k.id, iso());
       keysLost({ org_id: k.org_id, key_id: k.id });

@@ -10,7 +10,7 @@ import type { Page } from '../../../shared/schemas/pagination.js';
 import { PREVIEW_ACCESS_PATH, PREVIEW_COOKIE, type PortListQuery, type Preview, type PublishPortRequest } from '../../../shared/schemas/ports.js';
 import { randomBase62, sameDigest, sha256Hex } from '../auth/tokens.js';
 import type { Config } from '../config.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { readCookies } from '../auth/cookies.js';
 import { bearerOf } from '../previews/headers.js';
 import { previewDomainOf, previewOrigin } from '../previews/hostnames.js';
@@ -71,9 +71,9 @@ export function createPortService(d: PortServiceDeps) {
      * Publishing a port that is already published returns that preview (created: false) without its
      * secret or access link: those are shown once. Nothing needs to listen on the port yet.
      */
-    publish(p: Principal, machineId: string, req: PublishPortRequest): { preview: Preview; created: boolean } {
+    publish(p: OrgPrincipal, machineId: string, req: PublishPortRequest): { preview: Preview; created: boolean } {
       if (!domain) throw new AppError('unsupported_operation', 'This deployment serves no preview domain (PREVIEW_DOMAIN).');
-      const orgId = p.org_id!;
+      const orgId = p.org_id;
       return store.db.tx(() => {
         const m = machineOf(orgId, machineId);
         if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
@@ -110,8 +110,8 @@ export function createPortService(d: PortServiceDeps) {
     },
 
     /** The hostname stops answering at once: open connections are cut by the proxy's listener. */
-    unpublish(p: Principal, machineId: string, id: string): void {
-      const orgId = p.org_id!;
+    unpublish(p: OrgPrincipal, machineId: string, id: string): void {
+      const orgId = p.org_id;
       store.db.tx(() => {
         machineOf(orgId, machineId);
         const r = store.previews.inOrg(orgId, machineId, id);

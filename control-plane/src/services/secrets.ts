@@ -18,7 +18,7 @@ import { MAX_TYPE_TEXT } from '../../../shared/schemas/input.js';
 import { type MachineSecretList, type OrgSecret, type Secret, type SecretPut } from '../../../shared/schemas/secrets.js';
 import { readAgentAnswer } from '../agent-client/answer.js';
 import type { AgentPool } from '../agent-client/pool.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { capacityRefusal, deliveredAt } from '../domain/secrets.js';
 import type { LogSink } from '../log.js';
 import { open, retireUnusedKeys, seal, withNewActiveKey, SecretOpenError, type SecretBinding } from '../secrets/crypto.js';
@@ -214,8 +214,8 @@ export function createSecretService(d: SecretServiceDeps) {
       d.quotas.checkSubscription(orgId);
     },
 
-    async put(p: Principal, machineId: string, body: SecretPut): Promise<Secret> {
-      const orgId = p.org_id!;
+    async put(p: OrgPrincipal, machineId: string, body: SecretPut): Promise<Secret> {
+      const orgId = p.org_id;
       const valueBytes = Buffer.byteLength(body.value, 'utf8');
       const { row } = store.db.tx(() => {
         const m = machineIn(orgId, machineId);
@@ -260,9 +260,9 @@ export function createSecretService(d: SecretServiceDeps) {
     },
 
     /** Removed from storage at once; from the running machine now, or by retries if it cannot take it yet. */
-    async remove(p: Principal, machineId: string, name: string): Promise<void> {
+    async remove(p: OrgPrincipal, machineId: string, name: string): Promise<void> {
       store.db.tx(() => {
-        const m = machineIn(p.org_id!, machineId);
+        const m = machineIn(p.org_id, machineId);
         if (!store.secrets.remove(m.id, name)) throw new AppError('not_found', 'No such secret.');
       });
       await pushNow(machineId, 'revoke', () => revokeName(machineId, name));

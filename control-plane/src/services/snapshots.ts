@@ -11,7 +11,7 @@ import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import type { CreateSnapshotRequest, Snapshot, SnapshotListQuery, SnapshotOrigin } from '../../../shared/schemas/snapshot.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { decideSnapshot, snapshotInTheWay } from '../domain/snapshot-lifecycle.js';
 import { faultPoint } from '../fault-points.js';
 import { pageOf } from '../store/pagination.js';
@@ -177,10 +177,10 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     },
 
     /** POST /v1/snapshots: the pending record, or with `wait` the settled one. */
-    async create(p: Principal, req: CreateSnapshotRequest, wait: boolean): Promise<{ snapshot: Snapshot; settled: boolean }> {
+    async create(p: OrgPrincipal, req: CreateSnapshotRequest, wait: boolean): Promise<{ snapshot: Snapshot; settled: boolean }> {
       d.hostHealth?.checkReserve();
       const row = store.db.tx(() => {
-        const m = store.machines.inOrg(p.org_id!, req.machine_id);
+        const m = store.machines.inOrg(p.org_id, req.machine_id);
         if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });
         return beginInTx(m, 'manual', req.name, actorOf(p), { admit: 'quota' });
       });
@@ -196,10 +196,10 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
       return { snapshot: snapshotView(s), settled: true };
     },
 
-    async remove(p: Principal, id: string): Promise<void> {
+    async remove(p: OrgPrincipal, id: string): Promise<void> {
       const by = actorOf(p);
       const row = store.db.tx(() => {
-        const s = load(p.org_id!, id);
+        const s = load(p.org_id, id);
         const way = snapshotInTheWay(store.snapshots.chain(s.machine_id), s.id);
         if (way) {
           throw new AppError('conflict', `Snapshot ${way.id} ("${way.name}") is newer; only the newest snapshot of a machine can be deleted.`, {

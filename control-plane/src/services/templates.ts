@@ -10,7 +10,7 @@ import { newId } from '../../../shared/ids.js';
 import type { MachineSize } from '../../../shared/schemas/machine.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import type { CreateTemplateRequest, Template, TemplateListQuery } from '../../../shared/schemas/template.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { decideTemplate } from '../domain/snapshot-lifecycle.js';
 import { pageOf } from '../store/pagination.js';
 import type { SnapshotRow, TemplateRow } from '../store/repos/snapshots.js';
@@ -81,8 +81,8 @@ export function createTemplateService(d: TemplateServiceDeps) {
       return pageOf(q, (after, limit) => store.templates.page(orgId, after, limit), templateView);
     },
 
-    async create(p: Principal, req: CreateTemplateRequest, wait: boolean): Promise<{ template: Template; settled: boolean }> {
-      const orgId = p.org_id!;
+    async create(p: OrgPrincipal, req: CreateTemplateRequest, wait: boolean): Promise<{ template: Template; settled: boolean }> {
+      const orgId = p.org_id;
       const by = actorOf(p);
       const plan = store.db.tx(() => {
         d.quotas.check(orgId, 'templates');
@@ -135,9 +135,9 @@ export function createTemplateService(d: TemplateServiceDeps) {
     },
 
     /** Deleting a template leaves its machines: their disks reference the layer, not the template. */
-    async remove(p: Principal, id: string): Promise<void> {
+    async remove(p: OrgPrincipal, id: string): Promise<void> {
       const t = store.db.tx(() => {
-        const t = load(p.org_id!, id);
+        const t = load(p.org_id, id);
         if (t.state === 'building') throw new AppError('conflict', `Template ${t.id} is building; wait until it is ready.`);
         store.templates.remove(t.id);
         return t;

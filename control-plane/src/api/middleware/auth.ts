@@ -3,7 +3,7 @@ import { AppError } from '../../../../shared/errors.js';
 import type { Permission } from '../../../../shared/schemas/org.js';
 import { readSessionCookie } from '../../auth/cookies.js';
 import { isRecognisedOrigin } from '../../config.js';
-import type { CpEnv, Principal } from '../../context.js';
+import { actsInOrg, type CpEnv, type Principal } from '../../context.js';
 import type { Services } from '../../services/index.js';
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -58,7 +58,9 @@ export function twoSessionCookies(): AppError {
 /** Reads are gated by membership: the principal must be acting in an organization. */
 export function requireOrg(): MiddlewareHandler<CpEnv> {
   return async (c, next) => {
-    if (!c.get('principal')?.org_id) throw new AppError('permission_denied', 'You are not a member of any organization.');
+    const p = c.get('principal');
+    if (!p || !actsInOrg(p)) throw new AppError('permission_denied', 'You are not a member of any organization.');
+    c.set('orgPrincipal', p);
     await next();
   };
 }

@@ -2,7 +2,7 @@
 import { AppError } from '../../../../shared/errors.js';
 import type { CreateMachineRequest, Machine, MachineSize } from '../../../../shared/schemas/machine.js';
 import type { ForkMachineRequest } from '../../../../shared/schemas/snapshot.js';
-import type { Principal } from '../../context.js';
+import type { OrgPrincipal } from '../../context.js';
 import { catalogAt } from '../../domain/catalog.js';
 import { faultPoint } from '../../fault-points.js';
 import type { MachineRow } from '../../store/repos/machines.js';
@@ -44,8 +44,8 @@ export function createMachineCreation(c: MachineCore, ready: Readiness) {
 
   return {
     /** Returns once the machine is running (or, with start:false, once it exists stopped). */
-    async create(p: Principal, req: CreateMachineRequest): Promise<Machine> {
-      const orgId = p.org_id!;
+    async create(p: OrgPrincipal, req: CreateMachineRequest): Promise<Machine> {
+      const orgId = p.org_id;
       const by = actorOf(p);
       const { row, source } = store.db.tx(() => {
         let source: DiskSource = { kind: 'base' };
@@ -75,8 +75,8 @@ export function createMachineCreation(c: MachineCore, ready: Readiness) {
      * kept as a snapshot). Quotas as for create. The fork stands on the layer itself: deleting the parent or the
      * snapshot leaves it working.
      */
-    async fork(p: Principal, id: string, req: ForkMachineRequest): Promise<Machine> {
-      const orgId = p.org_id!;
+    async fork(p: OrgPrincipal, id: string, req: ForkMachineRequest): Promise<Machine> {
+      const orgId = p.org_id;
       const by = actorOf(p);
       const { row, parent, snap } = store.db.tx(() => {
         const parent = c.load(orgId, id);

@@ -1,7 +1,7 @@
 /** The user's lifecycle moves on an existing machine: update, stop, start, restart, delete. */
 import { AppError } from '../../../../shared/errors.js';
 import type { Machine, UpdateMachineRequest } from '../../../../shared/schemas/machine.js';
-import type { Principal } from '../../context.js';
+import type { OrgPrincipal } from '../../context.js';
 import { conflictMessage, decide } from '../../domain/machine-lifecycle.js';
 import { faultPoint } from '../../fault-points.js';
 import type { MachineRow } from '../../store/repos/machines.js';
@@ -61,8 +61,8 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
   const { runStart, runStop } = acts;
 
   return {
-    update(p: Principal, id: string, req: UpdateMachineRequest): Machine {
-      const orgId = p.org_id!;
+    update(p: OrgPrincipal, id: string, req: UpdateMachineRequest): Machine {
+      const orgId = p.org_id;
       return store.db.tx(() => {
         const m = c.load(orgId, id);
         if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
@@ -79,22 +79,22 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
       });
     },
 
-    async stop(p: Principal, id: string): Promise<Machine> {
+    async stop(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
       const m = store.db.tx(() => {
-        const m = c.load(p.org_id!, id);
+        const m = c.load(p.org_id, id);
         c.transition(m, 'stop');
         d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', by);
         return m;
       });
       await runStop(m, 'stop', by);
-      return c.current(p.org_id!, id);
+      return c.current(p.org_id, id);
     },
 
-    async start(p: Principal, id: string): Promise<Machine> {
+    async start(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
       const m = store.db.tx(() => {
-        const m = c.load(p.org_id!, id);
+        const m = c.load(p.org_id, id);
         const dec = decide(m.state, 'start');
         if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, 'start'));
         reserveCompute(c, m.org_id, m.size);
@@ -103,38 +103,38 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
         return m;
       });
       await runStart(m, by);
-      return c.current(p.org_id!, id);
+      return c.current(p.org_id, id);
     },
 
     /** A stop followed by a start; each half is its own compare-and-set. */
-    async restart(p: Principal, id: string): Promise<Machine> {
+    async restart(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
       const m = store.db.tx(() => {
-        const m = c.load(p.org_id!, id);
+        const m = c.load(p.org_id, id);
         c.transition(m, 'restart');
         d.leases.releaseInTx(m.org_id, m.id, 'machine_restarted', by);
         return m;
       });
       await runStop(m, 'restart', by);
       store.db.tx(() => {
-        const now = c.load(p.org_id!, id);
+        const now = c.load(p.org_id, id);
         if (now.state !== 'stopped') throw c.raced(id);
         // The stop released the machine's room: the start half is admitted like any start.
         reserveCompute(c, now.org_id, now.size);
         c.transition(now, 'start');
       });
       await runStart(m, by);
-      return c.current(p.org_id!, id);
+      return c.current(p.org_id, id);
     },
 
     /**
      * Destroys the disk; its snapshots survive (and keep counting). Allowed from creating, starting and
      * stopping too: the act in flight finishes first (disk lock), then finds the row moved and reports it.
      */
-    async remove(p: Principal, id: string): Promise<void> {
+    async remove(p: OrgPrincipal, id: string): Promise<void> {
       const by = actorOf(p);
       const { m, from } = store.db.tx(() => {
-        const m = c.load(p.org_id!, id);
+        const m = c.load(p.org_id, id);
         const from = m.state;
         c.transition(m, 'delete');
         d.leases.releaseInTx(m.org_id, m.id, 'machine_deleted', by);

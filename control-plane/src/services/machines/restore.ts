@@ -2,7 +2,7 @@
 import { AppError } from '../../../../shared/errors.js';
 import type { Machine } from '../../../../shared/schemas/machine.js';
 import type { RestoreMachineRequest } from '../../../../shared/schemas/snapshot.js';
-import type { Principal } from '../../context.js';
+import type { OrgPrincipal } from '../../context.js';
 import { conflictMessage, decide } from '../../domain/machine-lifecycle.js';
 import type { MachineRow } from '../../store/repos/machines.js';
 import { actorOf } from '../actor.js';
@@ -41,8 +41,8 @@ export function createRestore(c: MachineCore, ready: Readiness) {
      * next start. Open agent connections drop (the gateway ends screen and terminal streams on
      * machine.restore_started).
      */
-    async restore(p: Principal, id: string, req: RestoreMachineRequest): Promise<Machine> {
-      const orgId = p.org_id!;
+    async restore(p: OrgPrincipal, id: string, req: RestoreMachineRequest): Promise<Machine> {
+      const orgId = p.org_id;
       const by = actorOf(p);
       const { m, target, before } = store.db.tx(() => {
         const m = c.load(orgId, id);

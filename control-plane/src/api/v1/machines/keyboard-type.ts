@@ -18,7 +18,7 @@ export default proxyOp({
           // Settling works by reference too, but without the after-screenshot: the field the secret
           // was typed into may show it, and an answer to a typing-by-reference call never carries it.
           body: JSON.stringify({
-            text: s.secrets.valueForTyping(c.get('principal').org_id!, machineIdParam(c), b.secret),
+            text: s.secrets.valueForTyping(c.get('orgPrincipal').org_id, machineIdParam(c), b.secret),
             delay_ms: b.delay_ms,
             settle: b.settle ? { ...b.settle, screenshot: undefined } : undefined,
           }),

@@ -79,10 +79,10 @@ export function proxyOp(spec: ProxySpec): Op {
     // An agent route without a response schema answers 204 (terminals.kill).
     responses: route.response ? { 200: route.response } : { 204: 'empty' },
     async handler(c, s: Services, io) {
-      const p = c.get('principal');
+      const p = c.get('orgPrincipal');
       const machineId = machineIdParam(c);
       // Existence and state first: another organization's machine is 404 whatever the body says.
-      s.machines.agentTarget(p.org_id!, machineId);
+      s.machines.agentTarget(p.org_id, machineId);
       const query = io.query();
       let body: unknown;
       let raw: string | undefined;
@@ -105,7 +105,7 @@ export function proxyOp(spec: ProxySpec): Op {
       const search = new URL(c.req.url).search;
       if (route.query && search) agentPath += search;
       const requestId = c.get('requestId');
-      const res = await s.machines.callAgent(p.org_id!, machineId, {
+      const res = await s.machines.callAgent(p.org_id, machineId, {
         method: route.method, path: agentPath, body: raw, requestId, timeoutMs: spec.timeoutMs?.(body),
       });
       // The answer is parsed against the route's schema: a replaced agent cannot hand the client anything else.

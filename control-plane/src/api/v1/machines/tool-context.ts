@@ -15,16 +15,16 @@ export async function toolOpContext<B>(
   s: Services,
   body: () => Promise<B>,
 ): Promise<{ body: B; call: AgentCall; reply: (answer: unknown) => Response }> {
-  const p = c.get('principal');
+  const p = c.get('orgPrincipal');
   const machineId = machineIdParam(c);
   // Existence and state first: another organization's machine is 404 whatever the body says.
-  s.machines.agentTarget(p.org_id!, machineId);
+  s.machines.agentTarget(p.org_id, machineId);
   const parsed = await body();
   s.leases.checkInput(p, machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
   const requestId = c.get('requestId');
   const call: AgentCall = async (op, agentBody, query) => {
     const route = AGENT_ROUTES[op];
-    const res = await s.machines.callAgent(p.org_id!, machineId, {
+    const res = await s.machines.callAgent(p.org_id, machineId, {
       method: route.method,
       path: route.path + (query ? `?${query}` : ''),
       body: agentBody === undefined ? undefined : JSON.stringify(agentBody),

@@ -16,7 +16,7 @@ export default defineOp({
     const name = c.req.param('name');
     // A name that cannot be stored cannot exist.
     if (!SecretName.safeParse(name).success) throw new AppError('not_found', 'No such secret.');
-    await s.secrets.remove(c.get('principal'), machineId, name);
+    await s.secrets.remove(c.get('orgPrincipal'), machineId, name);
     return c.body(null, 204);
   },
 });
