@@ -2,7 +2,6 @@
  * The input lease: decisions are domain/lease.ts; this records them (compare-and-set on the fence that
  * was read, inside one transaction) and says who took or lost control in the event log.
  */
-import { AppError } from '../../../shared/errors.js';
 import type { LeaseRequest } from '../../../shared/schemas/machine.js';
 import type { OrgPrincipal, Principal } from '../context.js';
 import { checkInput, decideAcquire, decideRelease, isHeld, type LeaseRow } from '../domain/lease.js';
@@ -10,6 +9,7 @@ import type { MachineRow, SessionRow } from '../store/repos/machines.js';
 import type { Store } from '../store/store.js';
 import { actorOf } from './actor.js';
 import type { Actor, EventService } from './events.js';
+import { ERRORS } from '../errors.js';
 
 /** A watched lease is re-read at least this often, so an expiry (even after a shortening renewal) is seen within it. */
 const WATCH_RECHECK_MS = 1_000;
@@ -47,18 +47,18 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
 
   function machineOf(orgId: string, machineId: string): MachineRow {
     const m = store.machines.inOrg(orgId, machineId);
-    if (!m) throw new AppError('not_found', 'No such machine.');
+    if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
 
   /** The caller's own, open session on this machine, or the reason it cannot be used. */
   function usableSession(p: OrgPrincipal, machineId: string, sessionId: string, field: string): SessionRow {
     const s = store.sessions.inOrg(p.org_id, sessionId);
-    if (!s) throw new AppError('not_found', 'No such session.', { details: [{ field, message: 'no such session' }] });
-    if (s.machine_id !== machineId) throw new AppError('invalid_request', 'The session is open on another machine.', { details: [{ field, message: 'session of another machine' }] });
-    if (s.state === 'closed') throw new AppError('conflict', 'The session is closed; open a new one.');
-    if (!ownsSession(p, s)) throw new AppError('permission_denied', 'The session was opened by another user or API key.');
-    if (s.type === 'view') throw new AppError('permission_denied', 'A view session cannot send input; open an agent or human session.');
+    if (!s) throw ERRORS.noSuchSession([{ field, message: 'no such session' }]);
+    if (s.machine_id !== machineId) throw ERRORS.sessionOnAnotherMachine([{ field, message: 'session of another machine' }]);
+    if (s.state === 'closed') throw ERRORS.sessionClosed();
+    if (!ownsSession(p, s)) throw ERRORS.sessionOfAnotherCaller();
+    if (s.type === 'view') throw ERRORS.viewSessionNoInput();
     return s;
   }
 
@@ -88,18 +88,16 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
     acquire(p: OrgPrincipal, machineId: string, req: LeaseRequest): Grant {
       return store.db.tx(() => {
         const m = machineOf(p.org_id, machineId);
-        if (m.state !== 'running') throw new AppError('conflict', `The machine is ${m.state}; the input lease needs a running machine.`);
+        if (m.state !== 'running') throw ERRORS.leaseNeedsRunningMachine(m.state);
         const session = usableSession(p, machineId, req.session_id, 'session_id');
         const nowMs = d.now().getTime();
         const at = d.now().toISOString();
         const row = store.leases.get(machineId);
         const dec = decideAcquire(row, { session_id: session.id, ttl_seconds: req.ttl_seconds, force: req.force, now: nowMs });
         if (dec.kind === 'conflict') {
-          throw new AppError('conflict', heldMessage({ machine_id: machineId, session_id: dec.holder, fence: dec.fence, expires_at: dec.expires_at }), {
-            details: [{ field: 'session_id', message: `lease held by ${dec.holder}` }],
-          });
+          throw ERRORS.leaseHeld(heldMessage({ machine_id: machineId, session_id: dec.holder, fence: dec.fence, expires_at: dec.expires_at }), [{ field: 'session_id', message: `lease held by ${dec.holder}` }]);
         }
-        if (!store.leases.put(machineId, row, dec.lease, at)) throw new AppError('conflict', 'The input lease changed while it was being acquired; retry.');
+        if (!store.leases.put(machineId, row, dec.lease, at)) throw ERRORS.leaseChangedWhileAcquiring();
         const by = actorOf(p);
         if (dec.kind === 'granted') {
           if (row && row.session_id !== null && row.session_id !== dec.revoked) {
@@ -139,7 +137,7 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
         const nowMs = d.now().getTime();
         const row = store.leases.get(machineId);
         const dec = decideRelease(row, sessionId, nowMs);
-        if (dec.kind === 'not_holder') throw new AppError('conflict', `The input lease is held by session ${dec.holder}, not ${sessionId}.`);
+        if (dec.kind === 'not_holder') throw ERRORS.leaseHeldByOther(dec.holder, sessionId);
         if (dec.kind === 'not_held') return;
         releaseInTx(p.org_id, machineId, 'released', actorOf(p));
       });
@@ -227,22 +225,20 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
      */
     checkInput(p: OrgPrincipal, machineId: string, sessionHeader: string | undefined, fenceHeader: string | undefined): { session_id: string; fence: number } {
       if (!sessionHeader) {
-        throw new AppError('invalid_request', 'Input needs the input lease: name your session in the X-Session-Id header.', {
-          details: [{ field: 'x-session-id', message: 'required' }],
-        });
+        throw ERRORS.inputNeedsSessionHeader([{ field: 'x-session-id', message: 'required' }]);
       }
       let fence: number | null = null;
       if (fenceHeader !== undefined) {
-        if (!/^\d{1,15}$/.test(fenceHeader)) throw new AppError('invalid_request', 'X-Lease-Fence must be a non-negative integer.', { details: [{ field: 'x-lease-fence', message: 'must be an integer' }] });
+        if (!/^\d{1,15}$/.test(fenceHeader)) throw ERRORS.badLeaseFence([{ field: 'x-lease-fence', message: 'must be an integer' }]);
         fence = Number(fenceHeader);
       }
       const session = usableSession(p, machineId, sessionHeader, 'x-session-id');
       const row = store.leases.get(machineId);
       const r = checkInput(row, session.id, fence, d.now().getTime());
       if (r.ok) return { session_id: session.id, fence: r.fence };
-      if (r.reason === 'no_lease') throw new AppError('conflict', 'No session holds the input lease; acquire it first.');
-      if (r.reason === 'not_holder') throw new AppError('conflict', heldMessage(row as LeaseRow & { session_id: string }));
-      throw new AppError('conflict', `Stale fence ${fence}: the current input lease fence is ${r.fence}.`);
+      if (r.reason === 'no_lease') throw ERRORS.noLeaseHolder();
+      if (r.reason === 'not_holder') throw ERRORS.leaseHeld(heldMessage(row as LeaseRow & { session_id: string }));
+      throw ERRORS.staleFence(fence, r.fence);
     },
   };
 }

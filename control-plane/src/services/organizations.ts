@@ -2,7 +2,6 @@
  * Members, invitations and API keys of one organization. Every lookup is by (org_id, id): a resource
  * of another organization is `not_found`, never `permission_denied`.
  */
-import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { CreateApiKeyRequest, CreateInvitationRequest, Role } from '../../../shared/schemas/org.js';
 import type { PageQuery } from '../../../shared/schemas/pagination.js';
@@ -14,6 +13,7 @@ import { parseScopes, type ApiKeyRow, type InvitationRow } from '../store/repos/
 import type { MemberView } from '../store/repos/identity.js';
 import type { Store } from '../store/store.js';
 import type { QuotaService } from './quotas.js';
+import { ERRORS } from '../errors.js';
 
 /** Invitations expire a week after they are sent. */
 export const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
@@ -36,20 +36,20 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
 
   function member(p: OrgPrincipal, membershipId: string): MemberView {
     const m = store.identity.membershipInOrg(p.org_id, membershipId);
-    if (!m) throw new AppError('not_found', 'No such member.');
+    if (!m) throw ERRORS.noSuchMember();
     return m;
   }
 
   function assertCanAssign(p: OrgPrincipal, from: Role | null, to: Role | null): void {
     if (!p.role || !canAssignRole(p.role, { from, to })) {
-      throw new AppError('permission_denied', 'Only an owner may grant, change or remove the owner role.');
+      throw ERRORS.onlyOwnerGrantsOwner();
     }
   }
 
   /** An organization never loses its last owner. Runs inside the writing transaction. */
   function assertNotLastOwner(orgId: string, m: MemberView): void {
     if (m.role === 'owner' && store.identity.countOwners(orgId) <= 1) {
-      throw new AppError('conflict', 'This member is the last owner; make someone else an owner first.');
+      throw ERRORS.lastOwner();
     }
   }
 
@@ -88,7 +88,7 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
         const m = member(p, membershipId);
         const self = m.user_id === p.user_id && p.kind === 'user';
         if (!self) {
-          if (!p.permissions.has('members:manage')) throw new AppError('permission_denied', 'Removing another member needs members:manage.');
+          if (!p.permissions.has('members:manage')) throw ERRORS.removingMemberNeedsManage();
           assertCanAssign(p, m.role, null);
         }
         assertNotLastOwner(p.org_id, m);
@@ -109,8 +109,8 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       return store.db.tx(() => {
         store.access.expireInvitations(iso());
         const existing = store.identity.userByEmail(req.email);
-        if (existing && store.identity.membership(orgId, existing.id)) throw new AppError('conflict', 'That address already belongs to a member.');
-        if (store.access.pendingInvitationFor(orgId, req.email)) throw new AppError('conflict', 'A pending invitation for that address exists; revoke it first.');
+        if (existing && store.identity.membership(orgId, existing.id)) throw ERRORS.addressIsMember();
+        if (store.access.pendingInvitationFor(orgId, req.email)) throw ERRORS.invitationPendingForAddress();
         // Pending invitations hold seats: otherwise accepting them all could overshoot the members limit.
         d.quotas.check(orgId, 'members', { current: store.identity.countMembers(orgId) + store.access.countPendingInvitations(orgId) });
         const { token, hash } = newOpaqueToken();
@@ -128,8 +128,8 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       return store.db.tx(() => {
         store.access.expireInvitations(iso());
         const i = store.access.invitationInOrg(p.org_id, invitationId);
-        if (!i) throw new AppError('not_found', 'No such invitation.');
-        if (i.state !== 'pending') throw new AppError('conflict', `The invitation is ${i.state}, not pending.`);
+        if (!i) throw ERRORS.noSuchInvitation();
+        if (i.state !== 'pending') throw ERRORS.invitationNotPending(i.state);
         assertCanAssign(p, null, i.role);
         store.access.moveInvitation(i.id, 'pending', 'revoked', { at: iso() });
         return invitationView(store.access.invitationInOrg(i.org_id, i.id)!);
@@ -141,14 +141,14 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       return store.db.tx(() => {
         store.access.expireInvitations(iso());
         const i = OPAQUE_TOKEN_RE.test(token) ? store.access.invitationByTokenHash(sha256Hex(token)) : undefined;
-        if (!i) throw new AppError('not_found', 'No such invitation.');
+        if (!i) throw ERRORS.noSuchInvitation();
         const user = store.identity.userById(p.user_id)!;
-        if (user.email !== i.email) throw new AppError('permission_denied', 'This invitation was sent to a different e-mail address.');
-        if (i.state !== 'pending') throw new AppError('conflict', `The invitation is ${i.state}, not pending.`);
-        if (store.identity.membership(i.org_id, user.id)) throw new AppError('conflict', 'You are already a member of this organization.');
+        if (user.email !== i.email) throw ERRORS.invitationForAnotherAddress();
+        if (i.state !== 'pending') throw ERRORS.invitationNotPending(i.state);
+        if (store.identity.membership(i.org_id, user.id)) throw ERRORS.alreadyMember();
         d.quotas.check(i.org_id, 'members', { current: store.identity.countMembers(i.org_id) });
         if (store.access.moveInvitation(i.id, 'pending', 'accepted', { at: iso(), by: user.id }).changes !== 1) {
-          throw new AppError('conflict', 'The invitation changed concurrently.');
+          throw ERRORS.invitationChangedConcurrently();
         }
         const membership = { id: newId('membership'), org_id: i.org_id, user_id: user.id, role: i.role, created_at: iso() };
         store.identity.insertMembership(membership);
@@ -173,7 +173,7 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
 
     revokeApiKey(p: OrgPrincipal, keyId: string): void {
       const k = store.access.apiKeyInOrg(p.org_id, keyId);
-      if (!k) throw new AppError('not_found', 'No such API key.');
+      if (!k) throw ERRORS.noSuchApiKey();
       store.access.revokeApiKey(k.id, iso());
       keysLost({ org_id: k.org_id, key_id: k.id });
     },

@@ -4,7 +4,6 @@
  * Credentials are random 256-bit tokens stored as SHA-256 digests; the secret and the access link
  * exist in the creating answer only.
  */
-import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import { PREVIEW_ACCESS_PATH, PREVIEW_COOKIE, type PortListQuery, type Preview, type PublishPortRequest } from '../../../shared/schemas/ports.js';
@@ -18,6 +17,7 @@ import { pageOf } from '../store/pagination.js';
 import type { PreviewRow } from '../store/repos/previews.js';
 import type { Store } from '../store/store.js';
 import type { QuotaService } from './quotas.js';
+import { ERRORS } from '../errors.js';
 
 /** `last_request_at` is written at most this often per preview (it is a coarse "last reached"). */
 export const TOUCH_INTERVAL_MS = 30_000;
@@ -59,7 +59,7 @@ export function createPortService(d: PortServiceDeps) {
 
   function machineOf(orgId: string, machineId: string) {
     const m = store.machines.inOrg(orgId, machineId);
-    if (!m) throw new AppError('not_found', 'No such machine.');
+    if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
 
@@ -72,11 +72,11 @@ export function createPortService(d: PortServiceDeps) {
      * secret or access link: those are shown once. Nothing needs to listen on the port yet.
      */
     publish(p: OrgPrincipal, machineId: string, req: PublishPortRequest): { preview: Preview; created: boolean } {
-      if (!domain) throw new AppError('unsupported_operation', 'This deployment serves no preview domain (PREVIEW_DOMAIN).');
+      if (!domain) throw ERRORS.noPreviewDomain();
       const orgId = p.org_id;
       return store.db.tx(() => {
         const m = machineOf(orgId, machineId);
-        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         // Before the idempotent answer too: a canceled account is told why, whether or not the port was published.
         d.quotas.checkSubscription(orgId);
         const existing = store.previews.onPort(m.id, req.port);
@@ -105,7 +105,7 @@ export function createPortService(d: PortServiceDeps) {
     get(orgId: string, machineId: string, id: string): Preview {
       machineOf(orgId, machineId);
       const r = store.previews.inOrg(orgId, machineId, id);
-      if (!r) throw new AppError('not_found', 'No such published port.');
+      if (!r) throw ERRORS.noSuchPublishedPort();
       return view(r);
     },
 
@@ -115,7 +115,7 @@ export function createPortService(d: PortServiceDeps) {
       store.db.tx(() => {
         machineOf(orgId, machineId);
         const r = store.previews.inOrg(orgId, machineId, id);
-        if (!r || !store.previews.markDeleted(r.id, at())) throw new AppError('not_found', 'No such published port.');
+        if (!r || !store.previews.markDeleted(r.id, at())) throw ERRORS.noSuchPublishedPort();
       });
       touched.delete(id);
       for (const l of unpublishedListeners) l(id);

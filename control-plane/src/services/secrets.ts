@@ -28,6 +28,7 @@ import type { MachineRow } from '../store/repos/machines.js';
 import type { SecretRow } from '../store/repos/secrets.js';
 import type { Store } from '../store/store.js';
 import type { QuotaService } from './quotas.js';
+import { ERRORS } from '../errors.js';
 
 export interface SecretServiceDeps {
   store: Store;
@@ -49,7 +50,7 @@ export interface SecretServiceDeps {
  * operator can repair it (restore the file from the backup taken with the database) and nothing was changed.
  */
 function keyringUnavailable(cause: unknown): AppError {
-  return new AppError('compute_unavailable', "This server's secrets keyring is unavailable or lacks this secret's key; an operator must restore it. Nothing was changed.", { cause });
+  return ERRORS.secretsKeyringUnavailable(cause);
 }
 
 const DEFAULT_RETRY = { delaysMs: [250, 500, 1_000, 2_000, 4_000, 8_000, 15_000], giveUpMs: 180_000 };
@@ -74,13 +75,13 @@ export function createSecretService(d: SecretServiceDeps) {
 
   function machineIn(orgId: string, id: string): MachineRow {
     const m = store.machines.inOrg(orgId, id);
-    if (!m) throw new AppError('not_found', 'No such machine.');
+    if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
 
   function keyring() {
     // Deployment rule (spec, errors §7): no keyring, no storing.
-    if (!d.keyring) throw new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off), so secrets cannot be stored.');
+    if (!d.keyring) throw ERRORS.noSecretsKeyringToStore();
     try {
       return d.keyring.current();
     } catch (e) {
@@ -219,10 +220,10 @@ export function createSecretService(d: SecretServiceDeps) {
       const valueBytes = Buffer.byteLength(body.value, 'utf8');
       const { row } = store.db.tx(() => {
         const m = machineIn(orgId, machineId);
-        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         d.quotas.checkSubscription(orgId);
         const refusal = capacityRefusal(store.secrets.usage(m.id, body.name), valueBytes);
-        if (refusal) throw new AppError('conflict', refusal);
+        if (refusal) throw ERRORS.secretsFull(refusal);
         // The keyring is read inside the transaction: see pushSet.
         const k = keyring();
         const t = at();
@@ -263,7 +264,7 @@ export function createSecretService(d: SecretServiceDeps) {
     async remove(p: OrgPrincipal, machineId: string, name: string): Promise<void> {
       store.db.tx(() => {
         const m = machineIn(p.org_id, machineId);
-        if (!store.secrets.remove(m.id, name)) throw new AppError('not_found', 'No such secret.');
+        if (!store.secrets.remove(m.id, name)) throw ERRORS.noSuchSecret();
       });
       await pushNow(machineId, 'revoke', () => revokeName(machineId, name));
     },
@@ -273,14 +274,12 @@ export function createSecretService(d: SecretServiceDeps) {
       return store.db.tx(() => {
         const m = machineIn(orgId, machineId);
         const r = store.secrets.get(m.id, name);
-        if (!r) throw new AppError('not_found', 'No such secret.', { details: [{ field: 'secret', message: 'no secret of that name on this machine' }] });
-        if (!d.keyring) throw new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off).');
+        if (!r) throw ERRORS.noSuchSecret([{ field: 'secret', message: 'no secret of that name on this machine' }]);
+        if (!d.keyring) throw ERRORS.noSecretsKeyring();
         const v = openRow(r);
         if (v === null) throw keyringUnavailable(null);
         if (v.length > MAX_TYPE_TEXT) {
-          throw new AppError('invalid_request', `The secret is too long to type (at most ${MAX_TYPE_TEXT} characters).`, {
-            details: [{ field: 'secret', message: `longer than ${MAX_TYPE_TEXT} characters` }],
-          });
+          throw ERRORS.secretTooLongToType(MAX_TYPE_TEXT, [{ field: 'secret', message: `longer than ${MAX_TYPE_TEXT} characters` }]);
         }
         return v;
       });

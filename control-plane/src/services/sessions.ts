@@ -3,7 +3,6 @@
  * (the spec gives it to the `sessions:write` scope, which grants no permission); sending input needs
  * the input lease on top.
  */
-import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import type { CreateSessionRequest, SessionListQuery } from '../../../shared/schemas/session.js';
@@ -16,6 +15,7 @@ import type { EventService } from './events.js';
 import type { LeaseService } from './leases.js';
 import { openerOf } from './leases.js';
 import type { QuotaService } from './quotas.js';
+import { ERRORS } from '../errors.js';
 
 export interface SessionView {
   id: string;
@@ -37,7 +37,7 @@ export function sessionView(s: SessionRow): SessionView {
  */
 export function requireSessionsWrite(p: OrgPrincipal): void {
   if (p.kind === 'api_key' && !(p.scopes ?? []).includes('sessions:write')) {
-    throw new AppError('permission_denied', 'This needs an API key with the sessions:write scope.');
+    throw ERRORS.needsSessionsWriteKey();
   }
 }
 
@@ -67,8 +67,8 @@ export function createSessionService(d: { store: Store; events: EventService; le
       requireSessionsWrite(p);
       return store.db.tx(() => {
         const m = store.machines.inOrg(p.org_id, req.machine_id);
-        if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });
-        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        if (!m) throw ERRORS.noSuchMachine([{ field: 'machine_id', message: 'no such machine' }]);
+        if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         d.quotas.check(p.org_id, 'concurrent_sessions');
         const a = actorOf(p);
         const row: SessionRow = {
@@ -83,7 +83,7 @@ export function createSessionService(d: { store: Store; events: EventService; le
 
     get(orgId: string, id: string): SessionView {
       const s = store.sessions.inOrg(orgId, id);
-      if (!s) throw new AppError('not_found', 'No such session.');
+      if (!s) throw ERRORS.noSuchSession();
       return sessionView(s);
     },
 
@@ -96,11 +96,11 @@ export function createSessionService(d: { store: Store; events: EventService; le
       requireSessionsWrite(p);
       store.db.tx(() => {
         const s = store.sessions.inOrg(p.org_id, id);
-        if (!s) throw new AppError('not_found', 'No such session.');
+        if (!s) throw ERRORS.noSuchSession();
         // Security gate: closing ends someone's work (and their input lease). A member closes only sessions
         // opened by themselves or their own API keys; admins and owners (members:manage) close any.
         if (!openedBySameUser(p, s) && !p.permissions.has('members:manage')) {
-          throw new AppError('permission_denied', 'Only the session\'s opener (or an organization admin) can close it.');
+          throw ERRORS.onlyOpenerClosesSession();
         }
         if (!store.sessions.close(id, d.now().toISOString())) return;
         const by = actorOf(p);
@@ -124,9 +124,9 @@ export function createSessionService(d: { store: Store; events: EventService; le
      */
     checkAttach(p: OrgPrincipal, machineId: string, id: string): void {
       const s = store.sessions.inOrg(p.org_id, id);
-      if (!s || s.machine_id !== machineId) throw new AppError('not_found', 'No such session on this machine.', { details: [{ field: 'session_id', message: 'no such session' }] });
-      if (s.state === 'closed') throw new AppError('conflict', 'The session is closed; open a new one.');
-      if (!openedBySameUser(p, s)) throw new AppError('permission_denied', 'The session was opened by another user or API key.');
+      if (!s || s.machine_id !== machineId) throw ERRORS.noSuchSessionOnMachine([{ field: 'session_id', message: 'no such session' }]);
+      if (s.state === 'closed') throw ERRORS.sessionClosed();
+      if (!openedBySameUser(p, s)) throw ERRORS.sessionOfAnotherCaller();
     },
 
     /** A gateway channel attached to the session: it is active until the returned detach. */

@@ -10,9 +10,7 @@ import type { Actor } from '../events.js';
 import { reserveCompute } from './admission.js';
 import type { MachineCore } from './core.js';
 import type { Readiness } from './ready.js';
-
-/** A machine whose disk the host never finished making (a crash interrupted its create). */
-const NO_DISK = 'The machine has no disk on this host: its create did not complete. Delete it and create it again.';
+import { ERRORS } from '../../errors.js';
 
 /** The acts of a start and a stop, after their decision was recorded (shared with the billing stops). */
 export interface LifecycleActs {
@@ -30,12 +28,12 @@ export function createLifecycleActs(c: MachineCore, ready: Readiness): Lifecycle
       } catch (e) {
         if (e instanceof AppError && e.code === 'not_found') {
           // The host has no disk for it (its create never completed): permanent, so no Retry-After.
-          const gone = new AppError('conflict', NO_DISK);
+          const gone = ERRORS.machineHasNoDisk();
           c.fail(m, 'starting', 'start', gone);
           throw gone;
         }
         c.fail(m, 'starting', 'start', e);
-        throw new AppError('compute_unavailable', 'The machine failed to start.', { headers: { 'retry-after': '5' } });
+        throw ERRORS.machineFailedStart();
       }
       if (!c.settle(m, 'starting', 'boot_complete', 'machine.started', { by })) throw c.raced(m.id);
       ready.watchReady(m);
@@ -47,7 +45,7 @@ export function createLifecycleActs(c: MachineCore, ready: Readiness): Lifecycle
         await locks.run(m.id, () => substrate.stop(m.id));
       } catch (e) {
         c.fail(m, 'stopping', trigger, e);
-        throw new AppError('compute_unavailable', 'The machine failed to stop.', { headers: { 'retry-after': '5' } });
+        throw ERRORS.machineFailedStop();
       }
       d.pool.drop(m.id);
       if (!c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by })) throw c.raced(m.id);
@@ -65,10 +63,10 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
       const orgId = p.org_id;
       return store.db.tx(() => {
         const m = c.load(orgId, id);
-        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         const name = req.name ?? m.name;
         if (name !== m.name && store.machines.nameTaken(orgId, name, m.id)) {
-          throw new AppError('conflict', `A machine named ${name} already exists.`, { details: [{ field: 'name', message: 'already in use' }] });
+          throw ERRORS.machineNameTaken(name, [{ field: 'name', message: 'already in use' }]);
         }
         const metadata = req.metadata !== undefined ? JSON.stringify(req.metadata) : m.metadata;
         store.machines.update(m.id, { name, metadata }, c.at());
@@ -96,7 +94,7 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
       const m = store.db.tx(() => {
         const m = c.load(p.org_id, id);
         const dec = decide(m.state, 'start');
-        if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, 'start'));
+        if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, 'start'));
         reserveCompute(c, m.org_id, m.size);
         d.hostHealth?.checkReserve();
         c.transition(m, 'start');
@@ -152,7 +150,7 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
         });
       } catch (e) {
         c.fail(m, 'deleting', 'delete', e);
-        throw new AppError('compute_unavailable', 'The machine could not be deleted; it is now in error and can be deleted again.');
+        throw ERRORS.machineNotDeleted();
       }
       store.db.tx(() => {
         if (store.machines.markDeleted(m.id, c.at())) events.append(m.org_id, m.id, 'machine.deleted', { from, by });

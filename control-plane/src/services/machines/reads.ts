@@ -1,11 +1,11 @@
 /** Reading machines: one, a page of them, and where a running machine's agent is reached. */
-import { AppError } from '../../../../shared/errors.js';
 import type { Machine, MachineListQuery } from '../../../../shared/schemas/machine.js';
 import type { Page } from '../../../../shared/schemas/pagination.js';
 import type { AgentRequest, AgentResponse } from '../../agent-client/pool.js';
 import { isTransient } from '../../domain/machine-lifecycle.js';
 import { pageOf } from '../../store/pagination.js';
 import { machineView, type MachineCore } from './core.js';
+import { ERRORS } from '../../errors.js';
 
 export function createMachineReads(c: MachineCore) {
   const { d } = c;
@@ -21,9 +21,9 @@ export function createMachineReads(c: MachineCore) {
       const m = c.load(orgId, id);
       if (m.state === 'running') return { id: m.id, token: m.agent_token };
       if (isTransient(m.state) && m.state !== 'deleting' && m.state !== 'stopping') {
-        throw new AppError('compute_unavailable', `The machine is ${m.state}; retry shortly.`, { headers: { 'retry-after': '2' } });
+        throw ERRORS.machineSettling(m.state);
       }
-      throw new AppError('conflict', `The machine is ${m.state}; it must be running.`);
+      throw ERRORS.mustBeRunning(m.state);
     },
 
     /** One request to the machine's agent (the proxy routes use this). */
