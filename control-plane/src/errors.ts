@@ -4,7 +4,7 @@
  * here once) and, where retrying helps, its Retry-After, named by reason in `RETRY_AFTER_S`.
  * `shared/errors.ts` holds `AppError`, the codes and the envelope. Call sites say `throw ERRORS.noSuchMachine()`.
  */
-import { AppError, type ErrorCode, type FieldError, type QuotaInfo } from '../../shared/errors.js';
+import { AppError, retryAfterHeader, type ErrorCode, type FieldError, type QuotaInfo } from '../../shared/errors.js';
 
 /** Seconds a caller should wait before retrying (the Retry-After header), by reason. */
 export const RETRY_AFTER_S = {
@@ -31,12 +31,7 @@ export const RETRY_AFTER_S = {
   /** The disk under DATA_DIR is full. */
   outOfDisk: 60,
 } as const;
-export type RetryReason = keyof typeof RETRY_AFTER_S;
-
-/** The Retry-After header for `reason`. */
-export function retryAfter(reason: RetryReason): Record<string, string> {
-  return { 'retry-after': String(RETRY_AFTER_S[reason]) };
-}
+const retryAfter = (reason: keyof typeof RETRY_AFTER_S) => retryAfterHeader(RETRY_AFTER_S[reason]);
 
 export const ERRORS = {
   needsSessionsWriteKey: () =>
@@ -155,7 +150,7 @@ export const ERRORS = {
     new AppError('compute_unavailable', 'lost by the host'),
   /** The one Retry-After that is not a fixed reason: the rate limiter computes when its window frees. */
   tooManyAttempts: (retryAfterS: number) =>
-    new AppError('rate_limited', `Too many attempts; retry in ${retryAfterS} seconds.`, { headers: { 'retry-after': String(retryAfterS) } }),
+    new AppError('rate_limited', `Too many attempts; retry in ${retryAfterS} seconds.`, { headers: retryAfterHeader(retryAfterS) }),
   noBillingAccount: () =>
     new AppError('not_found', 'No billing account for this organization.'),
   billingEventNotApplicable: (event: string | number, state: string | number) =>
