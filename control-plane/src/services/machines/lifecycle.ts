@@ -58,6 +58,16 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
   const { store, substrate, events, locks } = d;
   const { runStart, runStop } = acts;
 
+  /** Records a stop or a restart's stop half and lets go of the input lease, in one transaction. */
+  function recordStop(p: OrgPrincipal, id: string, trigger: 'stop' | 'restart', by: Actor): MachineRow {
+    return store.db.tx(() => {
+      const m = c.load(p.org_id, id);
+      c.transition(m, trigger);
+      d.leases.releaseInTx(m.org_id, m.id, trigger === 'stop' ? 'machine_stopped' : 'machine_restarted', by);
+      return m;
+    });
+  }
+
   return {
     update(p: OrgPrincipal, id: string, req: UpdateMachineRequest): Machine {
       const orgId = p.org_id;
@@ -79,12 +89,7 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
 
     async stop(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
-      const m = store.db.tx(() => {
-        const m = c.load(p.org_id, id);
-        c.transition(m, 'stop');
-        d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', by);
-        return m;
-      });
+      const m = recordStop(p, id, 'stop', by);
       await runStop(m, 'stop', by);
       return c.current(p.org_id, id);
     },
@@ -107,12 +112,7 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
     /** A stop followed by a start; each half is its own compare-and-set. */
     async restart(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
-      const m = store.db.tx(() => {
-        const m = c.load(p.org_id, id);
-        c.transition(m, 'restart');
-        d.leases.releaseInTx(m.org_id, m.id, 'machine_restarted', by);
-        return m;
-      });
+      const m = recordStop(p, id, 'restart', by);
       await runStop(m, 'restart', by);
       store.db.tx(() => {
         const now = c.load(p.org_id, id);
