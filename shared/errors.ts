@@ -82,6 +82,11 @@ export class AppError extends Error {
   }
 }
 
+/** The Retry-After header for a wait of `seconds` (each program names its delays by reason in its `errors.ts`). */
+export function retryAfterHeader(seconds: number): Record<string, string> {
+  return { 'retry-after': String(seconds) };
+}
+
 export function isAppError(e: unknown): e is AppError {
   return e instanceof AppError;
 }

@@ -2,21 +2,17 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { matchedRoutes } from 'hono/route';
 import { AGENT_ROUTES } from '../../shared/agent-protocol.js';
-import { AppError } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
 import { MAX_MACHINE_BODY_BYTES, MAX_WRITE_BODY_BYTES } from '../../shared/schemas/files.js';
 import type { Enrollment } from './enrollment.js';
 import { enrollHandler, requireKey } from './http/auth.js';
 import { REQUEST_ID_HEADER, renderError } from './http/errors.js';
 import type { LogSink } from './http/log.js';
-import { isTcpConnectRequest } from './routes/tcp.js';
-import { isAttachRequest } from './routes/terminals.js';
+import { ROUTE_TEMPLATE, type AgentEnv } from './http/env.js';
+import { isAttachRequest, isTcpConnectRequest } from './http/streams.js';
+import { ERRORS } from './errors.js';
 
-export type AgentEnv = { Variables: { requestId: string } };
-
-/** Symbol under which the matched route template is left on the node request, for the request log. */
-export const ROUTE_TEMPLATE = Symbol.for('computer.agent.route');
-
+export type { AgentEnv } from './http/env.js';
 
 export interface AgentAppOptions {
   /** Who may enroll, and the key every other route requires. */
@@ -58,7 +54,7 @@ export function createAgentApp(opts: AgentAppOptions): Hono<AgentEnv> {
     return bodyLimit({
       maxSize: limit,
       onError: () => {
-        throw new AppError('invalid_request', `Request body exceeds ${limit} bytes.`);
+        throw ERRORS.bodyOverLimit(limit);
       },
     })(c, next);
   });
@@ -66,7 +62,7 @@ export function createAgentApp(opts: AgentAppOptions): Hono<AgentEnv> {
   for (const m of opts.mounts) app.route('/', m);
 
   app.notFound(() => {
-    throw new AppError('not_found', 'No such agent route.');
+    throw ERRORS.noSuchAgentRoute();
   });
   app.onError((err, c) => renderError(err, c, opts.log));
   return app;

@@ -5,7 +5,6 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { MAX_MACHINE_BODY_BYTES, MAX_WRITE_BODY_BYTES } from '../../shared/schemas/files.js';
 import { cors } from 'hono/cors';
-import { AppError } from '../../shared/errors.js';
 import type { Op } from './api/op.js';
 import { renderError } from './api/middleware/errors.js';
 import { requestContext } from './api/middleware/request-context.js';
@@ -16,6 +15,7 @@ import { MCP_PATH, mountMcp, type McpOptions } from './mcp/endpoint.js';
 import type { CpEnv } from './context.js';
 import type { LogSink } from './log.js';
 import type { Services } from './services/index.js';
+import { ERRORS } from './errors.js';
 
 /** Control-plane JSON bodies are small; nothing in this API needs more. */
 export const MAX_BODY_BYTES = 256 * 1024;
@@ -59,7 +59,7 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
     return bodyLimit({
       maxSize: limit,
       onError: () => {
-        throw new AppError('invalid_request', `Request body exceeds ${limit} bytes.`);
+        throw ERRORS.bodyOverLimit(limit);
       },
     })(c, next);
   });
@@ -70,7 +70,7 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
   mountMcp(app, deps.services, (req, env) => app.fetch(req, env), deps.mcp);
   if (deps.dashboardDir) mountDashboard(app, deps.dashboardDir, deps.services.config.publicBaseUrl);
   app.notFound(() => {
-    throw new AppError('not_found', 'No such route.');
+    throw ERRORS.noSuchRoute();
   });
   app.onError((err, c) => renderError(err, c, deps.log));
   return app;

@@ -19,12 +19,22 @@ export interface Principal {
   via_cookie: boolean;
 }
 
+/** A principal acting in an organization: what `requireOrg` admits, and what org-scoped services take. */
+export type OrgPrincipal = Principal & { org_id: string };
+
+/** Narrows a principal to one acting in an organization (a user who belongs to none is not). */
+export function actsInOrg(p: Principal): p is OrgPrincipal {
+  return !!p.org_id;
+}
+
 export type CpEnv = {
   Variables: {
     requestId: string;
     /** Operation name, e.g. `api_keys.create`: the RBAC key and the request log's field. */
     operation: string;
     principal: Principal;
+    /** The same principal, set by `requireOrg` once it is known to act in an organization. */
+    orgPrincipal: OrgPrincipal;
   };
   Bindings: {
     /** Set by @hono/node-server. */

@@ -6,8 +6,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Hono } from 'hono';
-import { AppError } from '../../shared/errors.js';
 import type { CpEnv } from './context.js';
+import { ERRORS } from './errors.js';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -77,11 +77,11 @@ export function mountDashboard(app: Hono<CpEnv>, dir: string, publicBaseUrl: str
     const p = c.req.path;
     // The API and its reference keep their JSON 404s.
     if (p === '/v1' || p.startsWith('/v1/') || p === '/docs' || p.startsWith('/docs/')) {
-      throw new AppError('not_found', 'No such route.');
+      throw ERRORS.noSuchRoute();
     }
     const file = assets.get(p);
     // A missing hashed asset is a 404, not the page (a stale tab must not parse HTML as a script).
-    if (!file && (p.startsWith('/assets/') || path.extname(p) !== '')) throw new AppError('not_found', 'No such route.');
+    if (!file && (p.startsWith('/assets/') || path.extname(p) !== '')) throw ERRORS.noSuchRoute();
     const a = file ?? index;
     c.header('content-type', a.type);
     c.header('content-security-policy', csp);

@@ -17,6 +17,7 @@ import { callOn, forwarder } from './substrate/forward.js';
 import { COMPUTE_CALLS, LAYER_CALLS, openUnixChannel, type DiskVolume, type EarlyChannel, type Substrate, type SubstrateKind } from './substrate/substrate.js';
 import { probeKvm } from './substrate/vm/kvm-probe.js';
 import { VmSubstrate, vmEarlyChannel } from './substrate/vm/driver.js';
+import { ERRORS } from './errors.js';
 
 /** The repository root: the nearest ancestor holding package.json and images/ (works from src and dist). */
 export function findRepoRoot(from = path.dirname(fileURLToPath(import.meta.url))): string {
@@ -96,11 +97,11 @@ type WaitingCall = (typeof WAITING_CALLS)[number];
 
 /** The reason (the image build, a directory guest root cannot reach) is in the server log: it can name paths. */
 function prepareFailed(): AppError {
-  return new AppError('compute_unavailable', 'The machine host failed to prepare (its guest image or its directories); see the server log.');
+  return ERRORS.hostPrepareFailed();
 }
 
 function preparing(): AppError {
-  return new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: { 'retry-after': '5' } });
+  return ERRORS.hostPreparing();
 }
 
 export interface HostOptions {

@@ -3,7 +3,7 @@ import type net from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { AGENT_SESSION_MEMORY_MB } from '../../../shared/agent-protocol.js';
-import { ROUTE_TEMPLATE, type AgentEnv } from '../app.js';
+import { ROUTE_TEMPLATE, type AgentEnv } from '../http/env.js';
 import type { LogSink } from '../http/log.js';
 
 /** How long a closing server lets requests in flight finish before it cuts its connections. */

@@ -11,6 +11,7 @@
 import fs from 'node:fs';
 import { AppError, invalid } from '../../../shared/errors.js';
 import type { DenyPolicy } from './decide.js';
+import { ERRORS } from '../errors.js';
 
 /** O_PATH: a handle for lookups and fstat that does not open the object (no device side effects). */
 export const O_PATH = 0o10000000;
@@ -53,7 +54,7 @@ interface Frame {
 }
 
 export function denied(asked: string): AppError {
-  return new AppError('permission_denied', `Access to ${asked} is denied.`);
+  return ERRORS.accessDenied(asked);
 }
 
 function errno(e: unknown): string | undefined {
@@ -121,10 +122,10 @@ export function walk(asked: string, policy: DenyPolicy, ids: DeniedIdentities, o
           remaining.unshift(c);
           continue;
         }
-        if (code === 'ENOENT') throw new AppError('not_found', `No such file or directory: ${asked}`);
+        if (code === 'ENOENT') throw ERRORS.noSuchPath(asked);
         if (code === 'ENOTDIR') throw invalid(`A component of ${asked} is not a directory.`, [{ field: 'path', message: 'not a directory' }]);
         if (code === 'ENAMETOOLONG') throw invalid(`A component of ${asked} is too long.`, [{ field: 'path', message: 'name too long' }]);
-        if (code === 'EACCES' || code === 'EPERM') throw new AppError('permission_denied', `Access to ${asked} is not permitted.`);
+        if (code === 'EACCES' || code === 'EPERM') throw ERRORS.accessNotPermitted(asked);
         throw e;
       }
       const st = fs.fstatSync(fd);
@@ -143,7 +144,7 @@ export function walk(asked: string, policy: DenyPolicy, ids: DeniedIdentities, o
             remaining.unshift(c);
             continue;
           }
-          if (errno(e) === 'EACCES' || errno(e) === 'EPERM') throw new AppError('permission_denied', `Access to ${asked} is not permitted.`);
+          if (errno(e) === 'EACCES' || errno(e) === 'EPERM') throw ERRORS.accessNotPermitted(asked);
           throw e;
         }
         const rest = remaining.join('/');

@@ -34,6 +34,7 @@ import { X11KeymapClient } from './x11-keymap.js';
 import { LatestStartedRead } from './mode-reads.js';
 import { xrandrModes, type ScreenModes, type ScreenModesIo } from './xrandr.js';
 import { Xdotool } from './xdotool.js';
+import { ERRORS } from '../errors.js';
 
 export interface DesktopOptions {
   /** X display name, ":N". */
@@ -239,7 +240,7 @@ export class Desktop {
 
   requireUp(): void {
     if (!this.up) {
-      throw new AppError('compute_unavailable', 'The desktop is not up yet; retry shortly.', { headers: { 'retry-after': '1' } });
+      throw ERRORS.desktopNotUp();
     }
   }
 
@@ -248,7 +249,7 @@ export class Desktop {
     if (err instanceof AppError) throw err;
     await this.check();
     this.requireUp();
-    throw new AppError('internal_error', 'The desktop operation failed.', { cause: err });
+    throw ERRORS.desktopFailed(err);
   }
 
   // ------------------------------------------------------------------------------ display
@@ -274,9 +275,9 @@ export class Desktop {
     if (width > modes.maxWidth) details.push({ field: 'width', message: `must be at most ${modes.maxWidth} (the display's maximum)` });
     if (height > modes.maxHeight) details.push({ field: 'height', message: `must be at most ${modes.maxHeight} (the display's maximum)` });
     if (details.length) {
-      throw new AppError('invalid_request', `The display cannot show ${width}x${height}; the maximum is ${modes.maxWidth}x${modes.maxHeight}.`, { details });
+      throw ERRORS.modeTooLarge(width, height, modes.maxWidth, modes.maxHeight, details);
     }
-    if (!modes.output) throw new AppError('unsupported_operation', 'This display cannot change modes (no RandR output).');
+    if (!modes.output) throw ERRORS.noRandR();
     return this.withInput(async () => {
       try {
         // The modes as of now (an earlier resize may have added the mode meanwhile); the read starts
@@ -373,7 +374,7 @@ export class Desktop {
     const details: FieldError[] = [];
     for (const [p, prefix] of points) if (p) this.checkPoint(p, prefix, details);
     if (details.length) {
-      throw new AppError('invalid_request', `Coordinates are outside the ${this.lastSize.width}x${this.lastSize.height} display.`, { details });
+      throw ERRORS.outsideDisplay(this.lastSize.width, this.lastSize.height, details);
     }
   }
 
@@ -430,7 +431,7 @@ export class Desktop {
   mouseClick(req: MouseClick): Promise<InputResult> {
     this.requireUp();
     if (req.down && req.up) {
-      throw new AppError('invalid_request', 'down and up cannot both be set.', { details: [{ field: 'up', message: 'cannot be combined with down' }] });
+      throw ERRORS.downAndUp([{ field: 'up', message: 'cannot be combined with down' }]);
     }
     this.refuseOffDisplay([[req.at, 'at.']]);
     return this.withSettle(req.settle, () => this.withInput(async () => {
@@ -473,7 +474,7 @@ export class Desktop {
   private keysymOrRefuse(name: string, field: string): number {
     const ks = keysymFromName(name);
     if (ks === null) {
-      throw new AppError('invalid_request', 'Unknown key name.', { details: [{ field, message: 'is not an X keysym name (e.g. Return, Tab, F6, a, ctrl)' }] });
+      throw ERRORS.unknownKeyName([{ field, message: 'is not an X keysym name (e.g. Return, Tab, F6, a, ctrl)' }]);
     }
     return ks;
   }
@@ -487,7 +488,7 @@ export class Desktop {
   key(req: KeyboardKey): Promise<InputResult> {
     this.requireUp();
     if (req.down && req.up) {
-      throw new AppError('invalid_request', 'down and up cannot both be set.', { details: [{ field: 'up', message: 'cannot be combined with down' }] });
+      throw ERRORS.downAndUp([{ field: 'up', message: 'cannot be combined with down' }]);
     }
     const ks = this.keysymOrRefuse(req.key, 'key');
     return this.withSettle(req.settle, () => this.withInput(async () => {

@@ -5,8 +5,8 @@
  * the framebuffer file, xrandr's modes) is the desktop's (`DisplayProbe`), so this module only sequences.
  */
 import fs from 'node:fs';
-import { AppError } from '../../../shared/errors.js';
 import type { LogSink } from '../http/log.js';
+import { ERRORS } from '../errors.js';
 
 export interface DisplayProbe {
   /** The display's socket and framebuffer exist (worth trying to connect). */
@@ -100,9 +100,7 @@ export class DisplayWatch {
   async whenStarted(): Promise<void> {
     if (!this.upNow && this.startup) await this.startup;
     if (!this.upNow && this.startupTimedOut && !this.gateOpen) {
-      throw new AppError('compute_unavailable', 'The display did not become ready after the machine started; retry shortly.', {
-        headers: { 'retry-after': '1' },
-      });
+      throw ERRORS.displayNotReady();
     }
   }
 

@@ -5,6 +5,7 @@
  */
 import { AppError } from '../../../shared/errors.js';
 import { TYPE_DEADLINE_MS } from '../../../shared/schemas/input.js';
+import { ERRORS } from '../errors.js';
 
 /**
  * Time per keystroke through xdotool, with room for a loaded machine: measured 0.15 ms (0.3 ms with
@@ -29,9 +30,5 @@ export function typingEstimateMs(cost: TypingCost, delayMs: number, settleTimeou
 export function typingRefusal(estimateMs: number, delayMs: number): AppError | null {
   if (estimateMs <= TYPE_DEADLINE_MS) return null;
   const s = Math.ceil(estimateMs / 1000);
-  return new AppError(
-    'invalid_request',
-    `Typing this would take about ${s} s; one keyboard/type call may take at most ${TYPE_DEADLINE_MS / 1000} s (typing and settling). Nothing was typed: send the text in shorter parts${delayMs > 0 ? ' or with a smaller delay_ms' : ''}.`,
-    { details: [{ field: delayMs > 0 ? 'delay_ms' : 'text', message: `needs about ${s} s to type, more than ${TYPE_DEADLINE_MS / 1000} s` }] },
-  );
+  return ERRORS.typingTooLong(s, TYPE_DEADLINE_MS / 1000, delayMs > 0 ? ' or with a smaller delay_ms' : '', [{ field: delayMs > 0 ? 'delay_ms' : 'text', message: `needs about ${s} s to type, more than ${TYPE_DEADLINE_MS / 1000} s` }]);
 }

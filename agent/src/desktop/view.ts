@@ -2,8 +2,9 @@
  * Which part of the display a screenshot shows and at what size (extension: server-side scaling and
  * zoom). Pure: the planned view is checked against the display before anything is captured.
  */
-import { AppError, type FieldError } from '../../../shared/errors.js';
+import { type FieldError } from '../../../shared/errors.js';
 import type { ScreenRegion, ScreenshotView } from '../../../shared/schemas/display.js';
+import { ERRORS } from '../errors.js';
 
 export interface ViewRequest {
   width?: number;
@@ -23,7 +24,7 @@ export function planView(display: { width: number; height: number }, q: ViewRequ
   if (region.x + region.width > display.width || region.y + region.height > display.height) {
     details.push({ field: 'region', message: `must lie inside the ${display.width}x${display.height} display` });
   }
-  if (details.length) throw new AppError('invalid_request', 'The screenshot view cannot be produced.', { details });
+  if (details.length) throw ERRORS.badScreenshotView(details);
   let width = region.width;
   let height = region.height;
   if (q.width !== undefined && q.height !== undefined) {

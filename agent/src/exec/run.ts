@@ -5,10 +5,11 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
-import { AppError, invalid } from '../../../shared/errors.js';
+import { invalid } from '../../../shared/errors.js';
 import { MAX_EXEC_OUTPUT, type ExecRequest, type ExecResult } from '../../../shared/schemas/exec.js';
 import { spawnClean } from '../spawn/clean-spawn.js';
 import { baseEnv, guestUser, type UserInfo } from '../users.js';
+import { ERRORS } from '../errors.js';
 
 export interface ExecOptions {
   /** X display the commands see as DISPLAY (e.g. ":1"), if any. */
@@ -160,7 +161,7 @@ export function runCommand(req: ExecRequest, opts: ExecOptions = {}): Promise<Ex
         const why = code === 'ENOENT' ? 'not found' : code === 'EACCES' ? 'permission denied' : 'not executable';
         reject(invalid(`Could not start ${req.command[0]}: ${why}.`, [{ field: 'command.0', message: why }]));
       } else {
-        reject(new AppError('internal_error', 'Could not start the command.', { cause: e }));
+        reject(ERRORS.commandNotStarted(e));
       }
     });
     // Failures arrive through `started`; the event must still have a listener.

@@ -12,6 +12,7 @@ import type { DirEntry, ListResult, ReadQuery, ReadResult, WriteBody, WriteResul
 import { MAX_WRITE_BYTES } from '../../../shared/schemas/files.js';
 import { guestUser, type UserInfo } from '../users.js';
 import { createDenylist, fdPath, safeClose, type DenySpec, type Denylist } from '../denylist/index.js';
+import { ERRORS } from '../errors.js';
 
 const pread = promisify(fs.read);
 const pwrite = promisify(fs.write);
@@ -123,7 +124,7 @@ export function createFileService(opts: FileServiceOptions): FileService {
         names = fs.readdirSync(fdPath(w.fd!)).sort();
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
-        if (code === 'EACCES' || code === 'EPERM') throw new AppError('permission_denied', `Listing ${p} is not permitted.`);
+        if (code === 'EACCES' || code === 'EPERM') throw ERRORS.listingNotPermitted(p);
         throw e;
       }
       const entries: DirEntry[] = [];
@@ -162,7 +163,7 @@ export function createFileService(opts: FileServiceOptions): FileService {
       } catch (e) {
         // The kernel's answer for the user the read runs as (the files worker: the agent user).
         const code = (e as NodeJS.ErrnoException).code;
-        if (code === 'EACCES' || code === 'EPERM') throw new AppError('permission_denied', `Reading ${q.path} is not permitted.`);
+        if (code === 'EACCES' || code === 'EPERM') throw ERRORS.readingNotPermitted(q.path);
         throw e;
       }
       // One byte past the range tells whether more follows, also for /proc files that report size 0.
@@ -277,9 +278,9 @@ async function writeAll(fd: number, data: Buffer): Promise<void> {
 function mapWriteError(e: unknown, p: string): unknown {
   if (e instanceof AppError) return e;
   const code = (e as NodeJS.ErrnoException)?.code;
-  if (code === 'ENOSPC' || code === 'EDQUOT') return new AppError('invalid_request', `No space left to write ${p}.`);
-  if (code === 'EROFS') return new AppError('permission_denied', `${p} is on a read-only file system.`);
-  if (code === 'EACCES' || code === 'EPERM') return new AppError('permission_denied', `Writing ${p} is not permitted.`);
+  if (code === 'ENOSPC' || code === 'EDQUOT') return ERRORS.noSpaceToWrite(p);
+  if (code === 'EROFS') return ERRORS.readOnlyFileSystem(p);
+  if (code === 'EACCES' || code === 'EPERM') return ERRORS.writingNotPermitted(p);
   if (code === 'EISDIR') return invalid(`${p} is a directory.`, [{ field: 'path', message: 'is a directory' }]);
   if (code === 'ENOENT' || code === 'EXDEV' || code === 'EINVAL') {
     // e.g. /proc and /sys do not support creating a temp file beside the target.

@@ -20,6 +20,7 @@ import type { UserInfo } from '../users.js';
 import type { WorkerConfig } from './worker.js';
 import { decodeWrite, encodeRange } from './service.js';
 import { encodeFrame, FrameDecoder, RangeMeta, WorkerAnswer, type Frame } from './worker-protocol.js';
+import { ERRORS } from '../errors.js';
 
 export interface FileOps {
   list(p: string): Promise<ListResult>;
@@ -75,7 +76,7 @@ async function workerCommand(): Promise<WorkerCommand> {
 }
 
 function workerStopped(): AppError {
-  return new AppError('internal_error', 'The files worker stopped; retry the request.');
+  return ERRORS.filesWorkerStopped();
 }
 
 export function createUserFiles(opts: UserFilesOptions): UserFiles {
@@ -112,22 +113,22 @@ export function createUserFiles(opts: UserFilesOptions): UserFiles {
       try {
         frames = decoder.push(chunk);
       } catch {
-        return stop(new AppError('internal_error', 'The files worker answered out of protocol.'));
+        return stop(ERRORS.filesWorkerOutOfProtocol());
       }
       for (const f of frames) {
         // The worker runs as the agent user, who can tamper with it: its answers are parsed, not trusted.
         const a = WorkerAnswer.safeParse(f.header);
-        if (!a.success) return stop(new AppError('internal_error', 'The files worker answered out of protocol.'));
+        if (!a.success) return stop(ERRORS.filesWorkerOutOfProtocol());
         const p = pending.get(a.data.id);
         if (!p) continue;
         pending.delete(a.data.id);
         const ans = a.data;
         if (ans.ok) {
           const v = p.schema.safeParse(ans.value);
-          if (!v.success) return stop(new AppError('internal_error', 'The files worker answered out of protocol.'));
+          if (!v.success) return stop(ERRORS.filesWorkerOutOfProtocol());
           p.resolve({ value: v.data, payload: f.payload });
         }
-        else if ('error' in ans) p.reject(new AppError(ans.error.code, ans.error.message, { details: ans.error.details }));
+        else if ('error' in ans) p.reject(ERRORS.workerRefused(ans.error));
         else p.reject(Object.assign(new Error('files worker failure'), { code: ans.internal }));
       }
     });
@@ -152,7 +153,7 @@ export function createUserFiles(opts: UserFilesOptions): UserFiles {
   async function read(q: ReadQuery): Promise<ReadResult> {
     const r = await call(RangeMeta, { op: 'range', path: q.path, offset: q.offset, length: q.length });
     // Bounded by the range asked for: a worker that sends more is out of protocol.
-    if (r.payload.length > q.length) throw new AppError('internal_error', 'The files worker answered out of protocol.');
+    if (r.payload.length > q.length) throw ERRORS.filesWorkerOutOfProtocol();
     return encodeRange(q, { data: r.payload, size: r.value.size, eof: r.value.eof });
   }
 

@@ -1,7 +1,7 @@
 import type { Handler, MiddlewareHandler } from 'hono';
 import { EnrollRequest } from '../../../shared/agent-protocol.js';
-import { AppError } from '../../../shared/errors.js';
 import type { Enrollment } from '../enrollment.js';
+import { ERRORS } from '../errors.js';
 
 /** An enrollment body is one short key: anything longer is refused unread. */
 const MAX_ENROLL_BODY_BYTES = 1024;
@@ -22,9 +22,9 @@ export function enrollHandler(enrollment: Enrollment): Handler {
     try {
       key = EnrollRequest.parse(JSON.parse(text)).key;
     } catch {
-      throw new AppError('invalid_request', 'The body must be {"key": <32-128 base64url characters>}.');
+      throw ERRORS.badEnrollBody();
     }
-    if (!enrollment.enroll(bearerOf(c.req.header('authorization')), key)) throw new AppError('unauthenticated', 'Enrollment refused.');
+    if (!enrollment.enroll(bearerOf(c.req.header('authorization')), key)) throw ERRORS.enrollmentRefused();
     return c.body(null, 204);
   };
 }
@@ -33,7 +33,7 @@ export function enrollHandler(enrollment: Enrollment): Handler {
 export function requireKey(enrollment: Enrollment): MiddlewareHandler {
   return async (c, next) => {
     if (!enrollment.authorized(bearerOf(c.req.header('authorization')))) {
-      throw new AppError('unauthenticated', enrollment.enrolled ? 'Missing or invalid agent key.' : 'The agent is not enrolled.');
+      throw ERRORS.keyRefused(enrollment.enrolled);
     }
     await next();
   };
@@ -50,7 +50,7 @@ async function readBounded(req: Request): Promise<string> {
     size += value.length;
     if (size > MAX_ENROLL_BODY_BYTES) {
       await reader.cancel().catch(() => {});
-      throw new AppError('invalid_request', `An enrollment body is at most ${MAX_ENROLL_BODY_BYTES} bytes.`);
+      throw ERRORS.enrollBodyTooLarge(MAX_ENROLL_BODY_BYTES);
     }
     chunks.push(value);
   }

@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import { AppError, errorBody, isAppError } from '../../../shared/errors.js';
 import type { LogSink } from './log.js';
+import { ERRORS } from '../errors.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
 
@@ -22,6 +23,6 @@ export function renderError(err: unknown, c: Context, log: LogSink): Response {
 function toAppError(err: unknown): AppError {
   // Hono's own HTTPException (e.g. body-limit) carries a status; map it onto our vocabulary.
   const status = (err as { status?: unknown })?.status;
-  if (status === 413) return new AppError('invalid_request', 'Request body is too large.');
-  return new AppError('internal_error', 'The agent failed to handle the request.', { cause: err });
+  if (status === 413) return ERRORS.bodyTooLarge();
+  return ERRORS.agentFailed(err);
 }

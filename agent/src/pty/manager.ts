@@ -8,12 +8,13 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type * as NodePty from 'node-pty';
-import { AppError, invalid } from '../../../shared/errors.js';
+import { invalid } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { PtyOpen, Terminal } from '../../../shared/schemas/pty.js';
 import { spawnHelper } from '../spawn/clean-spawn.js';
 import { baseEnv, guestUser, type UserInfo } from '../users.js';
 import { drainBeforeClose } from './drain.js';
+import { ERRORS } from '../errors.js';
 
 // node-pty is loaded on the first terminal, not at import: ~20 ms less of the agent's start, which
 // is on the path from machine create to display up (node-pty is CommonJS, so a sync require works).
@@ -112,13 +113,13 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
   // take a moment), but for callers it is gone at once: a second kill, a resize or an attach is a 404.
   const entryOf = (id: string): Entry => {
     const e = terms.get(id);
-    if (!e || e.killed) throw new AppError('not_found', `No terminal ${id}.`);
+    if (!e || e.killed) throw ERRORS.noTerminal(id);
     return e;
   };
   const view = (e: Entry): Terminal => ({ ...e.info, command: [...e.info.command], attached: e.sink !== null });
 
   function open(req: PtyOpen): Terminal {
-    if (terms.size >= maxTerminals) throw new AppError('conflict', `At most ${maxTerminals} terminals can be open.`);
+    if (terms.size >= maxTerminals) throw ERRORS.tooManyTerminals(maxTerminals);
     const u = userOf(req.user);
     const command = req.command ?? [u.shell, '-l'];
     const env: Record<string, string> = { ...baseEnv(u, opts.display), TERM: 'xterm-256color', ...(req.env ?? {}) };
@@ -247,7 +248,7 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
   function attach(id: string, sink: AttachSink): AttachHandle {
     const e = entryOf(id);
     // One client per terminal: the gateway maps this refusal to close code 4409.
-    if (e.sink) throw new AppError('conflict', `Terminal ${id} already has a client attached.`);
+    if (e.sink) throw ERRORS.terminalAttached(id);
     e.sink = sink;
     sink.onDrain(() => {
       if (e.sink === sink && e.paused) {
@@ -298,7 +299,7 @@ export function createPtyManager(opts: PtyManagerOptions = {}): PtyManager {
     get: (id) => view(entryOf(id)),
     resize(id, cols, rows) {
       const e = entryOf(id);
-      if (e.exited) throw new AppError('conflict', `Terminal ${id} has exited.`);
+      if (e.exited) throw ERRORS.terminalExited(id);
       e.pty.resize(cols, rows);
       e.info.cols = cols;
       e.info.rows = rows;

@@ -3,13 +3,13 @@ import type { Http2ServerResponse } from 'node:http2';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { AGENT_PROTOCOL_VERSION, AGENT_ROUTES, ClipboardQuery, ScreenStreamQuery, ScreenshotQuery } from '../../../shared/agent-protocol.js';
-import { AppError } from '../../../shared/errors.js';
 import { DEFAULT_SCREENSHOT_QUALITY } from '../../../shared/schemas/display.js';
-import type { AgentEnv } from '../app.js';
+import type { AgentEnv } from '../http/env.js';
 import { runScreenStream } from '../desktop/stream.js';
 import type { Desktop } from '../desktop/desktop.js';
 import { jsonBody, queryOf } from '../http/body.js';
 import { REQUEST_ID_HEADER, requestIdOf } from '../http/errors.js';
+import { ERRORS } from '../errors.js';
 
 const R = AGENT_ROUTES;
 
@@ -43,7 +43,7 @@ export function desktopRoutes(desktop: Desktop): Hono<AgentEnv> {
     const q = queryOf(c, ScreenStreamQuery);
     desktop.requireUp();
     const res = (c.env as { outgoing?: Http2ServerResponse } | undefined)?.outgoing;
-    if (!res) throw new AppError('unsupported_operation', 'The screen stream needs the agent channel.');
+    if (!res) throw ERRORS.streamNeedsChannel();
     // The body is written straight to the HTTP/2 stream, so headers set on the Hono context do not apply.
     res.writeHead(200, { 'content-type': SCREEN_STREAM_CONTENT_TYPE, 'cache-control': 'no-store', [REQUEST_ID_HEADER]: requestIdOf(c) });
     runScreenStream(desktop, res, q);

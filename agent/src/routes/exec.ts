@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { AGENT_ROUTES } from '../../../shared/agent-protocol.js';
-import type { AgentEnv } from '../app.js';
+import type { AgentEnv } from '../http/env.js';
 import { jsonBody } from '../http/body.js';
 import { runCommand, type ExecOptions } from '../exec/run.js';
 

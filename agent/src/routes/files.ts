@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import { AGENT_ROUTES } from '../../../shared/agent-protocol.js';
 import type { GuestUser } from '../../../shared/schemas/common.js';
-import type { AgentEnv } from '../app.js';
+import type { AgentEnv } from '../http/env.js';
 import type { FileOps } from '../files/user-files.js';
 import { jsonBody, queryOf } from '../http/body.js';
 

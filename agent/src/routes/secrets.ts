@@ -2,7 +2,7 @@ import { Hono } from 'hono';
 import { AGENT_ROUTES } from '../../../shared/agent-protocol.js';
 import { parseOrThrow } from '../../../shared/errors.js';
 import { SecretName } from '../../../shared/schemas/secrets.js';
-import type { AgentEnv } from '../app.js';
+import type { AgentEnv } from '../http/env.js';
 import { jsonBody } from '../http/body.js';
 import type { SecretStore } from '../secrets/store.js';
 

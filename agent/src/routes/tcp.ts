@@ -1,12 +1,13 @@
-import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import http2 from 'node:http2';
 import net from 'node:net';
 import { Hono } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { AGENT_ROUTES } from '../../../shared/agent-protocol.js';
-import { AppError, parseOrThrow } from '../../../shared/errors.js';
+import { parseOrThrow } from '../../../shared/errors.js';
 import { GuestPortParam } from '../../../shared/schemas/ports.js';
-import { ROUTE_TEMPLATE, type AgentEnv } from '../app.js';
+import { ROUTE_TEMPLATE, type AgentEnv, type NodeEnv } from '../http/env.js';
 import { REQUEST_ID_HEADER } from '../http/errors.js';
+import { ERRORS } from '../errors.js';
 
 const R = AGENT_ROUTES;
 
@@ -14,13 +15,6 @@ const R = AGENT_ROUTES;
 export const MAX_TCP_STREAMS = 512;
 /** Deadline for the guest's loopback to accept (a full listen backlog can stall a connect). */
 const CONNECT_TIMEOUT_MS = 5_000;
-
-/** Like the pty attach, this body is an open-ended byte stream: app.ts keeps body limits off it. */
-export function isTcpConnectRequest(method: string, path: string): boolean {
-  return method === 'POST' && /^\/tcp\/[^/]+\/connect$/.test(path);
-}
-
-type NodeEnv = { incoming?: Http2ServerRequest; outgoing?: Http2ServerResponse };
 
 /** Connects to 127.0.0.1:port, then [::1]:port (servers bound to `localhost` may be IPv6 only). */
 function connectLoopback(port: number): Promise<net.Socket> {
@@ -57,11 +51,11 @@ export function tcpRoutes(): Hono<AgentEnv> {
   app.post(R['tcp.connect'].path, async (c) => {
     const env = c.env as NodeEnv | undefined;
     const port = parseOrThrow(GuestPortParam, c.req.param('port'), 'port', 'port');
-    if (!env?.incoming || !env.outgoing) throw new AppError('unsupported_operation', 'Connecting needs the agent HTTP/2 channel.');
+    if (!env?.incoming || !env.outgoing) throw ERRORS.connectNeedsChannel();
     const { incoming, outgoing } = env;
     (incoming as unknown as Record<symbol, unknown>)[ROUTE_TEMPLATE] = R['tcp.connect'].path;
     if (open >= MAX_TCP_STREAMS) {
-      throw new AppError('compute_unavailable', `Too many open connections (${MAX_TCP_STREAMS}).`, { headers: { 'retry-after': '1' } });
+      throw ERRORS.tooManyTcpStreams(MAX_TCP_STREAMS);
     }
     open++;
     try {
@@ -70,7 +64,7 @@ export function tcpRoutes(): Hono<AgentEnv> {
         socket = await connectLoopback(port);
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
-        throw new AppError('compute_unavailable', code === 'ECONNREFUSED' ? `Nothing is listening on port ${port}.` : `Port ${port} did not accept the connection.`);
+        throw ERRORS.portNotAccepting(port, code === 'ECONNREFUSED');
       }
       socket.setNoDelay(true);
       outgoing.writeHead(200, { 'content-type': 'application/octet-stream', 'cache-control': 'no-store', [REQUEST_ID_HEADER]: c.get('requestId') });

@@ -1,25 +1,14 @@
-import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import http2 from 'node:http2';
 import { Hono } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { AGENT_ROUTES, PTY_EXIT_TRAILER } from '../../../shared/agent-protocol.js';
-import { AppError } from '../../../shared/errors.js';
-import { ROUTE_TEMPLATE, type AgentEnv } from '../app.js';
+import { ROUTE_TEMPLATE, type AgentEnv, type NodeEnv } from '../http/env.js';
 import { jsonBody } from '../http/body.js';
 import { REQUEST_ID_HEADER } from '../http/errors.js';
 import type { PtyManager } from '../pty/manager.js';
+import { ERRORS } from '../errors.js';
 
 const R = AGENT_ROUTES;
-
-/**
- * The attach route streams its request body into the pty, so it must not pass through a middleware
- * that buffers bodies (app.ts's bodyLimit reads the whole body before calling the route when there is
- * no content-length, which deadlocks a full-duplex stream). app.ts skips those for requests matching this.
- */
-export function isAttachRequest(method: string, path: string): boolean {
-  return method === 'POST' && /^\/terminals\/[^/]+\/attach$/.test(path);
-}
-
-type NodeEnv = { incoming?: Http2ServerRequest; outgoing?: Http2ServerResponse };
 
 /**
  * POST/GET /terminals, DELETE /terminals/:term_id, POST .../resize, and the full-duplex attach:
@@ -48,14 +37,14 @@ export function terminalsRoutes(mgr: PtyManager): Hono<AgentEnv> {
     const env = c.env as NodeEnv | undefined;
     const id = c.req.param('term_id');
     if (!env?.incoming || !env.outgoing) {
-      throw new AppError('unsupported_operation', 'Attaching needs the agent HTTP/2 channel.');
+      throw ERRORS.attachNeedsChannel();
     }
     const { incoming, outgoing } = env;
     // We answer outside Hono, so the request log learns the template here rather than after next().
     (incoming as unknown as Record<symbol, unknown>)[ROUTE_TEMPLATE] = R['terminals.attach'].path;
 
     // Refuse before the stream is taken over; from here to attach() nothing yields, so no one can slip in.
-    if (mgr.get(id).attached) throw new AppError('conflict', `Terminal ${id} already has a client attached.`);
+    if (mgr.get(id).attached) throw ERRORS.terminalAttached(id);
     outgoing.writeHead(200, {
       'content-type': 'application/octet-stream',
       'cache-control': 'no-store',

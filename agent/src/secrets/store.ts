@@ -10,6 +10,7 @@ import { AppError } from '../../../shared/errors.js';
 import type { SecretsDelivered } from '../../../shared/schemas/secrets.js';
 import { runClean } from '../spawn/clean-spawn.js';
 import { lookupUser, type UserInfo } from '../users.js';
+import { ERRORS } from '../errors.js';
 
 export const SECRETS_FILE_NAME = 'secrets.env';
 export const DEFAULT_SECRETS_DIR = '/run/computer';
@@ -96,7 +97,7 @@ export function createSecretStore(opts: SecretStoreOptions): SecretStore {
 
   const user = (): UserInfo => {
     const u = lookupUser(opts.userName);
-    if (!u) throw new AppError('internal_error', 'The guest user for secrets does not exist.');
+    if (!u) throw ERRORS.noSecretsUser();
     return u;
   };
 
@@ -110,7 +111,7 @@ export function createSecretStore(opts: SecretStoreOptions): SecretStore {
       }
       // Secrets must never reach a disk: refuse rather than fall back.
       if (!isMemoryBacked(opts.dir)) {
-        throw new AppError('internal_error', 'The secrets directory is not on a memory-backed file system.');
+        throw ERRORS.secretsDirNotTmpfs();
       }
     }
     // Root-owned and not writable by others (a fresh tmpfs is 1777): nobody else can plant or swap
@@ -124,7 +125,7 @@ export function createSecretStore(opts: SecretStoreOptions): SecretStore {
     try {
       current = parseSecretsFile(fs.readFileSync(file, 'utf8'));
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new AppError('internal_error', 'The delivered secrets file is unreadable.');
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw ERRORS.secretsFileUnreadable();
       current = {};
     }
     return current;
@@ -176,7 +177,7 @@ export function createSecretStore(opts: SecretStoreOptions): SecretStore {
       }
     } catch (e) {
       if (e instanceof AppError) throw e;
-      throw new AppError('internal_error', 'Could not deliver the secrets.', { cause: e });
+      throw ERRORS.secretsNotDelivered(e);
     }
     current = next;
     return { names: Object.keys(next).sort(), delivered_at: new Date().toISOString() };

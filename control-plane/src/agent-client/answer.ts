@@ -8,8 +8,9 @@
  */
 import { z } from 'zod';
 import { AGENT_ROUTES, type AgentOperation } from '../../../shared/agent-protocol.js';
-import { AppError, ERROR_STATUS, type ErrorCode } from '../../../shared/errors.js';
+import { ERROR_STATUS, type ErrorCode } from '../../../shared/errors.js';
 import type { AgentResponse } from './pool.js';
+import { ERRORS } from '../errors.js';
 
 /**
  * Codes an agent may answer with. `unauthenticated` would tell the API client that its own credential
@@ -25,11 +26,6 @@ const AgentErrorEnvelope = z.object({
     details: z.array(z.object({ field: z.string().max(200), message: z.string().max(1000) })).max(100).default([]),
   }),
 });
-
-/** What a caller of the machine's agent gets for an answer that is not one. */
-export function malformedAnswer(what: string): AppError {
-  return new AppError('compute_unavailable', `The machine agent sent ${what}; the machine may be misbehaving.`, { headers: { 'retry-after': '1' } });
-}
 
 /** The parsed success value of an agent operation: its response schema's output, or null (204). */
 export type AgentAnswerOf<K extends AgentOperation> = (typeof AGENT_ROUTES)[K] extends { response: z.ZodType<infer T> } ? T : null;
@@ -51,19 +47,16 @@ export function readAgentAnswer<K extends AgentOperation>(op: K, res: Pick<Agent
   if (res.status >= 200 && res.status < 300) {
     if (!route.response) {
       if (res.status === 204) return null as AgentAnswerOf<K>;
-      throw malformedAnswer('an unexpected answer');
+      throw ERRORS.malformedAgentAnswer('an unexpected answer');
     }
-    if (res.status !== 200) throw malformedAnswer('an unexpected answer');
+    if (res.status !== 200) throw ERRORS.malformedAgentAnswer('an unexpected answer');
     const r = route.response.safeParse(json(res.body));
-    if (!r.success) throw malformedAnswer('a malformed answer');
+    if (!r.success) throw ERRORS.malformedAgentAnswer('a malformed answer');
     return r.data;
   }
-  if (res.status === 401) throw new AppError('compute_unavailable', 'The machine agent could not serve the request.', { headers: { 'retry-after': '1' } });
+  if (res.status === 401) throw ERRORS.agentCannotServe();
   const r = AgentErrorEnvelope.safeParse(json(res.body));
-  if (!r.success || ERROR_STATUS[r.data.error.code] !== res.status) throw malformedAnswer('a malformed error');
+  if (!r.success || ERROR_STATUS[r.data.error.code] !== res.status) throw ERRORS.malformedAgentAnswer('a malformed error');
   const e = r.data.error;
-  throw new AppError(e.code, e.message || 'The machine agent refused the request.', {
-    details: e.details,
-    headers: e.code === 'compute_unavailable' ? { 'retry-after': '1' } : {},
-  });
+  throw ERRORS.agentRefused(e);
 }

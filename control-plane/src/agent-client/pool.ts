@@ -7,6 +7,7 @@ import http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { AGENT_ROUTES, AGENT_SESSION_MEMORY_MB } from '../../../shared/agent-protocol.js';
 import { AppError } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 
 export interface AgentRequest {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -82,7 +83,7 @@ const MAX_AGENT_HEADER_BYTES = 64 * 1024;
 export const AGENT_STREAM_WINDOW_BYTES = 256 * 1024;
 
 function unavailable(message: string, cause?: unknown): AppError {
-  return new AppError('compute_unavailable', message, { headers: { 'retry-after': '1' }, cause });
+  return ERRORS.agentUnreachable(message, cause);
 }
 
 function withDeadline<T>(p: Promise<T>, ms: number, onTimeout: () => void, message: string): Promise<T> {

@@ -10,12 +10,12 @@
 import type { Context, Hono } from 'hono';
 import { every } from 'hono/combine';
 import type { z } from 'zod';
-import { AppError } from '../../../shared/errors.js';
 import type { Permission } from '../../../shared/schemas/org.js';
 import type { CpEnv } from '../context.js';
 import type { Services } from '../services/index.js';
 import { jsonBody, queryOf } from './body.js';
 import { authenticate, refuseForeignOrigin, requireOrg, requirePermission, type AuthMode } from './middleware/auth.js';
+import { ERRORS } from '../errors.js';
 
 /** A success answer: a JSON schema, no body (204), an HTML page, or a redirect (303). */
 export type OpResponse = z.ZodType | 'empty' | 'html' | 'redirect';
@@ -97,8 +97,8 @@ export function mountOp(app: Hono<CpEnv>, s: Services, op: Op, opts: MountOption
 async function checkResponse(op: Op, res: Response): Promise<void> {
   if (res.status >= 400) return;
   const declared = op.responses[res.status as SuccessStatus];
-  if (declared === undefined) throw new AppError('internal_error', `${op.name} answered undeclared status ${res.status}`);
+  if (declared === undefined) throw ERRORS.undeclaredStatus(op.name, res.status);
   if (typeof declared === 'string') return;
   const r = declared.safeParse(await res.clone().json());
-  if (!r.success) throw new AppError('internal_error', `${op.name} ${res.status} does not match its schema: ${JSON.stringify(r.error.issues).slice(0, 400)}`);
+  if (!r.success) throw ERRORS.responseSchemaMismatch(op.name, res.status, JSON.stringify(r.error.issues).slice(0, 400));
 }

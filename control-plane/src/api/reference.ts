@@ -7,10 +7,10 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Hono } from 'hono';
-import { AppError } from '../../../shared/errors.js';
 import type { CpEnv } from '../context.js';
 import { buildOpenApi } from './openapi.js';
 import type { Op } from './op.js';
+import { ERRORS } from '../errors.js';
 
 const DOCS_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -58,7 +58,7 @@ export function mountReference(app: Hono<CpEnv>, ops: readonly Op[], serverUrl: 
   app.get('/docs/:asset', (c) => {
     const name = c.req.param('asset');
     const type = ASSETS[name];
-    if (!type) throw new AppError('not_found', 'No such route.');
+    if (!type) throw ERRORS.noSuchRoute();
     let bytes = cache.get(name);
     if (!bytes) cache.set(name, (bytes = fs.readFileSync(path.join(dist, name))));
     secure(c);

@@ -10,7 +10,7 @@
  * log line or answer carries them (Stripe's own error messages are never passed on either).
  */
 import Stripe from 'stripe';
-import { AppError, invalid } from '../../../shared/errors.js';
+import { invalid } from '../../../shared/errors.js';
 import type { BillingState } from '../../../shared/schemas/billing.js';
 import type { ProviderEvent } from '../domain/billing-account.js';
 import { catalogAt, trialTerms, type CatalogVersion } from '../domain/catalog.js';
@@ -19,6 +19,7 @@ import { computeMilliSeconds, type Totals } from '../domain/usage-summary.js';
 import type { LogSink } from '../log.js';
 import type { Store } from '../store/store.js';
 import type { BillingEventSink, BillingProvider } from './provider.js';
+import { ERRORS } from '../errors.js';
 
 export interface StripeSettings {
   secretKey: string;
@@ -78,7 +79,7 @@ export function createStripeProvider(deps: {
       return await fn();
     } catch (e) {
       deps.log?.({ event: 'stripe_call_failed', what, type: (e as { type?: string })?.type ?? (e as Error)?.name ?? 'Error' });
-      throw new AppError('compute_unavailable', 'The payment provider could not be reached; retry shortly.', { headers: { 'retry-after': '5' } });
+      throw ERRORS.paymentProviderUnreachable();
     }
   }
 
@@ -237,12 +238,12 @@ export function createStripeProvider(deps: {
           subscription_data: { metadata: { org_id: orgId, plan_id: planId }, ...(trialDays > 0 ? { trial_period_days: trialDays } : {}) },
         }),
       );
-      if (!session.url) throw new AppError('compute_unavailable', 'The payment provider returned no checkout page; retry shortly.', { headers: { 'retry-after': '5' } });
+      if (!session.url) throw ERRORS.noCheckoutPage();
       return { url: session.url };
     },
     async createPortal({ orgId, returnUrl }) {
       const row = store.stripe.customer(orgId);
-      if (!row) throw new AppError('precondition_failed', 'There is no subscription to manage yet: check out first.');
+      if (!row) throw ERRORS.noSubscriptionYet();
       const session = await call('billingPortal.sessions.create', () =>
         stripe.billingPortal.sessions.create({ customer: row.customer_id, ...(returnUrl ? { return_url: returnUrl } : {}) }),
       );

@@ -3,7 +3,7 @@
  * `gatewayDepsFromServices` (from-services.ts) builds it from the real services.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal, Principal } from '../context.js';
 import type { LogSink } from '../log.js';
 
 /** A request to the machine's agent answered in one piece (resize, input). */
@@ -27,9 +27,9 @@ export interface GatewayLeases {
    * At the handshake: may this principal use `sessionId` for input on this machine at all (its own,
    * open, non-view session of this machine)? Throws AppError when not. Holding the lease is not needed yet.
    */
-  checkSession(p: Principal, machineId: string, sessionId: string): void;
+  checkSession(p: OrgPrincipal, machineId: string, sessionId: string): void;
   /** Per message: does `sessionId` hold the lease with exactly this fence now? */
-  checkFence(p: Principal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null };
+  checkFence(p: OrgPrincipal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null };
   /**
    * Calls `onReleased(sessionId, fence)` whenever a session stops holding the machine's lease grant
    * `fence` (takeover, release, expiry noticed, stop). Returns the unsubscribe function.
@@ -69,7 +69,7 @@ export interface GatewayDeps {
   /** Sessions a channel names (`session_id`): checked at the handshake, attached while the socket is open. */
   sessions?: {
     /** Throws AppError unless the caller may attach this session on this machine. */
-    checkAttach(p: Principal, machineId: string, sessionId: string): void;
+    checkAttach(p: OrgPrincipal, machineId: string, sessionId: string): void;
     /** Returns the detach. */
     attach(sessionId: string): () => void;
   };

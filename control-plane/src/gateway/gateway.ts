@@ -19,7 +19,7 @@ import {
   type GatewayChannel,
 } from '../../../shared/schemas/gateway.js';
 import type { Permission } from '../../../shared/schemas/org.js';
-import type { Principal } from '../context.js';
+import { actsInOrg, type OrgPrincipal } from '../context.js';
 import type { GatewayDeps } from './deps.js';
 import { serveEvents } from './events.js';
 import { serveInput, type InputLimits } from './input.js';
@@ -117,7 +117,7 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
   let closing = false;
 
   /** Everything decidable before the upgrade; throws AppError. */
-  function admit(req: IncomingMessage, url: URL): { r: Route; p: Principal; query: Record<string, unknown> } {
+  function admit(req: IncomingMessage, url: URL): { r: Route; p: OrgPrincipal; query: Record<string, unknown> } {
     const r = route(url.pathname);
     if (!r) throw new AppError('not_found', 'No such channel.');
     const p = deps.authenticate(req);
@@ -127,7 +127,7 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
     if (p.via_cookie && !deps.isRecognisedOrigin(req.headers.origin)) {
       throw new AppError('permission_denied', 'Cookie-authenticated channels need a recognised Origin header.');
     }
-    if (!p.org_id) throw new AppError('permission_denied', 'You are not a member of any organization.');
+    if (!actsInOrg(p)) throw new AppError('permission_denied', 'You are not a member of any organization.');
     const perm = PERMISSION[r.channel];
     if (perm && !p.permissions.has(perm)) throw new AppError('permission_denied', `This needs the ${perm} permission.`);
     // Another organization's machine is not found, never forbidden.
@@ -172,7 +172,7 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
         const perm = PERMISSION[r.channel];
         if (now.org_id !== p.org_id || (perm && !now.permissions.has(perm))) return CLOSE_CODES.permission_denied;
         try {
-          deps.getMachine(now.org_id!, r.machineId);
+          deps.getMachine(p.org_id, r.machineId);
         } catch {
           return CLOSE_CODES.not_found;
         }
@@ -182,7 +182,7 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
       ws.on('pong', () => alive.set(ws, true));
       ws.on('error', () => {});
       ws.once('close', (code) => log({ event: 'ws', channel: r.channel, request_id: requestId, close: code, ms: Date.now() - started }));
-      const orgId = p.org_id!;
+      const orgId = p.org_id;
       // The named session is attached while this socket is open (it cannot go idle or expire).
       if (typeof query.session_id === 'string' && deps.sessions) ws.once('close', deps.sessions.attach(query.session_id));
       try {

@@ -11,7 +11,7 @@
 import { WebSocket, type RawData } from 'ws';
 import { AppError } from '../../../shared/errors.js';
 import { INPUT_RATE_BURST, INPUT_RATE_PER_SECOND, InputMessage } from '../../../shared/schemas/gateway.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { agentPath, readAgentAnswer, redacted, secretTypingBody } from '../services/machine-agent/index.js';
 import type { GatewayDeps } from './deps.js';
 import { TokenBucket } from './rate.js';
@@ -39,9 +39,9 @@ function text(data: RawData): string {
   return Buffer.from(data).toString('utf8');
 }
 
-export function serveInput(ws: WebSocket, deps: GatewayDeps, p: Principal, machineId: string, sessionId: string, limits: Partial<InputLimits> = {}): void {
+export function serveInput(ws: WebSocket, deps: GatewayDeps, p: OrgPrincipal, machineId: string, sessionId: string, limits: Partial<InputLimits> = {}): void {
   const lim = { ...DEFAULT_INPUT_LIMITS, ...limits };
-  const orgId = p.org_id!;
+  const orgId = p.org_id;
   const bucket = new TokenBucket(lim.ratePerSecond, lim.burst);
   /** Read-only from the moment the loss is known; input arriving after that is ignored unanswered. */
   let readOnly = false;

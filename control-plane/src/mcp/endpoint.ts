@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { AppError } from '../../../shared/errors.js';
 import { MAX_MACHINE_BODY_BYTES } from '../../../shared/schemas/files.js';
 import { authenticate, requireOrg } from '../api/middleware/auth.js';
-import type { CpEnv, Principal } from '../context.js';
+import type { CpEnv, OrgPrincipal } from '../context.js';
 import type { Services } from '../services/index.js';
 import { v1Caller, type V1Caller } from './caller.js';
 import { noStreamBody, refusalOf } from './http-errors.js';
@@ -43,13 +43,13 @@ interface Entry {
   server: McpServer;
   owner: string;
   /** The principal of the latest request, to close the session's machine sessions as that key. */
-  principal: Principal;
+  principal: OrgPrincipal;
   lastUsed: number;
   leases: InputLeases;
 }
 
 /** An MCP session belongs to one API key acting in one organization. */
-const ownerOf = (p: Principal) => `${p.api_key_id}:${p.org_id}`;
+const ownerOf = (p: OrgPrincipal) => `${p.api_key_id}:${p.org_id}`;
 
 export function mountMcp(
   app: Hono<CpEnv>,
@@ -91,7 +91,7 @@ export function mountMcp(
     for (const [id, e] of [...sessions]) if (t - e.lastUsed > idleMs) await close(id, e);
   }
 
-  async function open(p: Principal): Promise<Entry> {
+  async function open(p: OrgPrincipal): Promise<Entry> {
     const mine = [...sessions].filter(([, e]) => e.owner === ownerOf(p)).sort((a, b) => a[1].lastUsed - b[1].lastUsed);
     for (const [id, e] of mine.slice(0, Math.max(0, mine.length - maxPerKey + 1))) await close(id, e);
     // One organization (any number of keys) cannot take the server's sessions from the others.
@@ -136,7 +136,7 @@ export function mountMcp(
     async (c) => {
       if (c.req.method === 'GET') return c.json(noStreamBody(c.get('requestId')), 405, { allow: 'POST, DELETE' });
       await sweep();
-      const p = c.get('principal');
+      const p = c.get('orgPrincipal');
       const authInfo: AuthInfo = { token: p.api_key_id ?? '', clientId: p.api_key_id ?? '', scopes: p.scopes ?? [] };
       callers.set(authInfo, v1Caller(c.req.url, c.req.header('authorization')!, (req) => dispatch(req, c.env)));
       const sid = c.req.header('mcp-session-id');

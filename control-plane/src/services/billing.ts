@@ -1,7 +1,7 @@
 /**
  * Billing accounts: one per organization, moved only by provider events through the state table.
  */
-import { AppError, invalid } from '../../../shared/errors.js';
+import { invalid } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { BillingState, CheckoutRequest } from '../../../shared/schemas/billing.js';
 import type { BillingEventSink, BillingProvider } from '../billing/provider.js';
@@ -9,6 +9,7 @@ import { nextBillingState, type ProviderEvent } from '../domain/billing-account.
 import { CATALOG, catalogAt, catalogVersion, findPlan, trialTerms, type CatalogVersion, type Entitlements } from '../domain/catalog.js';
 import type { BillingAccountRow } from '../store/repos/billing.js';
 import type { Store } from '../store/store.js';
+import { ERRORS } from '../errors.js';
 
 /** A paid period; the built-in provider bills nothing, but periods still bound usage summaries. */
 export const PERIOD_MS = 30 * 24 * 60 * 60 * 1000;
@@ -37,7 +38,7 @@ export function createBillingService(d: BillingDeps) {
 
   function account(orgId: string): BillingAccountRow {
     const a = store.billing.account(orgId);
-    if (!a) throw new AppError('not_found', 'No billing account for this organization.');
+    if (!a) throw ERRORS.noBillingAccount();
     return a;
   }
 
@@ -46,7 +47,7 @@ export function createBillingService(d: BillingDeps) {
       const change = store.db.tx(() => {
         const a = account(orgId);
         const to = nextBillingState(a.state, event);
-        if (!to) throw new AppError('conflict', `Billing event ${event} does not apply to an account in state ${a.state}.`);
+        if (!to) throw ERRORS.billingEventNotApplicable(event, a.state);
         const at = now();
         const next: BillingAccountRow = { ...a, state: to, updated_at: at.toISOString() };
         const newPeriod = () => {
@@ -70,7 +71,7 @@ export function createBillingService(d: BillingDeps) {
           if (to === 'active' && (event !== 'payment.succeeded' || !a.period_end || a.period_end <= at.toISOString())) newPeriod();
         }
         if (store.billing.updateAccount(next, a.state).changes !== 1) {
-          throw new AppError('conflict', 'The billing account changed concurrently; retry.');
+          throw ERRORS.billingAccountChanged();
         }
         store.billing.insertEvent({ id: newId('event'), org_id: orgId, type: event, from_state: a.state, to_state: to, created_at: at.toISOString() });
         const closed = a.period_start && next.period_start !== a.period_start ? a : null;
@@ -145,11 +146,11 @@ export function createBillingService(d: BillingDeps) {
       checkReturnUrl(req.success_url, 'success_url');
       const a = this.account(orgId);
       if (a.state !== 'unsubscribed' && a.state !== 'canceled') {
-        throw new AppError('conflict', `The account is ${a.state}; change the subscription in the billing portal.`);
+        throw ERRORS.changeInBillingPortal(a.state);
       }
       // A negotiated plan cannot be bought: it needs an agreement (an operator-set override) in effect first.
       if (!plan.self_serve && !store.billing.overrideAt(orgId, now().toISOString())) {
-        throw new AppError('precondition_failed', `The ${plan.id} plan is negotiated; it needs an agreement in effect before checkout.`);
+        throw ERRORS.planNeedsAgreement(plan.id);
       }
       return this.provider.createCheckout({ orgId, planId: plan.id, successUrl: req.success_url });
     },

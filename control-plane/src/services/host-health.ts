@@ -8,9 +8,9 @@
  * volume went read-only (new work refused too, until the machine service brought the volume back).
  */
 import fs from 'node:fs';
-import { AppError } from '../../../shared/errors.js';
 import type { Store } from '../store/store.js';
 import type { EventService } from './events.js';
+import { ERRORS } from '../errors.js';
 
 const MiB = 1024 * 1024;
 
@@ -24,11 +24,6 @@ export interface HostHealthDeps {
   /** How the free space is read (tests); default statfs. */
   statfs?: (dir: string) => { free: number; total: number };
 }
-
-/** Room frees when someone deletes data: a minute is a reasonable first retry. */
-const LOW_DISK_RETRY_AFTER_S = 60;
-/** A read-only volume is brought back within a watch pass or two of space coming back. */
-const READ_ONLY_RETRY_AFTER_S = 30;
 
 function statfs(dir: string): { free: number; total: number } {
   const s = fs.statfsSync(dir);
@@ -71,15 +66,11 @@ export function createHostHealth(d: HostHealthDeps) {
      */
     checkReserve(): void {
       if (readOnly) {
-        throw new AppError('compute_unavailable', 'The host\'s machine disks are read-only after it ran out of disk space: new machines, starts and snapshots are refused until they are recovered. Retry later.', {
-          headers: { 'retry-after': String(READ_ONLY_RETRY_AFTER_S) },
-        });
+        throw ERRORS.hostDisksReadOnly();
       }
       if (!isLow()) return;
       // No figures in the message: they would tell a tenant about the host.
-      throw new AppError('compute_unavailable', 'The host is low on disk space: new machines, starts and snapshots are refused until space is freed. Retry later.', {
-        headers: { 'retry-after': String(LOW_DISK_RETRY_AFTER_S) },
-      });
+      throw ERRORS.hostLowDiskSpace();
     },
 
     /** One check (the substrate watch runs it): on entering the low state, host.unhealthy to every live machine. */

@@ -2,7 +2,6 @@
  * Accounts and credentials: signup, login, browser sessions, API-key resolution, and the principal
  * every authenticated request carries.
  */
-import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { LoginRequest, SignupRequest } from '../../../shared/schemas/auth.js';
 import type { PageQuery } from '../../../shared/schemas/pagination.js';
@@ -10,12 +9,13 @@ import { SESSION_TTL_MS } from '../auth/cookies.js';
 import { DEFAULT_SCRYPT_COST, hashPassword, makeDummyHash, verifyPassword, type ScryptCost } from '../auth/passwords.js';
 import { API_KEY_RE, OPAQUE_TOKEN_RE, newOpaqueToken, sameDigest, sha256Hex } from '../auth/tokens.js';
 import { keyPermissions, rolePermissions } from '../domain/rbac.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal, Principal } from '../context.js';
 import { pageOf } from '../store/pagination.js';
 import { parseScopes } from '../store/repos/access.js';
 import type { AuthSessionRow } from '../store/repos/identity.js';
 import type { Store } from '../store/store.js';
 import type { RateLimiter } from './rate-limiter.js';
+import { ERRORS } from '../errors.js';
 
 /** last_used_at of keys and sessions is written at most once a minute: every request is not worth an fsync. */
 const TOUCH_INTERVAL_MS = 60_000;
@@ -71,7 +71,7 @@ export function createIdentityService(d: IdentityDeps) {
       const orgId = newId('organization');
       const display = req.name ?? req.email.split('@')[0]!;
       return store.db.tx(() => {
-        if (store.identity.userByEmail(req.email)) throw new AppError('conflict', 'An account with this e-mail address already exists.');
+        if (store.identity.userByEmail(req.email)) throw ERRORS.emailTaken();
         store.identity.insertUser({ id: userId, email: req.email, name: req.name ?? null, password_hash: passwordHash, personal_org_id: null, created_at: at });
         store.identity.insertOrg({ id: orgId, name: `${display}'s organization`.slice(0, 120), personal: 1, created_at: at });
         store.identity.setPersonalOrg(userId, orgId);
@@ -97,7 +97,7 @@ export function createIdentityService(d: IdentityDeps) {
       if (!user || !ok) {
         d.limiter.hit('login_failure_ip', ip);
         d.limiter.hit('login_failure_email_ip', pair);
-        throw new AppError('unauthenticated', 'Wrong e-mail address or password.');
+        throw ERRORS.wrongCredentials();
       }
       // Only the pair's counter: clearing the IP's would let a guesser reset it by logging in to an account of its own.
       d.limiter.clear('login_failure_email_ip', pair);
@@ -132,9 +132,10 @@ export function createIdentityService(d: IdentityDeps) {
 
     /**
      * Resolves an API key. The key's permissions are recomputed from its creator's membership on
-     * every request; a key whose creator has left the organization authenticates nobody.
+     * every request; a key whose creator has left the organization authenticates nobody. A key always
+   * acts in its organization, so what it resolves to is org-scoped.
      */
-    principalFromApiKey(secret: string): Principal | null {
+    principalFromApiKey(secret: string): OrgPrincipal | null {
       if (!API_KEY_RE.test(secret)) return null;
       const hash = sha256Hex(secret);
       const k = store.access.apiKeyByHash(hash);
@@ -169,14 +170,14 @@ export function createIdentityService(d: IdentityDeps) {
 
     revokeSession(userId: string, sessionId: string): void {
       const s = store.identity.sessionOfUser(userId, sessionId);
-      if (!s || s.revoked_at || s.expires_at <= iso()) throw new AppError('not_found', 'No such session.');
+      if (!s || s.revoked_at || s.expires_at <= iso()) throw ERRORS.noSuchSession();
       store.identity.revokeSession(s.id, iso());
     },
 
     switchOrganization(p: Principal, orgId: string) {
       const m = store.identity.membership(orgId, p.user_id);
       // Not a member looks exactly like no such organization.
-      if (!m) throw new AppError('not_found', 'No such organization.');
+      if (!m) throw ERRORS.noSuchOrganization();
       store.identity.setActiveOrg(p.auth_session_id!, orgId);
       return m;
     },

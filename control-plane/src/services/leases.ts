@@ -2,14 +2,14 @@
  * The input lease: decisions are domain/lease.ts; this records them (compare-and-set on the fence that
  * was read, inside one transaction) and says who took or lost control in the event log.
  */
-import { AppError } from '../../../shared/errors.js';
 import type { LeaseRequest } from '../../../shared/schemas/machine.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal, Principal } from '../context.js';
 import { checkInput, decideAcquire, decideRelease, isHeld, type LeaseRow } from '../domain/lease.js';
 import type { MachineRow, SessionRow } from '../store/repos/machines.js';
 import type { Store } from '../store/store.js';
 import { actorOf } from './actor.js';
 import type { Actor, EventService } from './events.js';
+import { ERRORS } from '../errors.js';
 
 /** A watched lease is re-read at least this often, so an expiry (even after a shortening renewal) is seen within it. */
 const WATCH_RECHECK_MS = 1_000;
@@ -47,18 +47,18 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
 
   function machineOf(orgId: string, machineId: string): MachineRow {
     const m = store.machines.inOrg(orgId, machineId);
-    if (!m) throw new AppError('not_found', 'No such machine.');
+    if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
 
   /** The caller's own, open session on this machine, or the reason it cannot be used. */
-  function usableSession(p: Principal, machineId: string, sessionId: string, field: string): SessionRow {
-    const s = store.sessions.inOrg(p.org_id!, sessionId);
-    if (!s) throw new AppError('not_found', 'No such session.', { details: [{ field, message: 'no such session' }] });
-    if (s.machine_id !== machineId) throw new AppError('invalid_request', 'The session is open on another machine.', { details: [{ field, message: 'session of another machine' }] });
-    if (s.state === 'closed') throw new AppError('conflict', 'The session is closed; open a new one.');
-    if (!ownsSession(p, s)) throw new AppError('permission_denied', 'The session was opened by another user or API key.');
-    if (s.type === 'view') throw new AppError('permission_denied', 'A view session cannot send input; open an agent or human session.');
+  function usableSession(p: OrgPrincipal, machineId: string, sessionId: string, field: string): SessionRow {
+    const s = store.sessions.inOrg(p.org_id, sessionId);
+    if (!s) throw ERRORS.noSuchSession([{ field, message: 'no such session' }]);
+    if (s.machine_id !== machineId) throw ERRORS.sessionOnAnotherMachine([{ field, message: 'session of another machine' }]);
+    if (s.state === 'closed') throw ERRORS.sessionClosed();
+    if (!ownsSession(p, s)) throw ERRORS.sessionOfAnotherCaller();
+    if (s.type === 'view') throw ERRORS.viewSessionNoInput();
     return s;
   }
 
@@ -85,31 +85,29 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
   }
 
   return {
-    acquire(p: Principal, machineId: string, req: LeaseRequest): Grant {
+    acquire(p: OrgPrincipal, machineId: string, req: LeaseRequest): Grant {
       return store.db.tx(() => {
-        const m = machineOf(p.org_id!, machineId);
-        if (m.state !== 'running') throw new AppError('conflict', `The machine is ${m.state}; the input lease needs a running machine.`);
+        const m = machineOf(p.org_id, machineId);
+        if (m.state !== 'running') throw ERRORS.leaseNeedsRunningMachine(m.state);
         const session = usableSession(p, machineId, req.session_id, 'session_id');
         const nowMs = d.now().getTime();
         const at = d.now().toISOString();
         const row = store.leases.get(machineId);
         const dec = decideAcquire(row, { session_id: session.id, ttl_seconds: req.ttl_seconds, force: req.force, now: nowMs });
         if (dec.kind === 'conflict') {
-          throw new AppError('conflict', heldMessage({ machine_id: machineId, session_id: dec.holder, fence: dec.fence, expires_at: dec.expires_at }), {
-            details: [{ field: 'session_id', message: `lease held by ${dec.holder}` }],
-          });
+          throw ERRORS.leaseHeld(heldMessage({ machine_id: machineId, session_id: dec.holder, fence: dec.fence, expires_at: dec.expires_at }), [{ field: 'session_id', message: `lease held by ${dec.holder}` }]);
         }
-        if (!store.leases.put(machineId, row, dec.lease, at)) throw new AppError('conflict', 'The input lease changed while it was being acquired; retry.');
+        if (!store.leases.put(machineId, row, dec.lease, at)) throw ERRORS.leaseChangedWhileAcquiring();
         const by = actorOf(p);
         if (dec.kind === 'granted') {
           if (row && row.session_id !== null && row.session_id !== dec.revoked) {
             // The previous holder's lease ran out before this grant: say so, once.
-            events.append(p.org_id!, machineId, 'session.control_released', { session_id: row.session_id, fence: row.fence, reason: 'expired', by: { type: 'system', id: null } });
+            events.append(p.org_id, machineId, 'session.control_released', { session_id: row.session_id, fence: row.fence, reason: 'expired', by: { type: 'system', id: null } });
           }
           if (dec.revoked) {
-            events.append(p.org_id!, machineId, 'session.control_released', { session_id: dec.revoked, fence: row!.fence, reason: 'revoked', by });
+            events.append(p.org_id, machineId, 'session.control_released', { session_id: dec.revoked, fence: row!.fence, reason: 'revoked', by });
           }
-          events.append(p.org_id!, machineId, 'session.control_acquired', {
+          events.append(p.org_id, machineId, 'session.control_acquired', {
             session_id: session.id, session_type: session.type, fence: dec.lease.fence, forced: dec.revoked !== null, opener: openerOf(session), by,
           });
         }
@@ -133,15 +131,15 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
     },
 
     /** Release by the holder (`sessionId` given) or by any controller of the machine (null). */
-    release(p: Principal, machineId: string, sessionId: string | null): void {
+    release(p: OrgPrincipal, machineId: string, sessionId: string | null): void {
       store.db.tx(() => {
-        machineOf(p.org_id!, machineId);
+        machineOf(p.org_id, machineId);
         const nowMs = d.now().getTime();
         const row = store.leases.get(machineId);
         const dec = decideRelease(row, sessionId, nowMs);
-        if (dec.kind === 'not_holder') throw new AppError('conflict', `The input lease is held by session ${dec.holder}, not ${sessionId}.`);
+        if (dec.kind === 'not_holder') throw ERRORS.leaseHeldByOther(dec.holder, sessionId);
         if (dec.kind === 'not_held') return;
-        releaseInTx(p.org_id!, machineId, 'released', actorOf(p));
+        releaseInTx(p.org_id, machineId, 'released', actorOf(p));
       });
     },
 
@@ -157,13 +155,13 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
      * For the gateway's input channel handshake: may `p` use `sessionId` for input on this machine at
      * all (its own, open, non-view session of this machine)? Holding the lease is not required yet.
      */
-    checkSession(p: Principal, machineId: string, sessionId: string): void {
-      machineOf(p.org_id!, machineId);
+    checkSession(p: OrgPrincipal, machineId: string, sessionId: string): void {
+      machineOf(p.org_id, machineId);
       usableSession(p, machineId, sessionId, 'session_id');
     },
 
     /** Per input message: does `sessionId` hold the lease with exactly this fence now? */
-    checkFence(_p: Principal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null } {
+    checkFence(_p: OrgPrincipal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null } {
       const row = store.leases.get(machineId);
       const r = checkInput(row, sessionId, fence, d.now().getTime());
       return r.ok ? { ok: true } : { ok: false, current: isHeld(row, d.now().getTime()) ? row!.fence : null };
@@ -225,24 +223,22 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
      * Security gate for input routes: the caller's own session named in X-Session-Id must hold the
      * lease, and a given X-Lease-Fence must be the current fence.
      */
-    checkInput(p: Principal, machineId: string, sessionHeader: string | undefined, fenceHeader: string | undefined): { session_id: string; fence: number } {
+    checkInput(p: OrgPrincipal, machineId: string, sessionHeader: string | undefined, fenceHeader: string | undefined): { session_id: string; fence: number } {
       if (!sessionHeader) {
-        throw new AppError('invalid_request', 'Input needs the input lease: name your session in the X-Session-Id header.', {
-          details: [{ field: 'x-session-id', message: 'required' }],
-        });
+        throw ERRORS.inputNeedsSessionHeader([{ field: 'x-session-id', message: 'required' }]);
       }
       let fence: number | null = null;
       if (fenceHeader !== undefined) {
-        if (!/^\d{1,15}$/.test(fenceHeader)) throw new AppError('invalid_request', 'X-Lease-Fence must be a non-negative integer.', { details: [{ field: 'x-lease-fence', message: 'must be an integer' }] });
+        if (!/^\d{1,15}$/.test(fenceHeader)) throw ERRORS.badLeaseFence([{ field: 'x-lease-fence', message: 'must be an integer' }]);
         fence = Number(fenceHeader);
       }
       const session = usableSession(p, machineId, sessionHeader, 'x-session-id');
       const row = store.leases.get(machineId);
       const r = checkInput(row, session.id, fence, d.now().getTime());
       if (r.ok) return { session_id: session.id, fence: r.fence };
-      if (r.reason === 'no_lease') throw new AppError('conflict', 'No session holds the input lease; acquire it first.');
-      if (r.reason === 'not_holder') throw new AppError('conflict', heldMessage(row as LeaseRow & { session_id: string }));
-      throw new AppError('conflict', `Stale fence ${fence}: the current input lease fence is ${r.fence}.`);
+      if (r.reason === 'no_lease') throw ERRORS.noLeaseHolder();
+      if (r.reason === 'not_holder') throw ERRORS.leaseHeld(heldMessage(row as LeaseRow & { session_id: string }));
+      throw ERRORS.staleFence(fence, r.fence);
     },
   };
 }

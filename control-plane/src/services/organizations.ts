@@ -2,18 +2,18 @@
  * Members, invitations and API keys of one organization. Every lookup is by (org_id, id): a resource
  * of another organization is `not_found`, never `permission_denied`.
  */
-import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { CreateApiKeyRequest, CreateInvitationRequest, Role } from '../../../shared/schemas/org.js';
 import type { PageQuery } from '../../../shared/schemas/pagination.js';
 import { newApiKey, newOpaqueToken, OPAQUE_TOKEN_RE, sha256Hex } from '../auth/tokens.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal, Principal } from '../context.js';
 import { canAssignRole } from '../domain/rbac.js';
 import { pageOf } from '../store/pagination.js';
 import { parseScopes, type ApiKeyRow, type InvitationRow } from '../store/repos/access.js';
 import type { MemberView } from '../store/repos/identity.js';
 import type { Store } from '../store/store.js';
 import type { QuotaService } from './quotas.js';
+import { ERRORS } from '../errors.js';
 
 /** Invitations expire a week after they are sent. */
 export const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
@@ -33,24 +33,23 @@ export type KeysLost = { org_id: string; key_id: string } | { org_id: string; us
 export function createOrganizationService(d: { store: Store; now: () => Date; quotas: QuotaService }) {
   const { store, now } = d;
   const iso = () => now().toISOString();
-  const orgOf = (p: Principal) => p.org_id!;
 
-  function member(p: Principal, membershipId: string): MemberView {
-    const m = store.identity.membershipInOrg(orgOf(p), membershipId);
-    if (!m) throw new AppError('not_found', 'No such member.');
+  function member(p: OrgPrincipal, membershipId: string): MemberView {
+    const m = store.identity.membershipInOrg(p.org_id, membershipId);
+    if (!m) throw ERRORS.noSuchMember();
     return m;
   }
 
-  function assertCanAssign(p: Principal, from: Role | null, to: Role | null): void {
+  function assertCanAssign(p: OrgPrincipal, from: Role | null, to: Role | null): void {
     if (!p.role || !canAssignRole(p.role, { from, to })) {
-      throw new AppError('permission_denied', 'Only an owner may grant, change or remove the owner role.');
+      throw ERRORS.onlyOwnerGrantsOwner();
     }
   }
 
   /** An organization never loses its last owner. Runs inside the writing transaction. */
   function assertNotLastOwner(orgId: string, m: MemberView): void {
     if (m.role === 'owner' && store.identity.countOwners(orgId) <= 1) {
-      throw new AppError('conflict', 'This member is the last owner; make someone else an owner first.');
+      throw ERRORS.lastOwner();
     }
   }
 
@@ -70,48 +69,48 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       return () => keysLostListeners.delete(listener);
     },
 
-    listMembers: (p: Principal, q: PageQuery) => pageOf(q, (after, limit) => store.identity.membersPage(orgOf(p), after, limit), memberView),
+    listMembers: (p: OrgPrincipal, q: PageQuery) => pageOf(q, (after, limit) => store.identity.membersPage(p.org_id, after, limit), memberView),
 
-    changeRole(p: Principal, membershipId: string, role: Role) {
+    changeRole(p: OrgPrincipal, membershipId: string, role: Role) {
       return store.db.tx(() => {
         const m = member(p, membershipId);
         if (m.role === role) return memberView(m);
         assertCanAssign(p, m.role, role);
-        assertNotLastOwner(orgOf(p), m);
+        assertNotLastOwner(p.org_id, m);
         store.identity.setRole(m.id, role);
         return memberView({ ...m, role });
       });
     },
 
     /** Removing a member takes a member's power away at once, including that of keys they created. */
-    removeMember(p: Principal, membershipId: string): void {
+    removeMember(p: OrgPrincipal, membershipId: string): void {
       const userId = store.db.tx(() => {
         const m = member(p, membershipId);
         const self = m.user_id === p.user_id && p.kind === 'user';
         if (!self) {
-          if (!p.permissions.has('members:manage')) throw new AppError('permission_denied', 'Removing another member needs members:manage.');
+          if (!p.permissions.has('members:manage')) throw ERRORS.removingMemberNeedsManage();
           assertCanAssign(p, m.role, null);
         }
-        assertNotLastOwner(orgOf(p), m);
+        assertNotLastOwner(p.org_id, m);
         store.identity.deleteMembership(m.id);
         return m.user_id;
       });
-      keysLost({ org_id: orgOf(p), user_id: userId });
+      keysLost({ org_id: p.org_id, user_id: userId });
     },
 
-    listInvitations(p: Principal, q: PageQuery) {
+    listInvitations(p: OrgPrincipal, q: PageQuery) {
       store.access.expireInvitations(iso());
-      return pageOf(q, (after, limit) => store.access.invitationsPage(orgOf(p), after, limit), invitationView);
+      return pageOf(q, (after, limit) => store.access.invitationsPage(p.org_id, after, limit), invitationView);
     },
 
-    createInvitation(p: Principal, req: CreateInvitationRequest) {
+    createInvitation(p: OrgPrincipal, req: CreateInvitationRequest) {
       assertCanAssign(p, null, req.role);
-      const orgId = orgOf(p);
+      const orgId = p.org_id;
       return store.db.tx(() => {
         store.access.expireInvitations(iso());
         const existing = store.identity.userByEmail(req.email);
-        if (existing && store.identity.membership(orgId, existing.id)) throw new AppError('conflict', 'That address already belongs to a member.');
-        if (store.access.pendingInvitationFor(orgId, req.email)) throw new AppError('conflict', 'A pending invitation for that address exists; revoke it first.');
+        if (existing && store.identity.membership(orgId, existing.id)) throw ERRORS.addressIsMember();
+        if (store.access.pendingInvitationFor(orgId, req.email)) throw ERRORS.invitationPendingForAddress();
         // Pending invitations hold seats: otherwise accepting them all could overshoot the members limit.
         d.quotas.check(orgId, 'members', { current: store.identity.countMembers(orgId) + store.access.countPendingInvitations(orgId) });
         const { token, hash } = newOpaqueToken();
@@ -125,12 +124,12 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       });
     },
 
-    revokeInvitation(p: Principal, invitationId: string) {
+    revokeInvitation(p: OrgPrincipal, invitationId: string) {
       return store.db.tx(() => {
         store.access.expireInvitations(iso());
-        const i = store.access.invitationInOrg(orgOf(p), invitationId);
-        if (!i) throw new AppError('not_found', 'No such invitation.');
-        if (i.state !== 'pending') throw new AppError('conflict', `The invitation is ${i.state}, not pending.`);
+        const i = store.access.invitationInOrg(p.org_id, invitationId);
+        if (!i) throw ERRORS.noSuchInvitation();
+        if (i.state !== 'pending') throw ERRORS.invitationNotPending(i.state);
         assertCanAssign(p, null, i.role);
         store.access.moveInvitation(i.id, 'pending', 'revoked', { at: iso() });
         return invitationView(store.access.invitationInOrg(i.org_id, i.id)!);
@@ -142,14 +141,14 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       return store.db.tx(() => {
         store.access.expireInvitations(iso());
         const i = OPAQUE_TOKEN_RE.test(token) ? store.access.invitationByTokenHash(sha256Hex(token)) : undefined;
-        if (!i) throw new AppError('not_found', 'No such invitation.');
+        if (!i) throw ERRORS.noSuchInvitation();
         const user = store.identity.userById(p.user_id)!;
-        if (user.email !== i.email) throw new AppError('permission_denied', 'This invitation was sent to a different e-mail address.');
-        if (i.state !== 'pending') throw new AppError('conflict', `The invitation is ${i.state}, not pending.`);
-        if (store.identity.membership(i.org_id, user.id)) throw new AppError('conflict', 'You are already a member of this organization.');
+        if (user.email !== i.email) throw ERRORS.invitationForAnotherAddress();
+        if (i.state !== 'pending') throw ERRORS.invitationNotPending(i.state);
+        if (store.identity.membership(i.org_id, user.id)) throw ERRORS.alreadyMember();
         d.quotas.check(i.org_id, 'members', { current: store.identity.countMembers(i.org_id) });
         if (store.access.moveInvitation(i.id, 'pending', 'accepted', { at: iso(), by: user.id }).changes !== 1) {
-          throw new AppError('conflict', 'The invitation changed concurrently.');
+          throw ERRORS.invitationChangedConcurrently();
         }
         const membership = { id: newId('membership'), org_id: i.org_id, user_id: user.id, role: i.role, created_at: iso() };
         store.identity.insertMembership(membership);
@@ -158,23 +157,23 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
       });
     },
 
-    listApiKeys: (p: Principal, q: PageQuery) => pageOf(q, (after, limit) => store.access.apiKeysPage(orgOf(p), after, limit), keyView),
+    listApiKeys: (p: OrgPrincipal, q: PageQuery) => pageOf(q, (after, limit) => store.access.apiKeysPage(p.org_id, after, limit), keyView),
 
     /** A key is created: refused unless the account may create anything (spec: subscription). */
-    createApiKey(p: Principal, req: CreateApiKeyRequest) {
-      d.quotas.checkSubscription(orgOf(p));
+    createApiKey(p: OrgPrincipal, req: CreateApiKeyRequest) {
+      d.quotas.checkSubscription(p.org_id);
       const { secret, prefix, hash } = newApiKey();
       const row: ApiKeyRow = {
-        id: newId('api_key'), org_id: orgOf(p), created_by: p.user_id, name: req.name, prefix, secret_hash: hash,
+        id: newId('api_key'), org_id: p.org_id, created_by: p.user_id, name: req.name, prefix, secret_hash: hash,
         scopes: JSON.stringify(req.scopes), created_at: iso(), last_used_at: null, revoked_at: null,
       };
       store.access.insertApiKey(row);
       return { ...keyView(row), secret };
     },
 
-    revokeApiKey(p: Principal, keyId: string): void {
-      const k = store.access.apiKeyInOrg(orgOf(p), keyId);
-      if (!k) throw new AppError('not_found', 'No such API key.');
+    revokeApiKey(p: OrgPrincipal, keyId: string): void {
+      const k = store.access.apiKeyInOrg(p.org_id, keyId);
+      if (!k) throw ERRORS.noSuchApiKey();
       store.access.revokeApiKey(k.id, iso());
       keysLost({ org_id: k.org_id, key_id: k.id });
     },

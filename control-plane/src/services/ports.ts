@@ -4,13 +4,12 @@
  * Credentials are random 256-bit tokens stored as SHA-256 digests; the secret and the access link
  * exist in the creating answer only.
  */
-import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import { PREVIEW_ACCESS_PATH, PREVIEW_COOKIE, type PortListQuery, type Preview, type PublishPortRequest } from '../../../shared/schemas/ports.js';
 import { randomBase62, sameDigest, sha256Hex } from '../auth/tokens.js';
 import type { Config } from '../config.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { readCookies } from '../auth/cookies.js';
 import { bearerOf } from '../domain/preview-headers.js';
 import { previewDomainOf, previewOrigin } from '../domain/preview-hostnames.js';
@@ -18,6 +17,7 @@ import { pageOf } from '../store/pagination.js';
 import type { PreviewRow } from '../store/repos/previews.js';
 import type { Store } from '../store/store.js';
 import type { QuotaService } from './quotas.js';
+import { ERRORS } from '../errors.js';
 
 /** `last_request_at` is written at most this often per preview (it is a coarse "last reached"). */
 export const TOUCH_INTERVAL_MS = 30_000;
@@ -59,7 +59,7 @@ export function createPortService(d: PortServiceDeps) {
 
   function machineOf(orgId: string, machineId: string) {
     const m = store.machines.inOrg(orgId, machineId);
-    if (!m) throw new AppError('not_found', 'No such machine.');
+    if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
 
@@ -71,12 +71,12 @@ export function createPortService(d: PortServiceDeps) {
      * Publishing a port that is already published returns that preview (created: false) without its
      * secret or access link: those are shown once. Nothing needs to listen on the port yet.
      */
-    publish(p: Principal, machineId: string, req: PublishPortRequest): { preview: Preview; created: boolean } {
-      if (!domain) throw new AppError('unsupported_operation', 'This deployment serves no preview domain (PREVIEW_DOMAIN).');
-      const orgId = p.org_id!;
+    publish(p: OrgPrincipal, machineId: string, req: PublishPortRequest): { preview: Preview; created: boolean } {
+      if (!domain) throw ERRORS.noPreviewDomain();
+      const orgId = p.org_id;
       return store.db.tx(() => {
         const m = machineOf(orgId, machineId);
-        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         // Before the idempotent answer too: a canceled account is told why, whether or not the port was published.
         d.quotas.checkSubscription(orgId);
         const existing = store.previews.onPort(m.id, req.port);
@@ -105,17 +105,17 @@ export function createPortService(d: PortServiceDeps) {
     get(orgId: string, machineId: string, id: string): Preview {
       machineOf(orgId, machineId);
       const r = store.previews.inOrg(orgId, machineId, id);
-      if (!r) throw new AppError('not_found', 'No such published port.');
+      if (!r) throw ERRORS.noSuchPublishedPort();
       return view(r);
     },
 
     /** The hostname stops answering at once: open connections are cut by the proxy's listener. */
-    unpublish(p: Principal, machineId: string, id: string): void {
-      const orgId = p.org_id!;
+    unpublish(p: OrgPrincipal, machineId: string, id: string): void {
+      const orgId = p.org_id;
       store.db.tx(() => {
         machineOf(orgId, machineId);
         const r = store.previews.inOrg(orgId, machineId, id);
-        if (!r || !store.previews.markDeleted(r.id, at())) throw new AppError('not_found', 'No such published port.');
+        if (!r || !store.previews.markDeleted(r.id, at())) throw ERRORS.noSuchPublishedPort();
       });
       touched.delete(id);
       for (const l of unpublishedListeners) l(id);

@@ -5,6 +5,7 @@
 import { AppError } from '../../../shared/errors.js';
 import { COUNTED_LIMIT_KEYS, decideQuota, decideSubscription, shownLimit, type CountedLimitKey, type QuotaDecision } from '../domain/quotas.js';
 import type { BillingService } from './billing.js';
+import { ERRORS } from '../errors.js';
 
 export type Counter = (orgId: string) => number;
 /** A further refusal of `key` beyond its count (a used-up trial): rendered as `subscription` 402. */
@@ -26,7 +27,7 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
         : decision.reason === 'no_agreement'
           ? `The ${plan} plan is negotiated and no agreement is in effect.`
           : `The plan allows ${decision.quota.maximum ?? 'a negotiated number of'} ${decision.quota.limit.replaceAll('_', ' ')}; ${decision.quota.current} in use.`;
-    return new AppError('quota_exceeded', message, { quota: decision.quota });
+    return ERRORS.quotaExceeded(message, decision.quota);
   };
   return {
     /** Lets the module owning a resource (machines, templates, sessions…) supply its count. */
@@ -54,9 +55,7 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
       if (decision.ok) {
         const refused = gates[key]?.(orgId);
         if (refused) {
-          throw new AppError('quota_exceeded', refused.message, {
-            quota: { limit: 'subscription', current: refused.current, maximum: refused.maximum, plan_id: a.plan_id ?? 'none', upgrade_url: d.upgradeUrl },
-          });
+          throw ERRORS.quotaExceeded(refused.message, { limit: 'subscription', current: refused.current, maximum: refused.maximum, plan_id: a.plan_id ?? 'none', upgrade_url: d.upgradeUrl });
         }
         return;
       }

@@ -1,7 +1,7 @@
-import { AppError } from '../../../shared/errors.js';
 import { sha256Hex } from '../auth/tokens.js';
 import { RATE_RULES, rateAfterHit, rateDecision, type RateRuleName, type RateRules } from '../domain/rate-limits.js';
 import type { Store } from '../store/store.js';
+import { ERRORS } from '../errors.js';
 
 /**
  * Counters kept in SQLite, so limits survive a restart. Bucket keys are hashed: the table never holds
@@ -14,9 +14,7 @@ export function createRateLimiter(store: Store, now: () => Date, rules: RateRule
     assertAllowed(name: RateRuleName, subject: string): void {
       const d = rateDecision(rules[name], store.rateLimits.get(bucket(name, subject)), now().getTime());
       if (!d.allowed) {
-        throw new AppError('rate_limited', `Too many attempts; retry in ${d.retry_after_s} seconds.`, {
-          headers: { 'retry-after': String(d.retry_after_s) },
-        });
+        throw ERRORS.tooManyAttempts(d.retry_after_s);
       }
     },
     hit(name: RateRuleName, subject: string): void {

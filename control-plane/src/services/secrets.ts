@@ -17,7 +17,7 @@ import type { Page, PageQuery } from '../../../shared/schemas/pagination.js';
 import { MAX_TYPE_TEXT } from '../../../shared/schemas/input.js';
 import { type MachineSecretList, type OrgSecret, type Secret, type SecretPut } from '../../../shared/schemas/secrets.js';
 import { agentOf, type MachineAgent } from './machine-agent/index.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { capacityRefusal, deliveredAt } from '../domain/secrets.js';
 import type { LogSink } from '../log.js';
 import { open, retireUnusedKeys, seal, withNewActiveKey, SecretOpenError, type SecretBinding } from '../secrets/crypto.js';
@@ -27,6 +27,7 @@ import type { MachineRow } from '../store/repos/machines.js';
 import type { SecretRow } from '../store/repos/secrets.js';
 import type { Store } from '../store/store.js';
 import type { QuotaService } from './quotas.js';
+import { ERRORS } from '../errors.js';
 
 export interface SecretServiceDeps {
   store: Store;
@@ -48,7 +49,7 @@ export interface SecretServiceDeps {
  * operator can repair it (restore the file from the backup taken with the database) and nothing was changed.
  */
 function keyringUnavailable(cause: unknown): AppError {
-  return new AppError('compute_unavailable', "This server's secrets keyring is unavailable or lacks this secret's key; an operator must restore it. Nothing was changed.", { cause });
+  return ERRORS.secretsKeyringUnavailable(cause);
 }
 
 const DEFAULT_RETRY = { delaysMs: [250, 500, 1_000, 2_000, 4_000, 8_000, 15_000], giveUpMs: 180_000 };
@@ -73,13 +74,13 @@ export function createSecretService(d: SecretServiceDeps) {
 
   function machineIn(orgId: string, id: string): MachineRow {
     const m = store.machines.inOrg(orgId, id);
-    if (!m) throw new AppError('not_found', 'No such machine.');
+    if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
 
   function keyring() {
     // Deployment rule (spec, errors §7): no keyring, no storing.
-    if (!d.keyring) throw new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off), so secrets cannot be stored.');
+    if (!d.keyring) throw ERRORS.noSecretsKeyringToStore();
     try {
       return d.keyring.current();
     } catch (e) {
@@ -207,15 +208,15 @@ export function createSecretService(d: SecretServiceDeps) {
       d.quotas.checkSubscription(orgId);
     },
 
-    async put(p: Principal, machineId: string, body: SecretPut): Promise<Secret> {
-      const orgId = p.org_id!;
+    async put(p: OrgPrincipal, machineId: string, body: SecretPut): Promise<Secret> {
+      const orgId = p.org_id;
       const valueBytes = Buffer.byteLength(body.value, 'utf8');
       const { row } = store.db.tx(() => {
         const m = machineIn(orgId, machineId);
-        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         d.quotas.checkSubscription(orgId);
         const refusal = capacityRefusal(store.secrets.usage(m.id, body.name), valueBytes);
-        if (refusal) throw new AppError('conflict', refusal);
+        if (refusal) throw ERRORS.secretsFull(refusal);
         // The keyring is read inside the transaction: see pushSet.
         const k = keyring();
         const t = at();
@@ -253,10 +254,10 @@ export function createSecretService(d: SecretServiceDeps) {
     },
 
     /** Removed from storage at once; from the running machine now, or by retries if it cannot take it yet. */
-    async remove(p: Principal, machineId: string, name: string): Promise<void> {
+    async remove(p: OrgPrincipal, machineId: string, name: string): Promise<void> {
       store.db.tx(() => {
-        const m = machineIn(p.org_id!, machineId);
-        if (!store.secrets.remove(m.id, name)) throw new AppError('not_found', 'No such secret.');
+        const m = machineIn(p.org_id, machineId);
+        if (!store.secrets.remove(m.id, name)) throw ERRORS.noSuchSecret();
       });
       await pushNow(machineId, 'revoke', () => revokeName(machineId, name));
     },
@@ -266,14 +267,12 @@ export function createSecretService(d: SecretServiceDeps) {
       return store.db.tx(() => {
         const m = machineIn(orgId, machineId);
         const r = store.secrets.get(m.id, name);
-        if (!r) throw new AppError('not_found', 'No such secret.', { details: [{ field: 'secret', message: 'no secret of that name on this machine' }] });
-        if (!d.keyring) throw new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off).');
+        if (!r) throw ERRORS.noSuchSecret([{ field: 'secret', message: 'no secret of that name on this machine' }]);
+        if (!d.keyring) throw ERRORS.noSecretsKeyring();
         const v = openRow(r);
         if (v === null) throw keyringUnavailable(null);
         if (v.length > MAX_TYPE_TEXT) {
-          throw new AppError('invalid_request', `The secret is too long to type (at most ${MAX_TYPE_TEXT} characters).`, {
-            details: [{ field: 'secret', message: `longer than ${MAX_TYPE_TEXT} characters` }],
-          });
+          throw ERRORS.secretTooLongToType(MAX_TYPE_TEXT, [{ field: 'secret', message: `longer than ${MAX_TYPE_TEXT} characters` }]);
         }
         return v;
       });

@@ -3,11 +3,10 @@
  * (the spec gives it to the `sessions:write` scope, which grants no permission); sending input needs
  * the input lease on top.
  */
-import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import type { CreateSessionRequest, SessionListQuery } from '../../../shared/schemas/session.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { pageOf } from '../store/pagination.js';
 import type { SessionRow, SessionState } from '../store/repos/machines.js';
 import type { Store } from '../store/store.js';
@@ -16,6 +15,7 @@ import type { EventService } from './events.js';
 import type { LeaseService } from './leases.js';
 import { openerOf } from './leases.js';
 import type { QuotaService } from './quotas.js';
+import { ERRORS } from '../errors.js';
 
 export interface SessionView {
   id: string;
@@ -35,9 +35,9 @@ export function sessionView(s: SessionRow): SessionView {
  * Security gate: an API key opens and closes sessions only with the `sessions:write` scope. People
  * need only membership (reads and session work are gated by membership).
  */
-export function requireSessionsWrite(p: Principal): void {
+export function requireSessionsWrite(p: OrgPrincipal): void {
   if (p.kind === 'api_key' && !(p.scopes ?? []).includes('sessions:write')) {
-    throw new AppError('permission_denied', 'This needs an API key with the sessions:write scope.');
+    throw ERRORS.needsSessionsWriteKey();
   }
 }
 
@@ -58,32 +58,32 @@ export function createSessionService(d: { store: Store; events: EventService; le
   const attached = new Map<string, number>();
 
   /** The opener is the caller's user: the user itself, or an API key that user created in this organization. */
-  function openedBySameUser(p: Principal, s: SessionRow): boolean {
+  function openedBySameUser(p: OrgPrincipal, s: SessionRow): boolean {
     if (s.opener_kind === 'user') return s.opener_id === p.user_id;
     return store.access.apiKeyCreator(s.org_id, s.opener_id) === p.user_id;
   }
   return {
-    open(p: Principal, req: CreateSessionRequest): SessionView {
+    open(p: OrgPrincipal, req: CreateSessionRequest): SessionView {
       requireSessionsWrite(p);
       return store.db.tx(() => {
-        const m = store.machines.inOrg(p.org_id!, req.machine_id);
-        if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });
-        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
-        d.quotas.check(p.org_id!, 'concurrent_sessions');
+        const m = store.machines.inOrg(p.org_id, req.machine_id);
+        if (!m) throw ERRORS.noSuchMachine([{ field: 'machine_id', message: 'no such machine' }]);
+        if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
+        d.quotas.check(p.org_id, 'concurrent_sessions');
         const a = actorOf(p);
         const row: SessionRow = {
-          id: newId('session'), org_id: p.org_id!, machine_id: m.id, type: req.type, state: 'active',
+          id: newId('session'), org_id: p.org_id, machine_id: m.id, type: req.type, state: 'active',
           opener_kind: a.type, opener_id: a.id, created_at: d.now().toISOString(), closed_at: null,
         };
         store.sessions.insert(row);
-        events.append(p.org_id!, m.id, 'session.connected', { session_id: row.id, session_type: row.type, opener: openerOf(row) });
+        events.append(p.org_id, m.id, 'session.connected', { session_id: row.id, session_type: row.type, opener: openerOf(row) });
         return sessionView(row);
       });
     },
 
     get(orgId: string, id: string): SessionView {
       const s = store.sessions.inOrg(orgId, id);
-      if (!s) throw new AppError('not_found', 'No such session.');
+      if (!s) throw ERRORS.noSuchSession();
       return sessionView(s);
     },
 
@@ -92,15 +92,15 @@ export function createSessionService(d: { store: Store; events: EventService; le
     },
 
     /** Closing releases the session's input lease. Closing a closed session is a no-op. */
-    close(p: Principal, id: string): void {
+    close(p: OrgPrincipal, id: string): void {
       requireSessionsWrite(p);
       store.db.tx(() => {
-        const s = store.sessions.inOrg(p.org_id!, id);
-        if (!s) throw new AppError('not_found', 'No such session.');
+        const s = store.sessions.inOrg(p.org_id, id);
+        if (!s) throw ERRORS.noSuchSession();
         // Security gate: closing ends someone's work (and their input lease). A member closes only sessions
         // opened by themselves or their own API keys; admins and owners (members:manage) close any.
         if (!openedBySameUser(p, s) && !p.permissions.has('members:manage')) {
-          throw new AppError('permission_denied', 'Only the session\'s opener (or an organization admin) can close it.');
+          throw ERRORS.onlyOpenerClosesSession();
         }
         if (!store.sessions.close(id, d.now().toISOString())) return;
         const by = actorOf(p);
@@ -122,11 +122,11 @@ export function createSessionService(d: { store: Store; events: EventService; le
      * For the gateway's handshake: the caller's own open session on this machine. Security gate: attaching
      * keeps a session alive, so only its opener (the same user or their keys) may name it.
      */
-    checkAttach(p: Principal, machineId: string, id: string): void {
-      const s = store.sessions.inOrg(p.org_id!, id);
-      if (!s || s.machine_id !== machineId) throw new AppError('not_found', 'No such session on this machine.', { details: [{ field: 'session_id', message: 'no such session' }] });
-      if (s.state === 'closed') throw new AppError('conflict', 'The session is closed; open a new one.');
-      if (!openedBySameUser(p, s)) throw new AppError('permission_denied', 'The session was opened by another user or API key.');
+    checkAttach(p: OrgPrincipal, machineId: string, id: string): void {
+      const s = store.sessions.inOrg(p.org_id, id);
+      if (!s || s.machine_id !== machineId) throw ERRORS.noSuchSessionOnMachine([{ field: 'session_id', message: 'no such session' }]);
+      if (s.state === 'closed') throw ERRORS.sessionClosed();
+      if (!openedBySameUser(p, s)) throw ERRORS.sessionOfAnotherCaller();
     },
 
     /** A gateway channel attached to the session: it is active until the returned detach. */

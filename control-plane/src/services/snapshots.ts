@@ -11,7 +11,7 @@ import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import type { CreateSnapshotRequest, Snapshot, SnapshotListQuery, SnapshotOrigin } from '../../../shared/schemas/snapshot.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { decideSnapshot, snapshotInTheWay } from '../domain/snapshot-lifecycle.js';
 import { faultPoint } from '../fault-points.js';
 import { pageOf } from '../store/pagination.js';
@@ -24,6 +24,7 @@ import { actorOf, SYSTEM } from './actor.js';
 import type { DiskLocks } from './disk-locks.js';
 import type { Actor, EventService } from './events.js';
 import type { QuotaService } from './quotas.js';
+import { ERRORS } from '../errors.js';
 
 export function snapshotView(r: SnapshotRow): Snapshot {
   // An allow-list: the layer id (a substrate name) never leaves the control plane.
@@ -60,12 +61,12 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
 
   function load(orgId: string, id: string): SnapshotRow {
     const s = store.snapshots.inOrg(orgId, id);
-    if (!s) throw new AppError('not_found', 'No such snapshot.');
+    if (!s) throw ERRORS.noSuchSnapshot();
     return s;
   }
 
   function capturable(m: MachineRow): void {
-    if (!CAPTURABLE.has(m.state)) throw new AppError('conflict', `Cannot capture a machine that is ${m.state}; it must be running or stopped.`);
+    if (!CAPTURABLE.has(m.state)) throw ERRORS.cannotCaptureInState(m.state);
   }
 
   /**
@@ -80,7 +81,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     if (opts.admit === 'quota') d.quotas.check(m.org_id, 'snapshots_per_machine', { current: store.snapshots.countForMachine(m.id) });
     else if (opts.admit === 'subscription') d.quotas.checkSubscription(m.org_id);
     const state = decideSnapshot(null, 'capture');
-    if (!state) throw new AppError('internal_error', 'The snapshot table does not allow a capture.');
+    if (!state) throw ERRORS.snapshotTableRefusesCapture();
     const t = at();
     const row: SnapshotRow = {
       id: newId('snapshot'), org_id: m.org_id, machine_id: m.id, name: name ?? `${m.name} ${t}`, state, origin,
@@ -144,8 +145,8 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
   /** A ready snapshot of the organization, for fork and restore and templates. */
   function readyInTx(orgId: string, id: string, field = 'snapshot_id'): SnapshotRow & { layer_id: string } {
     const s = store.snapshots.inOrg(orgId, id);
-    if (!s) throw new AppError('not_found', 'No such snapshot.', { details: [{ field, message: 'no such snapshot' }] });
-    if (s.state !== 'ready' || s.layer_id === null) throw new AppError('conflict', `Snapshot ${s.id} is ${s.state}; it must be ready.`);
+    if (!s) throw ERRORS.noSuchSnapshot([{ field, message: 'no such snapshot' }]);
+    if (s.state !== 'ready' || s.layer_id === null) throw ERRORS.snapshotNotReady(s.id, s.state);
     return { ...s, layer_id: s.layer_id };
   }
 
@@ -153,9 +154,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
   function readyOfMachineInTx(orgId: string, machineId: string, id: string): SnapshotRow & { layer_id: string } {
     const s = readyInTx(orgId, id);
     if (s.machine_id !== machineId) {
-      throw new AppError('invalid_request', `Snapshot ${s.id} is not a snapshot of machine ${machineId}.`, {
-        details: [{ field: 'snapshot_id', message: 'a snapshot of another machine' }],
-      });
+      throw ERRORS.snapshotOfAnotherMachine(s.id, machineId, [{ field: 'snapshot_id', message: 'a snapshot of another machine' }]);
     }
     return s;
   }
@@ -177,11 +176,11 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     },
 
     /** POST /v1/snapshots: the pending record, or with `wait` the settled one. */
-    async create(p: Principal, req: CreateSnapshotRequest, wait: boolean): Promise<{ snapshot: Snapshot; settled: boolean }> {
+    async create(p: OrgPrincipal, req: CreateSnapshotRequest, wait: boolean): Promise<{ snapshot: Snapshot; settled: boolean }> {
       d.hostHealth?.checkReserve();
       const row = store.db.tx(() => {
-        const m = store.machines.inOrg(p.org_id!, req.machine_id);
-        if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });
+        const m = store.machines.inOrg(p.org_id, req.machine_id);
+        if (!m) throw ERRORS.noSuchMachine([{ field: 'machine_id', message: 'no such machine' }]);
         return beginInTx(m, 'manual', req.name, actorOf(p), { admit: 'quota' });
       });
       const done = capture(row);
@@ -191,24 +190,22 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
       }
       const s = await done;
       if (s.state === 'error') {
-        throw new AppError('compute_unavailable', `The capture failed; snapshot ${s.id} is in error (delete it and retry).`, { headers: { 'retry-after': '5' } });
+        throw ERRORS.captureFailed(s.id);
       }
       return { snapshot: snapshotView(s), settled: true };
     },
 
-    async remove(p: Principal, id: string): Promise<void> {
+    async remove(p: OrgPrincipal, id: string): Promise<void> {
       const by = actorOf(p);
       const row = store.db.tx(() => {
-        const s = load(p.org_id!, id);
+        const s = load(p.org_id, id);
         const way = snapshotInTheWay(store.snapshots.chain(s.machine_id), s.id);
         if (way) {
-          throw new AppError('conflict', `Snapshot ${way.id} ("${way.name}") is newer; only the newest snapshot of a machine can be deleted.`, {
-            details: [{ field: 'snapshot_id', message: `${way.id} is in the way` }],
-          });
+          throw ERRORS.newerSnapshotExists(way.id, way.name, [{ field: 'snapshot_id', message: `${way.id} is in the way` }]);
         }
         const to = decideSnapshot(s.state, 'delete');
-        if (!to) throw new AppError('conflict', `Snapshot ${s.id} is ${s.state}; wait until it is ready.`);
-        if (!store.snapshots.casState(s.id, s.state, to)) throw new AppError('conflict', 'The snapshot changed state concurrently; retry.');
+        if (!to) throw ERRORS.snapshotBusy(s.id, s.state);
+        if (!store.snapshots.casState(s.id, s.state, to)) throw ERRORS.snapshotChanged();
         return s;
       });
       await release(row, by);
@@ -264,7 +261,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
         await substrate.releaseLayer(s.layer_id, s.id);
       } catch (e) {
         d.onFailure?.(s.machine_id, 'snapshot_delete', e);
-        throw new AppError('compute_unavailable', `Snapshot ${s.id} could not be deleted yet; it stays deleting; retry.`, { headers: { 'retry-after': '5' } });
+        throw ERRORS.snapshotNotDeletedYet(s.id);
       }
     }
     store.db.tx(() => {

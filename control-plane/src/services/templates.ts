@@ -5,12 +5,11 @@
  * `building` until the disk is held, then `ready` (or `error`). Deleting a template leaves the machines made
  * from it: their disks reference the layer, not the template.
  */
-import { AppError } from '../../../shared/errors.js';
 import { newId } from '../../../shared/ids.js';
 import type { MachineSize } from '../../../shared/schemas/machine.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import type { CreateTemplateRequest, Template, TemplateListQuery } from '../../../shared/schemas/template.js';
-import type { Principal } from '../context.js';
+import type { OrgPrincipal } from '../context.js';
 import { decideTemplate } from '../domain/snapshot-lifecycle.js';
 import { pageOf } from '../store/pagination.js';
 import type { SnapshotRow, TemplateRow } from '../store/repos/snapshots.js';
@@ -19,6 +18,7 @@ import type { DiskSource, Layers } from '../substrate/substrate.js';
 import { actorOf } from './actor.js';
 import type { QuotaService } from './quotas.js';
 import type { SnapshotService } from './snapshots.js';
+import { ERRORS } from '../errors.js';
 
 export function templateView(r: TemplateRow): Template {
   return {
@@ -43,7 +43,7 @@ export function createTemplateService(d: TemplateServiceDeps) {
 
   function load(orgId: string, id: string): TemplateRow {
     const t = store.templates.inOrg(orgId, id);
-    if (!t) throw new AppError('not_found', 'No such template.');
+    if (!t) throw ERRORS.noSuchTemplate();
     return t;
   }
 
@@ -81,13 +81,13 @@ export function createTemplateService(d: TemplateServiceDeps) {
       return pageOf(q, (after, limit) => store.templates.page(orgId, after, limit), templateView);
     },
 
-    async create(p: Principal, req: CreateTemplateRequest, wait: boolean): Promise<{ template: Template; settled: boolean }> {
-      const orgId = p.org_id!;
+    async create(p: OrgPrincipal, req: CreateTemplateRequest, wait: boolean): Promise<{ template: Template; settled: boolean }> {
+      const orgId = p.org_id;
       const by = actorOf(p);
       const plan = store.db.tx(() => {
         d.quotas.check(orgId, 'templates');
         const state = decideTemplate(null, 'create');
-        if (!state) throw new AppError('internal_error', 'The template table does not allow a create.');
+        if (!state) throw ERRORS.templateTableRefusesCreate();
         const t: TemplateRow = {
           id: newId('template'), org_id: orgId, name: req.name, state, source: 'image', size: req.size ?? 'small',
           snapshot_id: null, machine_id: null, layer_id: null, size_bytes: null, created_at: at(), completed_at: null,
@@ -101,7 +101,7 @@ export function createTemplateService(d: TemplateServiceDeps) {
           t.machine_id = snap.machine_id;
         } else if (req.machine_id !== undefined) {
           const m = store.machines.inOrg(orgId, req.machine_id);
-          if (!m) throw new AppError('not_found', 'No such machine.', { details: [{ field: 'machine_id', message: 'no such machine' }] });
+          if (!m) throw ERRORS.noSuchMachine([{ field: 'machine_id', message: 'no such machine' }]);
           t.source = 'machine';
           t.size = m.size;
           t.machine_id = m.id;
@@ -127,18 +127,16 @@ export function createTemplateService(d: TemplateServiceDeps) {
       }
       const out = await done;
       if (out.state === 'error') {
-        throw new AppError('compute_unavailable', `The template could not be built; template ${out.id} is in error (delete it and retry).`, {
-          headers: { 'retry-after': '5' },
-        });
+        throw ERRORS.templateBuildFailed(out.id);
       }
       return { template: templateView(out), settled: true };
     },
 
     /** Deleting a template leaves its machines: their disks reference the layer, not the template. */
-    async remove(p: Principal, id: string): Promise<void> {
+    async remove(p: OrgPrincipal, id: string): Promise<void> {
       const t = store.db.tx(() => {
-        const t = load(p.org_id!, id);
-        if (t.state === 'building') throw new AppError('conflict', `Template ${t.id} is building; wait until it is ready.`);
+        const t = load(p.org_id, id);
+        if (t.state === 'building') throw ERRORS.templateBuilding(t.id);
         store.templates.remove(t.id);
         return t;
       });
@@ -149,8 +147,8 @@ export function createTemplateService(d: TemplateServiceDeps) {
     /** What a machine created from `templateId` starts from: its disk (or the base image) and size. */
     sourceInTx(orgId: string, templateId: string): { template: TemplateRow; source: DiskSource } {
       const t = store.templates.inOrg(orgId, templateId);
-      if (!t) throw new AppError('not_found', 'No such template.', { details: [{ field: 'template', message: 'no such template' }] });
-      if (t.state !== 'ready') throw new AppError('conflict', `Template ${t.id} is ${t.state}; it must be ready.`);
+      if (!t) throw ERRORS.noSuchTemplate([{ field: 'template', message: 'no such template' }]);
+      if (t.state !== 'ready') throw ERRORS.templateNotReady(t.id, t.state);
       return { template: t, source: t.layer_id ? { kind: 'layer', layerId: t.layer_id } : { kind: 'base' } };
     },
   };

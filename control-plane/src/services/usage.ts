@@ -6,7 +6,7 @@
  * straddle an hour). A period whose end has passed is summarized once, after a flush, and stored: that
  * `final` summary never changes afterwards, even if the catalog does.
  */
-import { AppError, invalid } from '../../../shared/errors.js';
+import { invalid } from '../../../shared/errors.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import { DEFAULT_PAGE_SIZE } from '../../../shared/schemas/pagination.js';
 import type { Meter, UsageListQuery, UsageRecord, UsageSeries, UsageSeriesQuery, UsageSummary, UsageSummaryQuery } from '../../../shared/schemas/usage.js';
@@ -19,6 +19,7 @@ import type { UsageRecordRow } from '../store/repos/usage.js';
 import type { Store } from '../store/store.js';
 import type { BillingService } from './billing.js';
 import type { MeteringService } from './metering.js';
+import { ERRORS } from '../errors.js';
 
 /** The longest range a list or series may ask for. */
 export const MAX_RANGE_MS = 400 * DAY_MS;
@@ -131,10 +132,10 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
       const a = billing.account(orgId);
       if (q.period_start && (!a.period_start || Date.parse(q.period_start) !== Date.parse(a.period_start))) {
         const stored = store.usage.finalSummary(orgId, new Date(q.period_start).toISOString());
-        if (!stored) throw new AppError('not_found', 'No closed period starts at that instant.');
+        if (!stored) throw ERRORS.noClosedPeriod();
         return JSON.parse(stored) as UsageSummary;
       }
-      if (!a.period_start || !a.period_end) throw new AppError('not_found', 'The account has no billing period yet: subscribe first.');
+      if (!a.period_start || !a.period_end) throw ERRORS.noBillingPeriodYet();
       const now = d.now().getTime();
       const end = Date.parse(a.period_end);
       if (now >= end) return finalize(a, end);

@@ -3,7 +3,6 @@
  * are injectable per operation; the channel is an in-process duplex an optional handler serves.
  */
 import { Duplex } from 'node:stream';
-import { AppError } from '../../../shared/errors.js';
 import {
   assertMachineId,
   cannotThaw,
@@ -20,6 +19,7 @@ import {
   type Liveness,
   type SubstrateStatus,
 } from './substrate.js';
+import { ERRORS } from '../errors.js';
 
 export type FakeOp = 'create' | 'start' | 'stop' | 'status' | 'capture' | 'replaceDisk' | 'destroy' | 'openChannel' | 'releaseLayer' | 'liveness';
 
@@ -55,7 +55,7 @@ export class FakeSubstrate implements Substrate {
   constructor(private readonly opts: FakeSubstrateOptions = {}) {}
 
   /** The next call of `op` throws `err` (queued; one failure per call). */
-  failNext(op: FakeOp, err: Error = new AppError('compute_unavailable', `fake ${op} failure`)): void {
+  failNext(op: FakeOp, err: Error = ERRORS.fakeFailure(op)): void {
     const q = this.failures.get(op) ?? [];
     q.push(err);
     this.failures.set(op, q);
@@ -89,14 +89,14 @@ export class FakeSubstrate implements Substrate {
   private filesOf(source: DiskSource): Map<string, string> {
     if (source.kind === 'base') return new Map();
     const l = this.layers.get(source.layerId);
-    if (!l) throw new AppError('not_found', 'layer not found');
+    if (!l) throw ERRORS.layerNotFound();
     return new Map(l.files);
   }
 
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
     assertMachineId(spec.id);
     await this.enter('create', spec.id);
-    if (this.machines.has(spec.id)) throw new AppError('conflict', 'machine exists on this substrate');
+    if (this.machines.has(spec.id)) throw ERRORS.machineExistsOnSubstrate();
     this.machines.set(spec.id, {
       id: spec.id,
       resources: { ...spec.resources },
@@ -112,7 +112,7 @@ export class FakeSubstrate implements Substrate {
   async start(id: string): Promise<void> {
     await this.enter('start', id);
     const m = this.get(id);
-    if (m.state === 'lost') throw new AppError('compute_unavailable', 'machine lost');
+    if (m.state === 'lost') throw ERRORS.machineLost();
     m.state = 'running';
     m.starts++;
     delete m.exit;
@@ -157,7 +157,7 @@ export class FakeSubstrate implements Substrate {
   async replaceDisk(id: string, source: DiskSource): Promise<void> {
     await this.enter('replaceDisk', id);
     const m = this.get(id);
-    if (m.state === 'running') throw new AppError('conflict', 'stop the machine before replacing its disk');
+    if (m.state === 'running') throw ERRORS.stopBeforeReplacingDisk();
     m.files = this.filesOf(source);
     m.source = source;
   }
@@ -177,7 +177,7 @@ export class FakeSubstrate implements Substrate {
 
   async pinLayer(layerId: string, holder: string): Promise<void> {
     const l = this.layers.get(layerId);
-    if (!l) throw new AppError('not_found', 'layer not found');
+    if (!l) throw ERRORS.layerNotFound();
     l.pins.add(holder);
   }
 
@@ -199,7 +199,7 @@ export class FakeSubstrate implements Substrate {
   async openChannel(id: string): Promise<Duplex> {
     await this.enter('openChannel', id);
     const m = this.get(id);
-    if (m.state !== 'running') throw new AppError('compute_unavailable', 'machine is not running');
+    if (m.state !== 'running') throw ERRORS.machineNotRunning();
     const [hostEnd, guestEnd] = duplexPair();
     this.opts.channelHandler?.(id, guestEnd);
     return hostEnd;

@@ -10,6 +10,7 @@ import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { MachineSize } from '../../../shared/schemas/machine.js';
 import { AppError } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 
 export type SubstrateKind = 'vm' | 'container' | 'fake';
 
@@ -181,12 +182,12 @@ export interface EarlyChannel {
 
 /** thaw() of a substrate that never freezes a machine (its liveness never says `frozen`). */
 export function cannotThaw(): AppError {
-  return new AppError('compute_unavailable', 'this substrate cannot thaw a machine');
+  return ERRORS.cannotThaw();
 }
 
 /** remountDiskVolume() of a substrate without a shared disk volume (its diskVolume() is null). */
 export function noDiskVolume(): AppError {
-  return new AppError('compute_unavailable', 'This substrate has no disk volume to mount again.');
+  return ERRORS.noDiskVolumeToRemount();
 }
 
 /** Map a catalog size to resources; the catalog (server-owned) is passed in, never hard-coded here. */
@@ -195,18 +196,18 @@ export function resourcesForSize(
   catalog: ReadonlyArray<{ id: string; vcpu: number; memory_mb: number; disk_gb: number }>,
 ): MachineResources {
   const s = catalog.find((x) => x.id === size);
-  if (!s) throw new AppError('invalid_request', 'unknown machine size', { details: [{ field: 'size', message: 'not in the catalog' }] });
-  if (!(s.vcpu > 0 && s.memory_mb > 0 && s.disk_gb > 0)) throw new AppError('internal_error', 'catalog size has non-positive resources');
+  if (!s) throw ERRORS.unknownMachineSize([{ field: 'size', message: 'not in the catalog' }]);
+  if (!(s.vcpu > 0 && s.memory_mb > 0 && s.disk_gb > 0)) throw ERRORS.catalogSizeNotPositive();
   return { vcpu: s.vcpu, memory_mb: s.memory_mb, disk_gb: s.disk_gb };
 }
 
 /** Machine ids reach file names and podman names: only the shape the control plane generates passes. */
 export function assertMachineId(id: string): void {
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) throw new AppError('invalid_request', 'bad machine id');
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) throw ERRORS.badMachineId();
 }
 
 export function notFound(): AppError {
-  return new AppError('not_found', 'machine not found on this substrate');
+  return ERRORS.machineNotOnSubstrate();
 }
 
 /** Linux open(2) flag (not in fs.constants): a handle on the path itself, no read or write access. */
@@ -272,7 +273,7 @@ export function openUnixChannel(socketPath: string): Promise<Duplex> {
     if (!fs.fstatSync(fd).isSocket()) throw new Error('the channel path is not a socket');
   } catch (e) {
     close();
-    return Promise.reject(new AppError('compute_unavailable', 'agent channel not reachable', { cause: e }));
+    return Promise.reject(ERRORS.agentChannelNotReachable(e));
   }
   return new Promise((resolve, reject) => {
     const s = net.connect(`/proc/self/fd/${fd}`);
@@ -282,7 +283,7 @@ export function openUnixChannel(socketPath: string): Promise<Duplex> {
     });
     s.once('error', (e) => {
       close();
-      reject(new AppError('compute_unavailable', 'agent channel not reachable', { cause: e }));
+      reject(ERRORS.agentChannelNotReachable(e));
     });
   });
 }

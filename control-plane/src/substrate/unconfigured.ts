@@ -1,6 +1,7 @@
 /** Where no substrate was configured (identity-only deployments and tests): every act is refused. */
 import { AppError } from '../../../shared/errors.js';
 import type { Substrate } from './substrate.js';
+import { ERRORS } from '../errors.js';
 
 export const NO_SUBSTRATE: Substrate = {
   kind: 'fake',
@@ -24,5 +25,5 @@ export const NO_SUBSTRATE: Substrate = {
 };
 
 function unconfigured(): AppError {
-  return new AppError('compute_unavailable', 'No machine substrate is configured on this deployment.');
+  return ERRORS.noSubstrateConfigured();
 }

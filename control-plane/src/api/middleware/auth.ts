@@ -1,10 +1,10 @@
 import type { MiddlewareHandler } from 'hono';
-import { AppError } from '../../../../shared/errors.js';
 import type { Permission } from '../../../../shared/schemas/org.js';
 import { readSessionCookie } from '../../auth/cookies.js';
 import { isRecognisedOrigin } from '../../config.js';
-import type { CpEnv, Principal } from '../../context.js';
+import { actsInOrg, type CpEnv, type Principal } from '../../context.js';
 import type { Services } from '../../services/index.js';
+import { ERRORS } from '../../errors.js';
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -26,39 +26,30 @@ export function authenticate(s: Services, mode: AuthMode = 'any'): MiddlewareHan
     if (authz !== undefined) {
       const m = /^Bearer (\S+)$/.exec(authz);
       p = m ? s.identity.principalFromApiKey(m[1]!) : null;
-      if (!p) throw new AppError('unauthenticated', 'Missing or invalid API key.');
+      if (!p) throw ERRORS.badApiKey();
     } else {
       const read = readSessionCookie(c.req.header('cookie'), s.config.secureCookies);
-      if (read.kind === 'many') throw twoSessionCookies();
+      if (read.kind === 'many') throw ERRORS.twoSessionCookies();
       p = read.kind === 'one' ? s.identity.principalFromCookie(read.token) : null;
-      if (!p) throw new AppError('unauthenticated', 'Sign in or send an API key.');
+      if (!p) throw ERRORS.signInOrSendKey();
     }
     if (p.via_cookie && WRITE_METHODS.has(c.req.method) && !isRecognisedOrigin(s.config, c.req.header('origin'))) {
-      throw new AppError('permission_denied', 'Cookie-authenticated writes need a recognised Origin header.');
+      throw ERRORS.cookieWriteNeedsOrigin();
     }
     if (mode === 'session' && p.kind !== 'user') {
-      throw new AppError('permission_denied', 'This route needs a signed-in browser session, not an API key.');
+      throw ERRORS.needsBrowserSession();
     }
     c.set('principal', p);
     await next();
   };
 }
 
-/**
- * A request carrying two session cookies: one was set from another site sharing a parent domain (cookie
- * tossing, docs/security.md). Neither is taken; signing out and in again replaces the API's own.
- */
-export function twoSessionCookies(): AppError {
-  return new AppError(
-    'unauthenticated',
-    'This request carries more than one session cookie, so neither is used: a site under a parent domain of this one may have set one. Clear this site\'s cookies and sign in again.',
-  );
-}
-
 /** Reads are gated by membership: the principal must be acting in an organization. */
 export function requireOrg(): MiddlewareHandler<CpEnv> {
   return async (c, next) => {
-    if (!c.get('principal')?.org_id) throw new AppError('permission_denied', 'You are not a member of any organization.');
+    const p = c.get('principal');
+    if (!p || !actsInOrg(p)) throw ERRORS.noOrganization();
+    c.set('orgPrincipal', p);
     await next();
   };
 }
@@ -67,7 +58,7 @@ export function requireOrg(): MiddlewareHandler<CpEnv> {
 export function requirePermission(perm: Permission): MiddlewareHandler<CpEnv> {
   return async (c, next) => {
     const p = c.get('principal');
-    if (!p?.org_id || !p.permissions.has(perm)) throw new AppError('permission_denied', `This needs the ${perm} permission.`);
+    if (!p?.org_id || !p.permissions.has(perm)) throw ERRORS.needsPermission(perm);
     await next();
   };
 }
@@ -81,7 +72,7 @@ export function refuseForeignOrigin(s: Services): MiddlewareHandler<CpEnv> {
   return async (c, next) => {
     const origin = c.req.header('origin');
     if (origin !== undefined && WRITE_METHODS.has(c.req.method) && !isRecognisedOrigin(s.config, origin)) {
-      throw new AppError('permission_denied', 'Requests from this Origin are not accepted.');
+      throw ERRORS.foreignOrigin();
     }
     await next();
   };

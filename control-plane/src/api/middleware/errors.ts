@@ -2,6 +2,7 @@ import type { Context } from 'hono';
 import { AppError, errorBody, isAppError } from '../../../../shared/errors.js';
 import type { CpEnv } from '../../context.js';
 import { causeChain, type LogSink } from '../../log.js';
+import { ERRORS } from '../../errors.js';
 
 /**
  * The one place an error becomes a response. An unexpected error is logged with its cause (for the
@@ -10,12 +11,12 @@ import { causeChain, type LogSink } from '../../log.js';
 export function renderError(err: unknown, c: Context<CpEnv>, log: LogSink): Response {
   let appErr: AppError;
   if (isAppError(err)) appErr = err;
-  else if ((err as { status?: unknown })?.status === 413) appErr = new AppError('invalid_request', 'Request body is too large.');
+  else if ((err as { status?: unknown })?.status === 413) appErr = ERRORS.bodyTooLarge();
   else if (isDiskFull(err)) {
     // A full disk under DATA_DIR (SQLite cannot grow its journal, a file cannot be written) passes once space is
     // freed: a retryable 503, not a 500.
     log({ event: 'disk_full', request_id: c.get('requestId') ?? null, operation: c.get('operation') ?? null, cause: causeChain(err) });
-    appErr = new AppError('compute_unavailable', 'The server is out of disk space; retry later.', { headers: { 'retry-after': '60' } });
+    appErr = ERRORS.serverOutOfDisk();
   }
   else {
     const e = err as Error;
@@ -26,7 +27,7 @@ export function renderError(err: unknown, c: Context<CpEnv>, log: LogSink): Resp
       cause: `${e?.name ?? 'Error'}: ${e?.message ?? String(err)}`,
       stack: typeof e?.stack === 'string' ? e.stack : null,
     });
-    appErr = new AppError('internal_error', 'The control plane failed to handle the request.');
+    appErr = ERRORS.controlPlaneFailed();
   }
   const body = errorBody(appErr, c.get('requestId') ?? 'unknown');
   return c.json(body, appErr.status as 400, appErr.headers);

@@ -3,7 +3,6 @@
  * acts — quotas, the host's capacity and disk reserve, the plan's largest size, the name.
  */
 import { randomBytes } from 'node:crypto';
-import { AppError } from '../../../../shared/errors.js';
 import { newId, randomBase36 } from '../../../../shared/ids.js';
 import type { MachineSize } from '../../../../shared/schemas/machine.js';
 import { committedBy, decideCapacity } from '../../domain/capacity.js';
@@ -13,11 +12,9 @@ import type { MachineRow } from '../../store/repos/machines.js';
 import { resourcesForSize } from '../../substrate/substrate.js';
 import type { actorOf } from '../actor.js';
 import type { MachineCore } from './core.js';
+import { ERRORS } from '../../errors.js';
 
 export const SIZE_RANK: Record<MachineSize, number> = { small: 0, standard: 1, large: 2 };
-
-/** Room frees when someone stops or deletes a machine: no better guess than half a minute. */
-const CAPACITY_RETRY_AFTER_S = 30;
 
 export interface Admission {
   name: string | undefined;
@@ -43,9 +40,7 @@ export function reserveCompute(c: MachineCore, orgId: string, size: MachineSize)
   const dec = decideCapacity(d.capacity.host, d.capacity.ratios, committedBy(d.store.machines.computeBySize(), sizes), resourcesForSize(size, sizes));
   if (!dec.ok) {
     // No figures in the message: they would tell one tenant how much the others run.
-    throw new AppError('compute_unavailable', `This host has no room for another ${size} machine right now; retry later, or stop a running machine.`, {
-      headers: { 'retry-after': String(CAPACITY_RETRY_AFTER_S) },
-    });
+    throw ERRORS.hostFull(size);
   }
 }
 
@@ -55,9 +50,7 @@ function checkSize(c: MachineCore, orgId: string, size: MachineSize): void {
   if (!e) return;
   const largest = e.largest_size;
   if (largest === null || SIZE_RANK[size] > SIZE_RANK[largest]) {
-    throw new AppError('invalid_request', `The plan's largest machine size is ${largest ?? 'negotiated and not set'}.`, {
-      details: [{ field: 'size', message: `larger than the plan allows (${largest ?? 'none'})` }],
-    });
+    throw ERRORS.sizeAbovePlan(largest ?? 'negotiated and not set', [{ field: 'size', message: `larger than the plan allows (${largest ?? 'none'})` }]);
   }
 }
 
@@ -76,10 +69,10 @@ export function admitInTx(c: MachineCore, orgId: string, by: ReturnType<typeof a
   if (a.start) reserveCompute(c, orgId, a.size);
   checkSize(c, orgId, a.size);
   if (a.name !== undefined && d.store.machines.nameTaken(orgId, a.name)) {
-    throw new AppError('conflict', `A machine named ${a.name} already exists.`, { details: [{ field: 'name', message: 'already in use' }] });
+    throw ERRORS.machineNameTaken(a.name, [{ field: 'name', message: 'already in use' }]);
   }
   const dec = decide(null, a.start ? 'create' : 'create_stopped');
-  if (!dec.ok) throw new AppError('internal_error', 'The transition table does not allow creating a machine.');
+  if (!dec.ok) throw ERRORS.createNotAllowed();
   const t = c.at();
   const m: MachineRow = {
     id: newId('machine'), org_id: orgId, name: a.name ?? generateName(c, orgId), size: a.size,

@@ -23,6 +23,7 @@ import type { QuotaService } from '../quotas.js';
 import type { SessionService } from '../sessions.js';
 import type { SnapshotService } from '../snapshots.js';
 import type { TemplateService } from '../templates.js';
+import { ERRORS } from '../../errors.js';
 
 export interface MachineServiceDeps {
   store: Store;
@@ -83,7 +84,7 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
 
   function load(orgId: string, id: string): MachineRow {
     const m = store.machines.inOrg(orgId, id);
-    if (!m) throw new AppError('not_found', 'No such machine.');
+    if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
 
@@ -100,10 +101,10 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
      */
     transition(m, trigger) {
       const dec = decide(m.state, trigger);
-      if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, trigger));
+      if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, trigger));
       if (!store.machines.casState(m.id, m.state, dec.to, at())) {
         const now = store.machines.byId(m.id);
-        throw new AppError('conflict', now ? conflictMessage(now.state, trigger) : 'The machine was deleted.');
+        throw ERRORS.machineStateConflict(now ? conflictMessage(now.state, trigger) : 'The machine was deleted.');
       }
       return dec.to;
     },
@@ -122,7 +123,7 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
     /** The table's target for a move the caller knows is legal (a table edit that breaks it fails loudly). */
     decideTo(from, trigger) {
       const dec = decide(from, trigger);
-      if (!dec.ok) throw new AppError('internal_error', `The transition table does not allow ${trigger} from ${from}.`);
+      if (!dec.ok) throw ERRORS.transitionNotAllowed(trigger, from);
       return dec.to;
     },
 
@@ -140,7 +141,7 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
 
     raced(id) {
       const now = store.machines.byId(id);
-      return new AppError('conflict', `The machine changed state during the operation; it is now ${now?.state ?? 'deleted'}.`);
+      return ERRORS.machineChangedState(now?.state ?? 'deleted');
     },
   };
 }

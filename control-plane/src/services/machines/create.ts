@@ -1,8 +1,7 @@
 /** New machines: create (on the base disk or a template's) and fork (onto a snapshot or the parent's disk now). */
-import { AppError } from '../../../../shared/errors.js';
 import type { CreateMachineRequest, Machine, MachineSize } from '../../../../shared/schemas/machine.js';
 import type { ForkMachineRequest } from '../../../../shared/schemas/snapshot.js';
-import type { Principal } from '../../context.js';
+import type { OrgPrincipal } from '../../context.js';
 import { catalogAt } from '../../domain/catalog.js';
 import { faultPoint } from '../../fault-points.js';
 import type { MachineRow } from '../../store/repos/machines.js';
@@ -12,6 +11,7 @@ import type { Actor } from '../events.js';
 import { admitInTx, SIZE_RANK } from './admission.js';
 import type { MachineCore } from './core.js';
 import type { Readiness } from './ready.js';
+import { ERRORS } from '../../errors.js';
 
 export function createMachineCreation(c: MachineCore, ready: Readiness) {
   const { d } = c;
@@ -31,10 +31,10 @@ export function createMachineCreation(c: MachineCore, ready: Readiness) {
         d.onFailure?.(row.id, 'create', e);
         await substrate.destroy(row.id).catch(() => {});
         store.db.tx(() => store.machines.removeRow(row.id));
-        throw new AppError('compute_unavailable', 'The machine could not be created.', { headers: { 'retry-after': '5' } });
+        throw ERRORS.machineNotCreated();
       }
       c.fail(row, 'creating', 'create', e);
-      throw new AppError('compute_unavailable', 'The machine failed to start.', { headers: { 'retry-after': '5' } });
+      throw ERRORS.machineFailedStart();
     }
     if (start) {
       if (!c.settle(row, 'creating', 'substrate_running', 'machine.started', { by })) throw c.raced(row.id);
@@ -44,8 +44,8 @@ export function createMachineCreation(c: MachineCore, ready: Readiness) {
 
   return {
     /** Returns once the machine is running (or, with start:false, once it exists stopped). */
-    async create(p: Principal, req: CreateMachineRequest): Promise<Machine> {
-      const orgId = p.org_id!;
+    async create(p: OrgPrincipal, req: CreateMachineRequest): Promise<Machine> {
+      const orgId = p.org_id;
       const by = actorOf(p);
       const { row, source } = store.db.tx(() => {
         let source: DiskSource = { kind: 'base' };
@@ -57,9 +57,7 @@ export function createMachineCreation(c: MachineCore, ready: Readiness) {
           template = t.template.id;
           // The template's disk holds a filesystem of its size: a machine may be larger, never smaller.
           if (req.size !== undefined && SIZE_RANK[req.size] < SIZE_RANK[t.template.size]) {
-            throw new AppError('invalid_request', `Template ${t.template.id} needs at least size ${t.template.size}.`, {
-              details: [{ field: 'size', message: `smaller than the template's size (${t.template.size})` }],
-            });
+            throw ERRORS.templateNeedsLargerSize(t.template.id, t.template.size, [{ field: 'size', message: `smaller than the template's size (${t.template.size})` }]);
           }
           size = req.size ?? t.template.size;
         }
@@ -75,8 +73,8 @@ export function createMachineCreation(c: MachineCore, ready: Readiness) {
      * kept as a snapshot). Quotas as for create. The fork stands on the layer itself: deleting the parent or the
      * snapshot leaves it working.
      */
-    async fork(p: Principal, id: string, req: ForkMachineRequest): Promise<Machine> {
-      const orgId = p.org_id!;
+    async fork(p: OrgPrincipal, id: string, req: ForkMachineRequest): Promise<Machine> {
+      const orgId = p.org_id;
       const by = actorOf(p);
       const { row, parent, snap } = store.db.tx(() => {
         const parent = c.load(orgId, id);
@@ -84,7 +82,7 @@ export function createMachineCreation(c: MachineCore, ready: Readiness) {
         if (req.snapshot_id !== undefined) {
           snap = d.snapshots.readyOfMachineInTx(orgId, parent.id, req.snapshot_id);
         } else if (parent.state !== 'running' && parent.state !== 'stopped') {
-          throw new AppError('conflict', `Cannot fork a machine that is ${parent.state} without a snapshot_id; it must be running or stopped.`);
+          throw ERRORS.cannotForkInState(parent.state);
         }
         const row = admitInTx(c, orgId, by, {
           name: req.name, size: parent.size, template: parent.template, region: parent.region, metadata: {}, start: true,
@@ -104,7 +102,7 @@ export function createMachineCreation(c: MachineCore, ready: Readiness) {
           }
         } catch (e) {
           c.fail(row, 'creating', 'fork', e);
-          throw new AppError('compute_unavailable', 'The machine could not be forked.', { headers: { 'retry-after': '5' } });
+          throw ERRORS.machineNotForked();
         }
         try {
           await launch(row, { kind: 'layer', layerId }, true, by);

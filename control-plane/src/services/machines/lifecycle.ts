@@ -1,7 +1,7 @@
 /** The user's lifecycle moves on an existing machine: update, stop, start, restart, delete. */
 import { AppError } from '../../../../shared/errors.js';
 import type { Machine, UpdateMachineRequest } from '../../../../shared/schemas/machine.js';
-import type { Principal } from '../../context.js';
+import type { OrgPrincipal } from '../../context.js';
 import { conflictMessage, decide } from '../../domain/machine-lifecycle.js';
 import { faultPoint } from '../../fault-points.js';
 import type { MachineRow } from '../../store/repos/machines.js';
@@ -10,9 +10,7 @@ import type { Actor } from '../events.js';
 import { reserveCompute } from './admission.js';
 import type { MachineCore } from './core.js';
 import type { Readiness } from './ready.js';
-
-/** A machine whose disk the host never finished making (a crash interrupted its create). */
-const NO_DISK = 'The machine has no disk on this host: its create did not complete. Delete it and create it again.';
+import { ERRORS } from '../../errors.js';
 
 /** The acts of a start and a stop, after their decision was recorded (shared with the billing stops). */
 export interface LifecycleActs {
@@ -30,12 +28,12 @@ export function createLifecycleActs(c: MachineCore, ready: Readiness): Lifecycle
       } catch (e) {
         if (e instanceof AppError && e.code === 'not_found') {
           // The host has no disk for it (its create never completed): permanent, so no Retry-After.
-          const gone = new AppError('conflict', NO_DISK);
+          const gone = ERRORS.machineHasNoDisk();
           c.fail(m, 'starting', 'start', gone);
           throw gone;
         }
         c.fail(m, 'starting', 'start', e);
-        throw new AppError('compute_unavailable', 'The machine failed to start.', { headers: { 'retry-after': '5' } });
+        throw ERRORS.machineFailedStart();
       }
       if (!c.settle(m, 'starting', 'boot_complete', 'machine.started', { by })) throw c.raced(m.id);
       ready.watchReady(m);
@@ -47,7 +45,7 @@ export function createLifecycleActs(c: MachineCore, ready: Readiness): Lifecycle
         await locks.run(m.id, () => substrate.stop(m.id));
       } catch (e) {
         c.fail(m, 'stopping', trigger, e);
-        throw new AppError('compute_unavailable', 'The machine failed to stop.', { headers: { 'retry-after': '5' } });
+        throw ERRORS.machineFailedStop();
       }
       d.agent.drop(m.id);
       if (!c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by })) throw c.raced(m.id);
@@ -60,15 +58,25 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
   const { store, substrate, events, locks } = d;
   const { runStart, runStop } = acts;
 
+  /** Records a stop or a restart's stop half and lets go of the input lease, in one transaction. */
+  function recordStop(p: OrgPrincipal, id: string, trigger: 'stop' | 'restart', by: Actor): MachineRow {
+    return store.db.tx(() => {
+      const m = c.load(p.org_id, id);
+      c.transition(m, trigger);
+      d.leases.releaseInTx(m.org_id, m.id, trigger === 'stop' ? 'machine_stopped' : 'machine_restarted', by);
+      return m;
+    });
+  }
+
   return {
-    update(p: Principal, id: string, req: UpdateMachineRequest): Machine {
-      const orgId = p.org_id!;
+    update(p: OrgPrincipal, id: string, req: UpdateMachineRequest): Machine {
+      const orgId = p.org_id;
       return store.db.tx(() => {
         const m = c.load(orgId, id);
-        if (m.state === 'deleting') throw new AppError('conflict', 'The machine is being deleted.');
+        if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         const name = req.name ?? m.name;
         if (name !== m.name && store.machines.nameTaken(orgId, name, m.id)) {
-          throw new AppError('conflict', `A machine named ${name} already exists.`, { details: [{ field: 'name', message: 'already in use' }] });
+          throw ERRORS.machineNameTaken(name, [{ field: 'name', message: 'already in use' }]);
         }
         const metadata = req.metadata !== undefined ? JSON.stringify(req.metadata) : m.metadata;
         store.machines.update(m.id, { name, metadata }, c.at());
@@ -79,62 +87,52 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
       });
     },
 
-    async stop(p: Principal, id: string): Promise<Machine> {
+    async stop(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
-      const m = store.db.tx(() => {
-        const m = c.load(p.org_id!, id);
-        c.transition(m, 'stop');
-        d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', by);
-        return m;
-      });
+      const m = recordStop(p, id, 'stop', by);
       await runStop(m, 'stop', by);
-      return c.current(p.org_id!, id);
+      return c.current(p.org_id, id);
     },
 
-    async start(p: Principal, id: string): Promise<Machine> {
+    async start(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
       const m = store.db.tx(() => {
-        const m = c.load(p.org_id!, id);
+        const m = c.load(p.org_id, id);
         const dec = decide(m.state, 'start');
-        if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, 'start'));
+        if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, 'start'));
         reserveCompute(c, m.org_id, m.size);
         d.hostHealth?.checkReserve();
         c.transition(m, 'start');
         return m;
       });
       await runStart(m, by);
-      return c.current(p.org_id!, id);
+      return c.current(p.org_id, id);
     },
 
     /** A stop followed by a start; each half is its own compare-and-set. */
-    async restart(p: Principal, id: string): Promise<Machine> {
+    async restart(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
-      const m = store.db.tx(() => {
-        const m = c.load(p.org_id!, id);
-        c.transition(m, 'restart');
-        d.leases.releaseInTx(m.org_id, m.id, 'machine_restarted', by);
-        return m;
-      });
+      const m = recordStop(p, id, 'restart', by);
       await runStop(m, 'restart', by);
       store.db.tx(() => {
-        const now = c.load(p.org_id!, id);
+        const now = c.load(p.org_id, id);
         if (now.state !== 'stopped') throw c.raced(id);
         // The stop released the machine's room: the start half is admitted like any start.
         reserveCompute(c, now.org_id, now.size);
         c.transition(now, 'start');
       });
       await runStart(m, by);
-      return c.current(p.org_id!, id);
+      return c.current(p.org_id, id);
     },
 
     /**
      * Destroys the disk; its snapshots survive (and keep counting). Allowed from creating, starting and
      * stopping too: the act in flight finishes first (disk lock), then finds the row moved and reports it.
      */
-    async remove(p: Principal, id: string): Promise<void> {
+    async remove(p: OrgPrincipal, id: string): Promise<void> {
       const by = actorOf(p);
       const { m, from } = store.db.tx(() => {
-        const m = c.load(p.org_id!, id);
+        const m = c.load(p.org_id, id);
         const from = m.state;
         c.transition(m, 'delete');
         d.leases.releaseInTx(m.org_id, m.id, 'machine_deleted', by);
@@ -152,7 +150,7 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
         });
       } catch (e) {
         c.fail(m, 'deleting', 'delete', e);
-        throw new AppError('compute_unavailable', 'The machine could not be deleted; it is now in error and can be deleted again.');
+        throw ERRORS.machineNotDeleted();
       }
       store.db.tx(() => {
         if (store.machines.markDeleted(m.id, c.at())) events.append(m.org_id, m.id, 'machine.deleted', { from, by });

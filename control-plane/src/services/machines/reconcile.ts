@@ -2,7 +2,6 @@
  * Reconcile at start: settles machines a previous run left in transient states, and running machines the host
  * lost. The decision is the table in domain/machine-reconcile.ts; this file acts on it and records the outcome.
  */
-import { AppError } from '../../../../shared/errors.js';
 import type { MachineState } from '../../../../shared/schemas/machine.js';
 import { reconcileAction } from '../../domain/machine-reconcile.js';
 import type { SubstrateStatus } from '../../substrate/substrate.js';
@@ -10,6 +9,7 @@ import { SYSTEM } from '../actor.js';
 import type { MachineCore } from './core.js';
 import type { HostStarts } from './host-starts.js';
 import type { Readiness } from './ready.js';
+import { ERRORS } from '../../errors.js';
 
 export type ReconcileResult = Array<{ id: string; from: MachineState; to: MachineState | 'deleted' }>;
 
@@ -68,7 +68,7 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
             if (c.settle(m, from, act.trigger, 'machine.started', { by: SYSTEM, reconciled: true })) ready.watchReady(m);
             break;
           case 'fail':
-            c.fail(m, from, act.operation, new AppError('compute_unavailable', 'lost by the host'));
+            c.fail(m, from, act.operation, ERRORS.lostByHost());
             break;
           case 'recover':
             recovered = await host.recoverLost(m);

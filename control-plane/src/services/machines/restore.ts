@@ -2,13 +2,14 @@
 import { AppError } from '../../../../shared/errors.js';
 import type { Machine } from '../../../../shared/schemas/machine.js';
 import type { RestoreMachineRequest } from '../../../../shared/schemas/snapshot.js';
-import type { Principal } from '../../context.js';
+import type { OrgPrincipal } from '../../context.js';
 import { conflictMessage, decide } from '../../domain/machine-lifecycle.js';
 import type { MachineRow } from '../../store/repos/machines.js';
 import { actorOf } from '../actor.js';
 import type { Actor } from '../events.js';
 import type { MachineCore } from './core.js';
 import type { Readiness } from './ready.js';
+import { ERRORS } from '../../errors.js';
 
 export function createRestore(c: MachineCore, ready: Readiness) {
   const { d } = c;
@@ -26,7 +27,7 @@ export function createRestore(c: MachineCore, ready: Readiness) {
       await substrate.start(m.id);
     } catch (e) {
       c.fail(m, 'starting', 'restore', e);
-      throw new AppError('compute_unavailable', 'The machine failed to start after the restore.', { headers: { 'retry-after': '5' } });
+      throw ERRORS.machineFailedStartAfterRestore();
     }
     if (!c.settle(m, 'starting', 'boot_complete', 'machine.started', { by })) throw c.raced(m.id);
     ready.watchReady(m);
@@ -41,20 +42,18 @@ export function createRestore(c: MachineCore, ready: Readiness) {
      * next start. Open agent connections drop (the gateway ends screen and terminal streams on
      * machine.restore_started).
      */
-    async restore(p: Principal, id: string, req: RestoreMachineRequest): Promise<Machine> {
-      const orgId = p.org_id!;
+    async restore(p: OrgPrincipal, id: string, req: RestoreMachineRequest): Promise<Machine> {
+      const orgId = p.org_id;
       const by = actorOf(p);
       const { m, target, before } = store.db.tx(() => {
         const m = c.load(orgId, id);
         const dec = decide(m.state, 'restore');
-        if (!dec.ok) throw new AppError('conflict', conflictMessage(m.state, 'restore'));
+        if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, 'restore'));
         const target = d.snapshots.readyOfMachineInTx(orgId, m.id, req.snapshot_id);
         // Someone is driving the desktop: restoring under them would pull the disk from beneath their work.
         const lease = store.leases.get(m.id);
         if (d.leases.isHeld(m.id) && lease?.session_id) {
-          throw new AppError('conflict', `The input lease is held by session ${lease.session_id}; release it before restoring.`, {
-            details: [{ field: 'snapshot_id', message: `input lease held by ${lease.session_id}` }],
-          });
+          throw ERRORS.leaseBlocksRestore(lease.session_id, [{ field: 'snapshot_id', message: `input lease held by ${lease.session_id}` }]);
         }
         events.append(orgId, m.id, 'machine.restore_started', { snapshot_id: target.id, from: m.state, by });
         const before = d.snapshots.beginInTx(m, 'stop', 'Before restore', by, { admit: 'subscription' });
@@ -74,7 +73,7 @@ export function createRestore(c: MachineCore, ready: Readiness) {
             }
             stage = 'capture';
             const saved = await d.snapshots.captureNow(before);
-            if (saved.state !== 'ready') throw new AppError('compute_unavailable', 'the current disk could not be captured');
+            if (saved.state !== 'ready') throw ERRORS.diskNotCaptured();
             stage = 'replace';
             await substrate.replaceDisk(m.id, { kind: 'layer', layerId: target.layer_id });
           } catch (e) {
@@ -83,7 +82,7 @@ export function createRestore(c: MachineCore, ready: Readiness) {
             store.db.tx(() => events.append(orgId, m.id, 'machine.restore_failed', { snapshot_id: target.id, stage, code }));
             // Before the disk was replaced nothing is lost: a machine that was running is brought back as it was.
             if (wasRunning) await bootAfterRestore(m, by).catch(() => {});
-            throw new AppError('compute_unavailable', 'The machine could not be restored; its disk is unchanged.', { headers: { 'retry-after': '5' } });
+            throw ERRORS.machineNotRestored();
           } finally {
             await substrate.releaseLayer(target.layer_id, m.id).catch(() => {});
           }

@@ -3,9 +3,9 @@
  * then each machine's liveness). A machine whose guest is gone moves to `error`, one whose guest shut itself
  * down moves to `stopped`.
  */
-import { AppError } from '../../../../shared/errors.js';
 import { SYSTEM } from '../actor.js';
 import type { MachineCore } from './core.js';
+import { ERRORS } from '../../errors.js';
 
 /** How often the substrate watch checks the running machines (a machine killed from outside is seen within this). */
 const WATCH_INTERVAL_MS = 2_000;
@@ -62,7 +62,7 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
           // thawed answers nothing, so it fails like a dead one (a start after the cleanup begins clean).
           try {
             await substrate.thaw(m.id);
-            d.onFailure?.(m.id, 'watch_thaw', new AppError('compute_unavailable', 'the machine was frozen with no capture in flight; thawed'));
+            d.onFailure?.(m.id, 'watch_thaw', ERRORS.frozenWithoutCapture());
             return null;
           } catch (e) {
             d.onFailure?.(m.id, 'watch_thaw', e);
@@ -92,7 +92,7 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
         return moved;
       });
       if (to) {
-        d.onFailure?.(m.id, 'run', new AppError('compute_unavailable', `the machine's guest ${to === 'stopped' ? 'shut down' : 'was killed or crashed'} (${seen})`));
+        d.onFailure?.(m.id, 'run', ERRORS.guestFailed(to === 'stopped' ? 'shut down' : 'was killed or crashed', seen));
         out.push({ id: m.id, to });
       }
     }));

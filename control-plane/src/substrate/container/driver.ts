@@ -11,7 +11,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { promisify } from 'node:util';
-import { AppError } from '../../../../shared/errors.js';
 import { faultPoint } from '../../fault-points.js';
 import { LayerStore } from '../disks/layer-store.js';
 import { captured, MachineDisks } from '../disks/machine-disks.js';
@@ -50,6 +49,7 @@ import {
   podmanEnv,
   type PodmanEnv,
 } from './podman-argv.js';
+import { ERRORS } from '../../errors.js';
 
 const execFileP = promisify(execFile);
 
@@ -303,7 +303,7 @@ export class ContainerSubstrate implements Substrate {
       const err = e as { code?: number; stdout?: string; stderr?: string };
       if (opts.allowFail) return { code: typeof err.code === 'number' ? err.code : 1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
       // podman's stderr can name paths; it goes to the cause, not the message.
-      throw new AppError('compute_unavailable', `podman ${args[0]} failed`, { cause: e });
+      throw ERRORS.podmanFailed(args[0], e);
     }
   }
 
@@ -343,7 +343,7 @@ export class ContainerSubstrate implements Substrate {
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
     assertMachineId(spec.id);
     const dir = this.machineDir(spec.id);
-    if (this.records.has(spec.id)) throw new AppError('conflict', 'machine exists on this substrate');
+    if (this.records.has(spec.id)) throw ERRORS.machineExistsOnSubstrate();
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.makePlace(spec.id);
     const disk = await this.machineDisks.make(spec);
@@ -425,7 +425,7 @@ export class ContainerSubstrate implements Substrate {
   private async recreate(rec: MachineRecord): Promise<void> {
     this.killCgroup(rec);
     await this.podman(['rm', '--force', '--time', '0', containerName(rec.id)], { allowFail: true });
-    if ((await this.inspect(rec.id)) !== null) throw new AppError('compute_unavailable', 'podman could not remove a broken container');
+    if ((await this.inspect(rec.id)) !== null) throw ERRORS.podmanCannotRemoveBroken();
     await this.podmanCreate(rec);
   }
 
@@ -508,7 +508,7 @@ export class ContainerSubstrate implements Substrate {
       const added = bridgePorts(this.net.bridge).filter((p) => !before.has(p));
       if (added.length !== 1) {
         await this.podman(['stop', '-t', '0', containerName(rec.id)], { allowFail: true });
-        throw new AppError('compute_unavailable', 'could not tell the machine\'s bridge port');
+        throw ERRORS.bridgePortUnknown();
       }
       rec.port = added[0]!;
       try {
@@ -541,7 +541,7 @@ export class ContainerSubstrate implements Substrate {
   private ensureOutboundRules(): Promise<void> {
     this.outboundRules ??= installOutboundRules(this.outboundBridge()).catch((e) => {
       this.outboundRules = null;
-      throw new AppError('compute_unavailable', 'network setup failed on the host', { cause: e });
+      throw ERRORS.networkSetupFailed(e);
     });
     return this.outboundRules;
   }
@@ -565,7 +565,7 @@ export class ContainerSubstrate implements Substrate {
       this.cfg.warn?.(`container substrate: ${id} did not stop through podman (${r.stderr.trim().split('\n').pop() ?? ''}); replacing its container`);
       const old = { ...rec };
       await this.recreate(rec);
-      if (this.liveCgroup(old) !== null) throw new AppError('compute_unavailable', 'the machine could not be stopped');
+      if (this.liveCgroup(old) !== null) throw ERRORS.machineNotStopped();
     }
     await this.unguard(rec);
     await unmount(this.placed(rec).merged);
@@ -683,7 +683,7 @@ export class ContainerSubstrate implements Substrate {
         fs.writeFileSync(state, 'FROZEN');
         const end = Date.now() + 5000;
         while (fs.readFileSync(state, 'utf8').trim() !== 'FROZEN') {
-          if (Date.now() > end) throw new AppError('compute_unavailable', 'container did not freeze');
+          if (Date.now() > end) throw ERRORS.containerNotFrozen();
           await new Promise((res) => setTimeout(res, 1));
         }
       }
@@ -699,7 +699,7 @@ export class ContainerSubstrate implements Substrate {
     if (how.how === 'podman') {
       const r = await this.podman(['unpause', containerName(id)], { allowFail: true });
       // Not paused (any more) is thawed; anything else is kept for the watch to try again.
-      if (r.code !== 0 && (await this.containerState(id)) === 'paused') throw new AppError('compute_unavailable', 'podman could not unpause the machine');
+      if (r.code !== 0 && (await this.containerState(id)) === 'paused') throw ERRORS.podmanCannotUnpause();
     } else {
       const state = freezerStatePath(how.cgroup);
       // A cgroup that is gone (the container stopped meanwhile) has nothing left to thaw.
@@ -728,7 +728,7 @@ export class ContainerSubstrate implements Substrate {
 
   async replaceDisk(id: string, source: DiskSource): Promise<void> {
     const rec = this.record(id);
-    if ((await this.containerState(id)) === 'running') throw new AppError('conflict', 'stop the machine before replacing its disk');
+    if ((await this.containerState(id)) === 'running') throw ERRORS.stopBeforeReplacingDisk();
     await unmount(this.placed(rec).merged);
     await this.machineDisks.replace(rec.disk, source);
   }
@@ -799,7 +799,7 @@ export class ContainerSubstrate implements Substrate {
    * state file or deletion the aborted transaction never committed.
    */
   async remountDiskVolume(): Promise<void> {
-    if (this.volume !== 'loop') throw new AppError('compute_unavailable', 'the disk volume is not a loop volume this host can mount again');
+    if (this.volume !== 'loop') throw ERRORS.diskVolumeNotRemountable();
     for (const id of this.records.ids()) {
       await this.stop(id, { timeoutMs: 1000 }).catch(() => unmount(this.mergedPath(id)));
     }

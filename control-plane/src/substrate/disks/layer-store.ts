@@ -11,7 +11,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { AppError } from '../../../../shared/errors.js';
+import { ERRORS } from '../../errors.js';
 
 /**
  * Chains stay bounded (overlayfs mount options must fit a page; qcow2 reads walk the chain): a disk stands on
@@ -178,7 +178,7 @@ export class LayerStore {
 
   layer(id: string): LayerRecord {
     const l = this.state.layers[id];
-    if (!l) throw new AppError('not_found', 'layer not found');
+    if (!l) throw ERRORS.layerNotFound();
     return l;
   }
 
@@ -188,7 +188,7 @@ export class LayerStore {
 
   disk(id: string): DiskRecord {
     const d = this.state.disks[id];
-    if (!d) throw new AppError('not_found', 'disk not found');
+    if (!d) throw ERRORS.diskNotFound();
     return d;
   }
 
@@ -252,7 +252,7 @@ export class LayerStore {
     return this.serial(async () => {
       const base = opts.top === null ? opts.base : this.layer(opts.top).base;
       const id = opts.id ?? newId('dsk');
-      if (this.state.disks[id]) throw new AppError('conflict', 'disk exists');
+      if (this.state.disks[id]) throw ERRORS.diskExists();
       const writable = newId('blb');
       const rec: DiskRecord = { id, top: opts.top, base, writable, size_bytes: opts.sizeBytes };
       await this.backend.createWritable(this.blobPath(writable), this.lowerPaths(rec), opts.sizeBytes);
@@ -278,7 +278,7 @@ export class LayerStore {
       // A running QEMU keeps reading the frozen file as the backing of its new writable one: its chain can
       // only be shortened while it is stopped (compactDisk at its next start).
       if (flatten && makeWritable)
-        throw new AppError('conflict', `the running disk is at its limit of ${this.maxDepth} layers; stop the machine to compact it`);
+        throw ERRORS.runningDiskAtLayerLimit(this.maxDepth);
       const frozen = d.writable;
       const next = newId('blb');
       const nextPath = this.blobPath(next);
@@ -359,7 +359,7 @@ export class LayerStore {
     return this.serial(async () => {
       const d = this.disk(diskId);
       const doCopy = copy ?? this.backend.copyBlob?.bind(this.backend);
-      if (!doCopy) throw new AppError('unsupported_operation', 'this disk backend cannot copy a writable blob');
+      if (!doCopy) throw ERRORS.cannotCopyWritableBlob();
       let id = newId('blb');
       const dst = this.blobPath(id);
       try {

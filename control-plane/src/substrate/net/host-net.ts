@@ -4,9 +4,9 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { promisify } from 'node:util';
-import { AppError } from '../../../../shared/errors.js';
 import { installOutboundRules, ipt, removeOutboundRules } from './host-guard.js';
 import { bridgeSteps, portGuardChain, portGuardRestore, tapUpSteps, type NetStep, type VmNetwork, type VmNic } from './network.js';
+import { ERRORS } from '../../errors.js';
 
 const run = promisify(execFile);
 
@@ -38,7 +38,7 @@ export class IpHostNet implements HostNet {
       await installOutboundRules(n);
       await runSteps(after);
     } catch (e) {
-      throw new AppError('compute_unavailable', 'vm network setup failed on the host', { cause: e });
+      throw ERRORS.vmNetworkSetupFailed(e);
     }
   }
 
@@ -49,7 +49,7 @@ export class IpHostNet implements HostNet {
       await runSteps(tapUpSteps(nic.tap, bridge, nic));
     } catch (e) {
       await this.removeTap(nic.tap);
-      throw new AppError('compute_unavailable', 'vm tap setup failed on the host', { cause: e });
+      throw ERRORS.vmTapSetupFailed(e);
     }
   }
 
@@ -89,7 +89,7 @@ export async function guardPort(port: string, mac: string, address: string): Pro
       return;
     } catch (e) {
       await removePortGuard(port);
-      if (attempt === 1) throw new AppError('compute_unavailable', 'port guard setup failed on the host', { cause: e });
+      if (attempt === 1) throw ERRORS.portGuardSetupFailed(e);
     }
   }
 }

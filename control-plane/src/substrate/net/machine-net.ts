@@ -12,7 +12,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { AppError } from '../../../../shared/errors.js';
+import { ERRORS } from '../../errors.js';
 
 export type MachineNetKind = 'container' | 'vm';
 
@@ -151,7 +151,7 @@ export function machineNetFor(opts: { root: string; kind: MachineNetKind; regist
     fs.renameSync(`${recFile}.tmp`, recFile);
     return n;
   }
-  throw new AppError('compute_unavailable', 'no free machine network on this host');
+  throw ERRORS.noFreeMachineNetwork();
 }
 
 /** Give the root's index back (the root is being removed: tests, operators). */

@@ -6,8 +6,8 @@
  * This module is pure (addresses, names, the host commands as argv lists) and pinned by test; host-net.ts runs it.
  */
 import crypto from 'node:crypto';
-import { AppError } from '../../../../shared/errors.js';
 import { forwardChainName, type OutboundBridge } from './host-guard.js';
+import { ERRORS } from '../../errors.js';
 
 export const DEFAULT_VM_BRIDGE = 'computer-br0';
 export const DEFAULT_VM_SUBNET = '10.201.0.0/16';
@@ -129,7 +129,7 @@ export function allocateAddress(n: Pick<VmNetwork, 'subnet'>, used: Iterable<str
     const ip = intToIp(x);
     if (!taken.has(ip)) return ip;
   }
-  throw new AppError('compute_unavailable', 'no free machine address in the vm network');
+  throw ERRORS.noFreeMachineAddress();
 }
 
 /**

@@ -9,7 +9,6 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { promisify } from 'node:util';
-import { AppError } from '../../../../shared/errors.js';
 import { LayerStore } from '../disks/layer-store.js';
 import { Qcow2Backend } from '../disks/qcow2-backend.js';
 import { captured, MachineDisks } from '../disks/machine-disks.js';
@@ -37,6 +36,7 @@ import { machineNetFor, releaseMachineNet } from '../net/machine-net.js';
 import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from '../net/network.js';
 import { Qmp } from './qmp.js';
 import { MachineRecords, machineDirOf } from '../records.js';
+import { ERRORS } from '../../errors.js';
 
 const execFileP = promisify(execFile);
 
@@ -182,7 +182,7 @@ export class VmSubstrate implements Substrate {
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
     assertMachineId(spec.id);
     const dir = this.runDir(spec.id);
-    if (this.records.has(spec.id)) throw new AppError('conflict', 'machine exists on this substrate');
+    if (this.records.has(spec.id)) throw ERRORS.machineExistsOnSubstrate();
     const network = spec.network ?? 'none';
     const address = network === 'outbound' ? this.allocate() : undefined;
     try {
@@ -260,7 +260,7 @@ export class VmSubstrate implements Substrate {
         await execFileP(cmd!, args);
       } catch (e) {
         await this.hostNet.removeTap(tap);
-        throw new AppError('compute_unavailable', 'qemu failed to start', { cause: e });
+        throw ERRORS.qemuFailedToStart(e);
       }
     } finally {
       this.starting.delete(id);
@@ -396,7 +396,7 @@ export class VmSubstrate implements Substrate {
 
   async replaceDisk(id: string, source: DiskSource): Promise<void> {
     const rec = this.record(id);
-    if (this.pid(id) !== null) throw new AppError('conflict', 'stop the machine before replacing its disk');
+    if (this.pid(id) !== null) throw ERRORS.stopBeforeReplacingDisk();
     await this.machineDisks.replace(rec.disk, source);
   }
 

@@ -8,7 +8,7 @@ export default defineOp({
   permission: 'api_keys:manage',
   responses: { 204: 'empty' },
   handler(c, s) {
-    s.orgs.revokeApiKey(c.get('principal'), c.req.param('api_key_id'));
+    s.orgs.revokeApiKey(c.get('orgPrincipal'), c.req.param('api_key_id'));
     return c.body(null, 204);
   },
 });

@@ -1,5 +1,5 @@
-import { AppError } from '../../../../../shared/errors.js';
 import { defineOp } from '../../op.js';
+import { ERRORS } from '../../../errors.js';
 
 /**
  * The built-in provider's checkout page: a plain GET, as a browser follows a link. The unguessable
@@ -12,9 +12,9 @@ export default defineOp({
   auth: 'none',
   responses: { 303: 'redirect' },
   handler(c, s) {
-    if (!s.builtin) throw new AppError('unsupported_operation', 'The built-in billing provider is not in use.');
+    if (!s.builtin) throw ERRORS.builtinBillingNotInUse();
     const r = s.builtin.completeCheckout(c.req.param('token'));
-    if (!r) throw new AppError('not_found', 'This checkout link is unknown, expired or already used.');
+    if (!r) throw ERRORS.unknownCheckoutLink();
     c.header('cache-control', 'no-store');
     c.header('referrer-policy', 'no-referrer');
     return c.redirect(r.successUrl, 303);

@@ -1,5 +1,5 @@
-import { AppError } from '../../../../../shared/errors.js';
 import { defineOp } from '../../op.js';
+import { ERRORS } from '../../../errors.js';
 
 /** The portal's cancel button: the link token is the credential, as with a hosted provider's portal. */
 export default defineOp({
@@ -9,10 +9,10 @@ export default defineOp({
   auth: 'none',
   responses: { 303: 'redirect' },
   handler(c, s) {
-    if (!s.builtin) throw new AppError('unsupported_operation', 'The built-in billing provider is not in use.');
+    if (!s.builtin) throw ERRORS.builtinBillingNotInUse();
     const token = c.req.param('token');
     const link = s.builtin.portalLink(token);
-    if (!link) throw new AppError('not_found', 'This portal link is unknown or expired.');
+    if (!link) throw ERRORS.unknownPortalLink();
     s.builtin.emit(link.org_id, 'subscription.canceled');
     return c.redirect(`${s.config.publicBaseUrl}/v1/billing/portal/${token}`, 303);
   },

@@ -1,6 +1,6 @@
-import { AppError } from '../../../../../shared/errors.js';
 import { findPlan } from '../../../domain/catalog.js';
 import { defineOp } from '../../op.js';
+import { ERRORS } from '../../../errors.js';
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 
@@ -15,10 +15,10 @@ export default defineOp({
   auth: 'none',
   responses: { 200: 'html' },
   handler(c, s) {
-    if (!s.builtin) throw new AppError('unsupported_operation', 'The built-in billing provider is not in use.');
+    if (!s.builtin) throw ERRORS.builtinBillingNotInUse();
     const token = c.req.param('token');
     const link = s.builtin.portalLink(token);
-    if (!link) throw new AppError('not_found', 'This portal link is unknown or expired.');
+    if (!link) throw ERRORS.unknownPortalLink();
     const a = s.billing.account(link.org_id);
     const plan = a.plan_id ? findPlan(s.billing.catalogFor(a), a.plan_id) : undefined;
     const cancellable = a.state === 'trialing' || a.state === 'active' || a.state === 'past_due';

@@ -9,7 +9,7 @@ export default defineOp({
   auth: 'any',
   responses: { 200: BillingAccount },
   handler(c, s) {
-    const orgId = c.get('principal').org_id!;
+    const orgId = c.get('orgPrincipal').org_id;
     const a = s.billing.account(orgId);
     const cat = s.billing.catalogFor(a);
     const plan = a.plan_id ? findPlan(cat, a.plan_id) : undefined;

@@ -13,6 +13,6 @@ export default defineOp({
   async handler(c, s, io) {
     const body = await io.body();
     c.header('cache-control', 'no-store');
-    return c.json(await s.billing.portal(c.get('principal').org_id!, body.return_url ?? null));
+    return c.json(await s.billing.portal(c.get('orgPrincipal').org_id, body.return_url ?? null));
   },
 });

@@ -1,6 +1,6 @@
-import { AppError } from '../../../../../shared/errors.js';
 import { StripeWebhookAnswer, StripeWebhookEvent } from '../../../../../shared/schemas/billing.js';
 import { defineOp } from '../../op.js';
+import { ERRORS } from '../../../errors.js';
 
 /**
  * Stripe's webhook endpoint (BILLING_PROVIDER=stripe). No credential: the Stripe-Signature header,
@@ -16,7 +16,7 @@ export default defineOp({
   body: StripeWebhookEvent,
   responses: { 200: StripeWebhookAnswer },
   async handler(c, s) {
-    if (!s.stripe) throw new AppError('unsupported_operation', 'The Stripe billing provider is not in use.');
+    if (!s.stripe) throw ERRORS.stripeBillingNotInUse();
     const raw = await c.req.text();
     const r = s.stripe.handleWebhook(raw, c.req.header('stripe-signature'));
     return c.json({ received: true as const, id: r.id, outcome: r.outcome });

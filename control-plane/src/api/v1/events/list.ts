@@ -12,9 +12,9 @@ export default defineOp({
   query: EventListQuery,
   responses: { 200: MachineEventPage },
   handler(c, s, io) {
-    const p = c.get('principal');
+    const p = c.get('orgPrincipal');
     const id = machineIdParam(c);
-    s.machines.get(p.org_id!, id);
+    s.machines.get(p.org_id, id);
     return c.json(s.events.list(id, io.query()));
   },
 });

@@ -8,5 +8,5 @@ export default defineOp({
   path: '/machines/:machine_id/input-lease',
   auth: 'any',
   responses: { 200: LeaseState },
-  handler: (c, s) => c.json(s.leases.get(c.get('principal').org_id!, machineIdParam(c))),
+  handler: (c, s) => c.json(s.leases.get(c.get('orgPrincipal').org_id, machineIdParam(c))),
 });

@@ -14,7 +14,7 @@ export default defineOp({
   handler(c, s, io) {
     const id = machineIdParam(c);
     const q = io.query();
-    s.leases.release(c.get('principal'), id, q.session_id ?? null);
+    s.leases.release(c.get('orgPrincipal'), id, q.session_id ?? null);
     return c.body(null, 204);
   },
 });

@@ -9,5 +9,5 @@ export default defineOp({
   auth: 'any',
   query: PageQuery,
   responses: { 200: InvitationPage },
-  handler: (c, s, io) => c.json(s.orgs.listInvitations(c.get('principal'), io.query())),
+  handler: (c, s, io) => c.json(s.orgs.listInvitations(c.get('orgPrincipal'), io.query())),
 });

@@ -8,5 +8,5 @@ export default defineOp({
   auth: 'any',
   permission: 'members:manage',
   responses: { 200: Invitation },
-  handler: (c, s) => c.json(s.orgs.revokeInvitation(c.get('principal'), c.req.param('invitation_id'))),
+  handler: (c, s) => c.json(s.orgs.revokeInvitation(c.get('orgPrincipal'), c.req.param('invitation_id'))),
 });

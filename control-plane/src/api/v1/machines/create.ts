@@ -12,6 +12,6 @@ export default defineOp({
   responses: { 201: Machine },
   async handler(c, s, io) {
     const body = await io.body();
-    return c.json(await s.machines.create(c.get('principal'), body), 201);
+    return c.json(await s.machines.create(c.get('orgPrincipal'), body), 201);
   },
 });

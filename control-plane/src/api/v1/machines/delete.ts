@@ -9,7 +9,7 @@ export default defineOp({
   permission: 'machines:delete',
   responses: { 204: 'empty' },
   async handler(c, s) {
-    await s.machines.remove(c.get('principal'), machineIdParam(c));
+    await s.machines.remove(c.get('orgPrincipal'), machineIdParam(c));
     return c.body(null, 204);
   },
 });

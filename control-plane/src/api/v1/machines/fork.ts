@@ -15,6 +15,6 @@ export default defineOp({
   async handler(c, s, io) {
     const id = machineIdParam(c);
     const body = await io.body();
-    return c.json(await s.machines.fork(c.get('principal'), id, body), 201);
+    return c.json(await s.machines.fork(c.get('orgPrincipal'), id, body), 201);
   },
 });

@@ -59,7 +59,7 @@ export function meteredAnswer(c: Context<CpEnv>, s: Services, machineId: string,
 
 /** Input routes: the caller's session (X-Session-Id) holds the machine's input lease (optional X-Lease-Fence). */
 export function checkInputLease(c: Context<CpEnv>, s: Services, machineId: string): void {
-  s.leases.checkInput(c.get('principal'), machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+  s.leases.checkInput(c.get('orgPrincipal'), machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
 }
 
 export function machineIdParam(c: Context<CpEnv>): string {
@@ -84,10 +84,10 @@ export function proxyOp(spec: ProxySpec): Op {
     // An agent route without a response schema answers 204 (terminals.kill).
     responses: route.response ? { 200: route.response } : { 204: 'empty' },
     async handler(c, s: Services, io) {
-      const p = c.get('principal');
+      const p = c.get('orgPrincipal');
       const machineId = machineIdParam(c);
       // Existence and state first: another organization's machine is 404 whatever the body says.
-      s.agent.running(p.org_id!, machineId);
+      s.agent.running(p.org_id, machineId);
       const query = io.query();
       let body: unknown;
       let raw: string | undefined;
@@ -109,7 +109,7 @@ export function proxyOp(spec: ProxySpec): Op {
       });
       const search = new URL(c.req.url).search;
       // The answer is parsed against the route's schema: a replaced agent cannot hand the client anything else.
-      const answer: unknown = await s.agent.call(s.agent.running(p.org_id!, machineId), spec.agent, {
+      const answer: unknown = await s.agent.call(s.agent.running(p.org_id, machineId), spec.agent, {
         params,
         query: route.query && search ? search.slice(1) : undefined,
         body: raw,

@@ -10,5 +10,5 @@ export default defineOp({
   auth: 'any',
   permission: 'machines:control',
   responses: { 200: Machine },
-  handler: async (c, s) => c.json(await s.machines.start(c.get('principal'), machineIdParam(c))),
+  handler: async (c, s) => c.json(await s.machines.start(c.get('orgPrincipal'), machineIdParam(c))),
 });

@@ -10,5 +10,5 @@ export default defineOp({
   auth: 'any',
   permission: 'machines:control',
   responses: { 200: Machine },
-  handler: async (c, s) => c.json(await s.machines.stop(c.get('principal'), machineIdParam(c))),
+  handler: async (c, s) => c.json(await s.machines.stop(c.get('orgPrincipal'), machineIdParam(c))),
 });

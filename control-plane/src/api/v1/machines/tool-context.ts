@@ -13,15 +13,15 @@ export async function toolOpContext<B>(
   s: Services,
   body: () => Promise<B>,
 ): Promise<{ body: B; call: AgentCall; reply: (answer: unknown) => Response }> {
-  const p = c.get('principal');
+  const p = c.get('orgPrincipal');
   const machineId = machineIdParam(c);
   // Existence and state first: another organization's machine is 404 whatever the body says.
-  s.agent.running(p.org_id!, machineId);
+  s.agent.running(p.org_id, machineId);
   const parsed = await body();
   checkInputLease(c, s, machineId);
   const requestId = c.get('requestId');
   const call: AgentCall = (op, agentBody, query) =>
-    s.agent.call(s.agent.running(p.org_id!, machineId), op, { query, body: agentBody === undefined ? undefined : JSON.stringify(agentBody), requestId });
+    s.agent.call(s.agent.running(p.org_id, machineId), op, { query, body: agentBody === undefined ? undefined : JSON.stringify(agentBody), requestId });
   // The tool's answer (screenshots, mostly) leaves on the machine's behalf: counted as its egress.
   return { body: parsed, call, reply: (answer) => meteredAnswer(c, s, machineId, answer) };
 }

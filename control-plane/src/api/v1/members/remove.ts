@@ -8,7 +8,7 @@ export default defineOp({
   auth: 'any',
   responses: { 204: 'empty' },
   handler(c, s) {
-    s.orgs.removeMember(c.get('principal'), c.req.param('membership_id'));
+    s.orgs.removeMember(c.get('orgPrincipal'), c.req.param('membership_id'));
     return c.body(null, 204);
   },
 });

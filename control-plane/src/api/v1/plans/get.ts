@@ -1,8 +1,8 @@
-import { AppError } from '../../../../../shared/errors.js';
 import { catalogAt, findPlan } from '../../../domain/catalog.js';
 import { PlanDetail } from '../../../../../shared/schemas/responses.js';
 import { defineOp } from '../../op.js';
 import { planView } from './view.js';
+import { ERRORS } from '../../../errors.js';
 
 export default defineOp({
   name: 'plans.get',
@@ -13,7 +13,7 @@ export default defineOp({
   handler(c, s) {
     const cat = catalogAt(s.now(), s.billing.catalog);
     const p = findPlan(cat, c.req.param('plan_id'));
-    if (!p) throw new AppError('not_found', 'No such plan.');
+    if (!p) throw ERRORS.noSuchPlan();
     return c.json({ ...planView(cat, p), sizes: cat.sizes, prices: cat.prices, currency: cat.currency });
   },
 });

@@ -11,7 +11,7 @@ export default defineOp({
   permission: 'ports:write',
   responses: { 204: 'empty' },
   handler(c, s) {
-    s.ports.unpublish(c.get('principal'), machineIdParam(c), previewIdParam(c));
+    s.ports.unpublish(c.get('orgPrincipal'), machineIdParam(c), previewIdParam(c));
     return c.body(null, 204);
   },
 });

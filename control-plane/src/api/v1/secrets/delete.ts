@@ -1,7 +1,7 @@
-import { AppError } from '../../../../../shared/errors.js';
 import { SecretName } from '../../../../../shared/schemas/secrets.js';
 import { defineOp } from '../../op.js';
 import { machineIdParam } from '../machines/proxy.js';
+import { ERRORS } from '../../../errors.js';
 
 /** Revoke one secret: gone from storage at once, and from the running machine (docs/api-secrets.md). */
 export default defineOp({
@@ -15,8 +15,8 @@ export default defineOp({
     const machineId = machineIdParam(c);
     const name = c.req.param('name');
     // A name that cannot be stored cannot exist.
-    if (!SecretName.safeParse(name).success) throw new AppError('not_found', 'No such secret.');
-    await s.secrets.remove(c.get('principal'), machineId, name);
+    if (!SecretName.safeParse(name).success) throw ERRORS.noSuchSecret();
+    await s.secrets.remove(c.get('orgPrincipal'), machineId, name);
     return c.body(null, 204);
   },
 });

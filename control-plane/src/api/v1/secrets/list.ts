@@ -14,6 +14,6 @@ export default defineOp({
   handler(c, s, io) {
     const machineId = machineIdParam(c);
     io.query();
-    return c.json(s.secrets.list(c.get('principal').org_id!, machineId));
+    return c.json(s.secrets.list(c.get('orgPrincipal').org_id, machineId));
   },
 });

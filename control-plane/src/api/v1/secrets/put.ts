@@ -15,9 +15,9 @@ export default defineOp({
   body: SecretPut,
   responses: { 200: Secret },
   async handler(c, s, io) {
-    const p = c.get('principal');
+    const p = c.get('orgPrincipal');
     const machineId = machineIdParam(c);
-    s.secrets.checkStorable(p.org_id!, machineId);
+    s.secrets.checkStorable(p.org_id, machineId);
     const body = await io.body();
     return c.json(await s.secrets.put(p, machineId, body));
   },

@@ -8,7 +8,7 @@ export default defineOp({
   auth: 'any',
   responses: { 204: 'empty' },
   handler(c, s) {
-    s.sessions.close(c.get('principal'), c.req.param('session_id'));
+    s.sessions.close(c.get('orgPrincipal'), c.req.param('session_id'));
     return c.body(null, 204);
   },
 });

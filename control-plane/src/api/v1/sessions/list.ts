@@ -9,5 +9,5 @@ export default defineOp({
   auth: 'any',
   query: SessionListQuery,
   responses: { 200: SessionPage },
-  handler: (c, s, io) => c.json(s.sessions.list(c.get('principal').org_id!, io.query())),
+  handler: (c, s, io) => c.json(s.sessions.list(c.get('orgPrincipal').org_id, io.query())),
 });

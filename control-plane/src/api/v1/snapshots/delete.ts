@@ -9,7 +9,7 @@ export default defineOp({
   permission: 'snapshots:delete',
   responses: { 204: 'empty' },
   async handler(c, s) {
-    await s.snapshots.remove(c.get('principal'), c.req.param('snapshot_id'));
+    await s.snapshots.remove(c.get('orgPrincipal'), c.req.param('snapshot_id'));
     return c.body(null, 204);
   },
 });

@@ -9,5 +9,5 @@ export default defineOp({
   auth: 'any',
   query: SnapshotListQuery,
   responses: { 200: SnapshotPage },
-  handler: (c, s, io) => c.json(s.snapshots.list(c.get('principal').org_id!, io.query())),
+  handler: (c, s, io) => c.json(s.snapshots.list(c.get('orgPrincipal').org_id, io.query())),
 });

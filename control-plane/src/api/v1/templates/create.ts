@@ -15,7 +15,7 @@ export default defineOp({
   async handler(c, s, io) {
     const q = io.query();
     const body = await io.body();
-    const r = await s.templates.create(c.get('principal'), body, q.wait ?? false);
+    const r = await s.templates.create(c.get('orgPrincipal'), body, q.wait ?? false);
     return c.json(r.template, r.settled ? 201 : 202);
   },
 });

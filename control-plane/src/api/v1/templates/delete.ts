@@ -9,7 +9,7 @@ export default defineOp({
   permission: 'templates:write',
   responses: { 204: 'empty' },
   async handler(c, s) {
-    await s.templates.remove(c.get('principal'), c.req.param('template_id'));
+    await s.templates.remove(c.get('orgPrincipal'), c.req.param('template_id'));
     return c.body(null, 204);
   },
 });

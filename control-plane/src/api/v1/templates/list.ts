@@ -9,5 +9,5 @@ export default defineOp({
   auth: 'any',
   query: TemplateListQuery,
   responses: { 200: TemplatePage },
-  handler: (c, s, io) => c.json(s.templates.list(c.get('principal').org_id!, io.query())),
+  handler: (c, s, io) => c.json(s.templates.list(c.get('orgPrincipal').org_id, io.query())),
 });

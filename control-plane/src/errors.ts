@@ -1,0 +1,346 @@
+/**
+ * Every error the control plane raises, by name (the model: supabase/storage's `ERRORS`). One factory per
+ * failure holds its code, its message (clients switch on the code; tests pin the message, so it is spelled
+ * here once) and, where retrying helps, its Retry-After, named by reason in `RETRY_AFTER_S`.
+ * `shared/errors.ts` holds `AppError`, the codes and the envelope. Call sites say `throw ERRORS.noSuchMachine()`.
+ */
+import { AppError, retryAfterHeader, type ErrorCode, type FieldError, type QuotaInfo } from '../../shared/errors.js';
+
+/** Seconds a caller should wait before retrying (the Retry-After header), by reason. */
+export const RETRY_AFTER_S = {
+  /** The machine's agent did not answer well; the pool redials on the next call. */
+  agent: 1,
+  /** A machine between two states (starting, stopping). */
+  machineSettling: 2,
+  /** Creating, starting, stopping, forking or restoring failed on the host. */
+  machineOperation: 5,
+  /** A snapshot's capture or deletion failed on the host. */
+  snapshotOperation: 5,
+  /** A template's build failed. */
+  templateBuild: 5,
+  /** The payment provider could not be reached. */
+  paymentProvider: 5,
+  /** The machine host is still preparing (guest image, directories). */
+  hostPreparing: 5,
+  /** No room for another machine of that size: room frees when someone stops or deletes a machine, no better guess than half a minute. */
+  hostCapacity: 30,
+  /** The host's machine disks went read-only: a read-only volume is brought back within a watch pass or two of space coming back. */
+  readOnlyDisks: 30,
+  /** The host is low on disk space: room frees when someone deletes data, a minute is a reasonable first retry. */
+  lowDisk: 60,
+  /** The disk under DATA_DIR is full. */
+  outOfDisk: 60,
+} as const;
+const retryAfter = (reason: keyof typeof RETRY_AFTER_S) => retryAfterHeader(RETRY_AFTER_S[reason]);
+
+export const ERRORS = {
+  needsSessionsWriteKey: () =>
+    new AppError('permission_denied', 'This needs an API key with the sessions:write scope.'),
+  noSuchMachine: (details?: FieldError[]) =>
+    new AppError('not_found', 'No such machine.', { details }),
+  machineBeingDeleted: () =>
+    new AppError('conflict', 'The machine is being deleted.'),
+  noSuchSession: (details?: FieldError[]) =>
+    new AppError('not_found', 'No such session.', { details }),
+  onlyOpenerClosesSession: () =>
+    new AppError('permission_denied', 'Only the session\'s opener (or an organization admin) can close it.'),
+  noSuchSessionOnMachine: (details?: FieldError[]) =>
+    new AppError('not_found', 'No such session on this machine.', { details }),
+  sessionClosed: () =>
+    new AppError('conflict', 'The session is closed; open a new one.'),
+  sessionOfAnotherCaller: () =>
+    new AppError('permission_denied', 'The session was opened by another user or API key.'),
+  noSuchTemplate: (details?: FieldError[]) =>
+    new AppError('not_found', 'No such template.', { details }),
+  templateTableRefusesCreate: () =>
+    new AppError('internal_error', 'The template table does not allow a create.'),
+  templateBuildFailed: (id: string | number) =>
+    new AppError('compute_unavailable', `The template could not be built; template ${id} is in error (delete it and retry).`, { headers: retryAfter('templateBuild') }),
+  templateBuilding: (id: string | number) =>
+    new AppError('conflict', `Template ${id} is building; wait until it is ready.`),
+  templateNotReady: (id: string | number, state: string | number) =>
+    new AppError('conflict', `Template ${id} is ${state}; it must be ready.`),
+  noSuchMember: () =>
+    new AppError('not_found', 'No such member.'),
+  onlyOwnerGrantsOwner: () =>
+    new AppError('permission_denied', 'Only an owner may grant, change or remove the owner role.'),
+  lastOwner: () =>
+    new AppError('conflict', 'This member is the last owner; make someone else an owner first.'),
+  removingMemberNeedsManage: () =>
+    new AppError('permission_denied', 'Removing another member needs members:manage.'),
+  addressIsMember: () =>
+    new AppError('conflict', 'That address already belongs to a member.'),
+  invitationPendingForAddress: () =>
+    new AppError('conflict', 'A pending invitation for that address exists; revoke it first.'),
+  noSuchInvitation: () =>
+    new AppError('not_found', 'No such invitation.'),
+  invitationNotPending: (state: string | number) =>
+    new AppError('conflict', `The invitation is ${state}, not pending.`),
+  invitationForAnotherAddress: () =>
+    new AppError('permission_denied', 'This invitation was sent to a different e-mail address.'),
+  alreadyMember: () =>
+    new AppError('conflict', 'You are already a member of this organization.'),
+  invitationChangedConcurrently: () =>
+    new AppError('conflict', 'The invitation changed concurrently.'),
+  noSuchApiKey: () =>
+    new AppError('not_found', 'No such API key.'),
+  quotaExceeded: (message: string, quota: QuotaInfo) => new AppError('quota_exceeded', message, { quota }),
+  hostDisksReadOnly: () =>
+    new AppError('compute_unavailable', 'The host\'s machine disks are read-only after it ran out of disk space: new machines, starts and snapshots are refused until they are recovered. Retry later.', { headers: retryAfter('readOnlyDisks') }),
+  hostLowDiskSpace: () =>
+    new AppError('compute_unavailable', 'The host is low on disk space: new machines, starts and snapshots are refused until space is freed. Retry later.', { headers: retryAfter('lowDisk') }),
+  secretsKeyringUnavailable: (cause?: unknown) =>
+    new AppError('compute_unavailable', "This server's secrets keyring is unavailable or lacks this secret's key; an operator must restore it. Nothing was changed.", { cause }),
+  noSecretsKeyringToStore: () =>
+    new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off), so secrets cannot be stored.'),
+  secretsFull: (refusal: string) => new AppError('conflict', refusal),
+  noSuchSecret: (details?: FieldError[]) =>
+    new AppError('not_found', 'No such secret.', { details }),
+  noSecretsKeyring: () =>
+    new AppError('unsupported_operation', 'This deployment has no secrets keyring (SECRETS_KEYRING=off).'),
+  secretTooLongToType: (max: number, details?: FieldError[]) =>
+    new AppError('invalid_request', `The secret is too long to type (at most ${max} characters).`, { details }),
+  machineStateConflict: (message: string) => new AppError('conflict', message),
+  transitionNotAllowed: (trigger: string | number, from: string | number) =>
+    new AppError('internal_error', `The transition table does not allow ${trigger} from ${from}.`),
+  machineChangedState: (state: string) =>
+    new AppError('conflict', `The machine changed state during the operation; it is now ${state}.`),
+  machineSettling: (state: string | number) =>
+    new AppError('compute_unavailable', `The machine is ${state}; retry shortly.`, { headers: retryAfter('machineSettling') }),
+  mustBeRunning: (state: string | number) =>
+    new AppError('conflict', `The machine is ${state}; it must be running.`),
+  machineFailedStartAfterRestore: () =>
+    new AppError('compute_unavailable', 'The machine failed to start after the restore.', { headers: retryAfter('machineOperation') }),
+  leaseBlocksRestore: (session_id: string | number, details?: FieldError[]) =>
+    new AppError('conflict', `The input lease is held by session ${session_id}; release it before restoring.`, { details }),
+  diskNotCaptured: () =>
+    new AppError('compute_unavailable', 'the current disk could not be captured'),
+  machineNotRestored: () =>
+    new AppError('compute_unavailable', 'The machine could not be restored; its disk is unchanged.', { headers: retryAfter('machineOperation') }),
+  machineNotCreated: () =>
+    new AppError('compute_unavailable', 'The machine could not be created.', { headers: retryAfter('machineOperation') }),
+  machineFailedStart: () =>
+    new AppError('compute_unavailable', 'The machine failed to start.', { headers: retryAfter('machineOperation') }),
+  templateNeedsLargerSize: (id: string | number, size: string | number, details?: FieldError[]) =>
+    new AppError('invalid_request', `Template ${id} needs at least size ${size}.`, { details }),
+  cannotForkInState: (state: string | number) =>
+    new AppError('conflict', `Cannot fork a machine that is ${state} without a snapshot_id; it must be running or stopped.`),
+  machineNotForked: () =>
+    new AppError('compute_unavailable', 'The machine could not be forked.', { headers: retryAfter('machineOperation') }),
+  frozenWithoutCapture: () =>
+    new AppError('compute_unavailable', 'the machine was frozen with no capture in flight; thawed'),
+  guestFailed: (how: string, seen: string) =>
+    new AppError('compute_unavailable', `the machine's guest ${how} (${seen})`),
+  /** A machine whose disk the host never finished making (a crash interrupted its create). */
+  machineHasNoDisk: () =>
+    new AppError('conflict', 'The machine has no disk on this host: its create did not complete. Delete it and create it again.'),
+  machineFailedStop: () =>
+    new AppError('compute_unavailable', 'The machine failed to stop.', { headers: retryAfter('machineOperation') }),
+  machineNameTaken: (name: string | number, details?: FieldError[]) =>
+    new AppError('conflict', `A machine named ${name} already exists.`, { details }),
+  machineNotDeleted: () =>
+    new AppError('compute_unavailable', 'The machine could not be deleted; it is now in error and can be deleted again.'),
+  hostFull: (size: string | number) =>
+    new AppError('compute_unavailable', `This host has no room for another ${size} machine right now; retry later, or stop a running machine.`, { headers: retryAfter('hostCapacity') }),
+  sizeAbovePlan: (largest: string, details?: FieldError[]) =>
+    new AppError('invalid_request', `The plan's largest machine size is ${largest}.`, { details }),
+  createNotAllowed: () =>
+    new AppError('internal_error', 'The transition table does not allow creating a machine.'),
+  lostByHost: () =>
+    new AppError('compute_unavailable', 'lost by the host'),
+  /** The one Retry-After that is not a fixed reason: the rate limiter computes when its window frees. */
+  tooManyAttempts: (retryAfterS: number) =>
+    new AppError('rate_limited', `Too many attempts; retry in ${retryAfterS} seconds.`, { headers: retryAfterHeader(retryAfterS) }),
+  noBillingAccount: () =>
+    new AppError('not_found', 'No billing account for this organization.'),
+  billingEventNotApplicable: (event: string | number, state: string | number) =>
+    new AppError('conflict', `Billing event ${event} does not apply to an account in state ${state}.`),
+  billingAccountChanged: () =>
+    new AppError('conflict', 'The billing account changed concurrently; retry.'),
+  changeInBillingPortal: (state: string | number) =>
+    new AppError('conflict', `The account is ${state}; change the subscription in the billing portal.`),
+  planNeedsAgreement: (id: string | number) =>
+    new AppError('precondition_failed', `The ${id} plan is negotiated; it needs an agreement in effect before checkout.`),
+  sessionOnAnotherMachine: (details?: FieldError[]) =>
+    new AppError('invalid_request', 'The session is open on another machine.', { details }),
+  viewSessionNoInput: () =>
+    new AppError('permission_denied', 'A view session cannot send input; open an agent or human session.'),
+  leaseNeedsRunningMachine: (state: string | number) =>
+    new AppError('conflict', `The machine is ${state}; the input lease needs a running machine.`),
+  leaseHeld: (message: string, details?: FieldError[]) => new AppError('conflict', message, { details }),
+  leaseChangedWhileAcquiring: () =>
+    new AppError('conflict', 'The input lease changed while it was being acquired; retry.'),
+  leaseHeldByOther: (holder: string, sessionId: string | null) =>
+    new AppError('conflict', `The input lease is held by session ${holder}, not ${sessionId}.`),
+  inputNeedsSessionHeader: (details?: FieldError[]) =>
+    new AppError('invalid_request', 'Input needs the input lease: name your session in the X-Session-Id header.', { details }),
+  badLeaseFence: (details?: FieldError[]) =>
+    new AppError('invalid_request', 'X-Lease-Fence must be a non-negative integer.', { details }),
+  noLeaseHolder: () =>
+    new AppError('conflict', 'No session holds the input lease; acquire it first.'),
+  staleFence: (fence: number | null, current: number | null) =>
+    new AppError('conflict', `Stale fence ${fence}: the current input lease fence is ${current}.`),
+  noSuchSnapshot: (details?: FieldError[]) =>
+    new AppError('not_found', 'No such snapshot.', { details }),
+  cannotCaptureInState: (state: string | number) =>
+    new AppError('conflict', `Cannot capture a machine that is ${state}; it must be running or stopped.`),
+  snapshotTableRefusesCapture: () =>
+    new AppError('internal_error', 'The snapshot table does not allow a capture.'),
+  snapshotNotReady: (id: string | number, state: string | number) =>
+    new AppError('conflict', `Snapshot ${id} is ${state}; it must be ready.`),
+  snapshotOfAnotherMachine: (id: string | number, machineId: string | number, details?: FieldError[]) =>
+    new AppError('invalid_request', `Snapshot ${id} is not a snapshot of machine ${machineId}.`, { details }),
+  captureFailed: (id: string | number) =>
+    new AppError('compute_unavailable', `The capture failed; snapshot ${id} is in error (delete it and retry).`, { headers: retryAfter('snapshotOperation') }),
+  newerSnapshotExists: (id: string | number, name: string | number, details?: FieldError[]) =>
+    new AppError('conflict', `Snapshot ${id} ("${name}") is newer; only the newest snapshot of a machine can be deleted.`, { details }),
+  snapshotBusy: (id: string | number, state: string | number) =>
+    new AppError('conflict', `Snapshot ${id} is ${state}; wait until it is ready.`),
+  snapshotChanged: () =>
+    new AppError('conflict', 'The snapshot changed state concurrently; retry.'),
+  snapshotNotDeletedYet: (id: string | number) =>
+    new AppError('compute_unavailable', `Snapshot ${id} could not be deleted yet; it stays deleting; retry.`, { headers: retryAfter('snapshotOperation') }),
+  noClosedPeriod: () =>
+    new AppError('not_found', 'No closed period starts at that instant.'),
+  noBillingPeriodYet: () =>
+    new AppError('not_found', 'The account has no billing period yet: subscribe first.'),
+  emailTaken: () =>
+    new AppError('conflict', 'An account with this e-mail address already exists.'),
+  wrongCredentials: () =>
+    new AppError('unauthenticated', 'Wrong e-mail address or password.'),
+  noSuchOrganization: () =>
+    new AppError('not_found', 'No such organization.'),
+  noPreviewDomain: () =>
+    new AppError('unsupported_operation', 'This deployment serves no preview domain (PREVIEW_DOMAIN).'),
+  noSuchPublishedPort: () =>
+    new AppError('not_found', 'No such published port.'),
+  fakeFailure: (op: string | number) =>
+    new AppError('compute_unavailable', `fake ${op} failure`),
+  layerNotFound: () =>
+    new AppError('not_found', 'layer not found'),
+  machineExistsOnSubstrate: () =>
+    new AppError('conflict', 'machine exists on this substrate'),
+  machineLost: () =>
+    new AppError('compute_unavailable', 'machine lost'),
+  stopBeforeReplacingDisk: () =>
+    new AppError('conflict', 'stop the machine before replacing its disk'),
+  machineNotRunning: () =>
+    new AppError('compute_unavailable', 'machine is not running'),
+  noSubstrateConfigured: () =>
+    new AppError('compute_unavailable', 'No machine substrate is configured on this deployment.'),
+  noFreeMachineNetwork: () =>
+    new AppError('compute_unavailable', 'no free machine network on this host'),
+  vmNetworkSetupFailed: (cause?: unknown) =>
+    new AppError('compute_unavailable', 'vm network setup failed on the host', { cause }),
+  vmTapSetupFailed: (cause?: unknown) =>
+    new AppError('compute_unavailable', 'vm tap setup failed on the host', { cause }),
+  portGuardSetupFailed: (cause?: unknown) =>
+    new AppError('compute_unavailable', 'port guard setup failed on the host', { cause }),
+  noFreeMachineAddress: () =>
+    new AppError('compute_unavailable', 'no free machine address in the vm network'),
+  diskNotFound: () =>
+    new AppError('not_found', 'disk not found'),
+  diskExists: () =>
+    new AppError('conflict', 'disk exists'),
+  runningDiskAtLayerLimit: (maxDepth: string | number) =>
+    new AppError('conflict', `the running disk is at its limit of ${maxDepth} layers; stop the machine to compact it`),
+  cannotCopyWritableBlob: () =>
+    new AppError('unsupported_operation', 'this disk backend cannot copy a writable blob'),
+  qemuFailedToStart: (cause?: unknown) =>
+    new AppError('compute_unavailable', 'qemu failed to start', { cause }),
+  cannotThaw: () =>
+    new AppError('compute_unavailable', 'this substrate cannot thaw a machine'),
+  noDiskVolumeToRemount: () =>
+    new AppError('compute_unavailable', 'This substrate has no disk volume to mount again.'),
+  unknownMachineSize: (details?: FieldError[]) =>
+    new AppError('invalid_request', 'unknown machine size', { details }),
+  catalogSizeNotPositive: () =>
+    new AppError('internal_error', 'catalog size has non-positive resources'),
+  badMachineId: () =>
+    new AppError('invalid_request', 'bad machine id'),
+  machineNotOnSubstrate: () =>
+    new AppError('not_found', 'machine not found on this substrate'),
+  agentChannelNotReachable: (cause?: unknown) =>
+    new AppError('compute_unavailable', 'agent channel not reachable', { cause }),
+  podmanFailed: (command: string | undefined, cause?: unknown) =>
+    new AppError('compute_unavailable', `podman ${command} failed`, { cause }),
+  podmanCannotRemoveBroken: () =>
+    new AppError('compute_unavailable', 'podman could not remove a broken container'),
+  bridgePortUnknown: () =>
+    new AppError('compute_unavailable', 'could not tell the machine\'s bridge port'),
+  networkSetupFailed: (cause?: unknown) =>
+    new AppError('compute_unavailable', 'network setup failed on the host', { cause }),
+  machineNotStopped: () =>
+    new AppError('compute_unavailable', 'the machine could not be stopped'),
+  containerNotFrozen: () =>
+    new AppError('compute_unavailable', 'container did not freeze'),
+  podmanCannotUnpause: () =>
+    new AppError('compute_unavailable', 'podman could not unpause the machine'),
+  diskVolumeNotRemountable: () =>
+    new AppError('compute_unavailable', 'the disk volume is not a loop volume this host can mount again'),
+  noSuchPlan: () =>
+    new AppError('not_found', 'No such plan.'),
+  builtinBillingNotInUse: () =>
+    new AppError('unsupported_operation', 'The built-in billing provider is not in use.'),
+  unknownPortalLink: () =>
+    new AppError('not_found', 'This portal link is unknown or expired.'),
+  unknownCheckoutLink: () =>
+    new AppError('not_found', 'This checkout link is unknown, expired or already used.'),
+  stripeBillingNotInUse: () =>
+    new AppError('unsupported_operation', 'The Stripe billing provider is not in use.'),
+  noSuchRoute: () =>
+    new AppError('not_found', 'No such route.'),
+  badApiKey: () =>
+    new AppError('unauthenticated', 'Missing or invalid API key.'),
+  signInOrSendKey: () =>
+    new AppError('unauthenticated', 'Sign in or send an API key.'),
+  cookieWriteNeedsOrigin: () =>
+    new AppError('permission_denied', 'Cookie-authenticated writes need a recognised Origin header.'),
+  needsBrowserSession: () =>
+    new AppError('permission_denied', 'This route needs a signed-in browser session, not an API key.'),
+  /**
+   * A request carrying two session cookies: one was set from another site sharing a parent domain (cookie
+   * tossing, docs/security.md). Neither is taken; signing out and in again replaces the API's own.
+   */
+  twoSessionCookies: () =>
+    new AppError('unauthenticated', 'This request carries more than one session cookie, so neither is used: a site under a parent domain of this one may have set one. Clear this site\'s cookies and sign in again.'),
+  noOrganization: () =>
+    new AppError('permission_denied', 'You are not a member of any organization.'),
+  needsPermission: (perm: string | number) =>
+    new AppError('permission_denied', `This needs the ${perm} permission.`),
+  foreignOrigin: () =>
+    new AppError('permission_denied', 'Requests from this Origin are not accepted.'),
+  bodyTooLarge: () =>
+    new AppError('invalid_request', 'Request body is too large.'),
+  serverOutOfDisk: () =>
+    new AppError('compute_unavailable', 'The server is out of disk space; retry later.', { headers: retryAfter('outOfDisk') }),
+  controlPlaneFailed: () =>
+    new AppError('internal_error', 'The control plane failed to handle the request.'),
+  undeclaredStatus: (name: string | number, status: string | number) =>
+    new AppError('internal_error', `${name} answered undeclared status ${status}`),
+  responseSchemaMismatch: (name: string, status: number, issues: string) =>
+    new AppError('internal_error', `${name} ${status} does not match its schema: ${issues}`),
+  agentUnreachable: (message: string, cause?: unknown) => new AppError('compute_unavailable', message, { headers: retryAfter('agent'), cause }),
+  /** What a caller of the machine's agent gets for an answer that is not one. */
+  malformedAgentAnswer: (what: string | number) =>
+    new AppError('compute_unavailable', `The machine agent sent ${what}; the machine may be misbehaving.`, { headers: retryAfter('agent') }),
+  agentCannotServe: () =>
+    new AppError('compute_unavailable', 'The machine agent could not serve the request.', { headers: retryAfter('agent') }),
+  agentRefused: (e: { code: ErrorCode; message: string; details: FieldError[] }) =>
+    new AppError(e.code, e.message || 'The machine agent refused the request.', {
+      details: e.details,
+      headers: e.code === 'compute_unavailable' ? retryAfter('agent') : {},
+    }),
+  paymentProviderUnreachable: () =>
+    new AppError('compute_unavailable', 'The payment provider could not be reached; retry shortly.', { headers: retryAfter('paymentProvider') }),
+  noCheckoutPage: () =>
+    new AppError('compute_unavailable', 'The payment provider returned no checkout page; retry shortly.', { headers: retryAfter('paymentProvider') }),
+  noSubscriptionYet: () =>
+    new AppError('precondition_failed', 'There is no subscription to manage yet: check out first.'),
+  bodyOverLimit: (limit: string | number) =>
+    new AppError('invalid_request', `Request body exceeds ${limit} bytes.`),
+  hostPrepareFailed: () =>
+    new AppError('compute_unavailable', 'The machine host failed to prepare (its guest image or its directories); see the server log.'),
+  hostPreparing: () =>
+    new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: retryAfter('hostPreparing') }),
+};
