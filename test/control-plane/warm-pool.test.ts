@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { poolEligible, poolStep, poolTarget } from '../../control-plane/src/domain/warm-pool.js';
+import { poolEligible, poolLeftover, poolStep, poolTarget } from '../../control-plane/src/domain/warm-pool.js';
 import { fileLedger } from '../../control-plane/src/services/machines/pool-ledger.js';
 import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
@@ -29,6 +29,8 @@ t.test('decisions: target from demand, capped; steps; which creates are eligible
   t.equal(poolEligible({ start: true }), true, 'a plain create');
   t.equal(poolEligible({ start: true, template: 'tpl_x' }), false, "a template's disk is not the base image");
   t.equal(poolEligible({ start: false }), false, 'a stopped create wants no running machine');
+  t.equal(poolLeftover(true), 'forget', "a previous run's member a row took is the tenant's");
+  t.equal(poolLeftover(false), 'destroy', 'one no row took is destroyed');
 });
 
 function pooledRig(t: Test, dir?: string) {

@@ -48,3 +48,15 @@ export function poolStep(target: number, held: number, host: PoolHost): PoolStep
   if (held < target && host.roomForOne) return { do: 'fill' };
   return { do: 'nothing' };
 }
+
+/**
+ * At start, for each member a previous run's ledger names (services/machines/warm-pool.ts `reconcile`): a live
+ * machine row with its id means a take committed (its row is the tenant's, settled by machine-reconcile.ts's
+ * table): the ledger only forgets it. No live row: a member nobody took (ready, or being made, when that run
+ * died; or taken and since deleted): destroyed. Pool members are never kept across runs.
+ */
+export type PoolLeftover = 'forget' | 'destroy';
+
+export function poolLeftover(hasLiveRow: boolean): PoolLeftover {
+  return hasLiveRow ? 'forget' : 'destroy';
+}

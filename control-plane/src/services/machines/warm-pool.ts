@@ -18,7 +18,7 @@ import { newId } from '../../../../shared/ids.js';
 import type { MachineSize } from '../../../../shared/schemas/machine.js';
 import { committedBy, decideCapacity } from '../../domain/capacity.js';
 import { catalogAt } from '../../domain/catalog.js';
-import { POOL_DEMAND_WINDOW_MS, poolStep, poolTarget, type PoolHost } from '../../domain/warm-pool.js';
+import { POOL_DEMAND_WINDOW_MS, poolLeftover, poolStep, poolTarget, type PoolHost } from '../../domain/warm-pool.js';
 import { resourcesForSize } from '../../substrate/substrate.js';
 import type { MachineCore } from './core.js';
 import type { PoolEntry } from './pool-ledger.js';
@@ -179,8 +179,7 @@ export function createWarmPool(c: MachineCore): WarmPool {
       if (!ledger) return;
       for (const e of ledger.all()) {
         if (mine.has(e.id)) continue;
-        // A row took it (a take whose outcome a crash did not record): the tenant's, reconciled as its row says.
-        if (d.store.machines.byId(e.id)) ledger.remove(e.id);
+        if (poolLeftover(d.store.machines.byId(e.id) !== undefined) === 'forget') ledger.remove(e.id);
         else await destroy(e);
       }
     },
