@@ -101,6 +101,7 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
       const { row, source } = admitted;
       if (poolEligible(req)) pool.noteDemand(row.size);
       if (warm) {
+        faultPoint('machines.create.warm_taken');
         pool.taken(warm);
         await adopt(row, by);
       } else await launch(row, source, req.start, by);

@@ -19,6 +19,7 @@ import type { MachineSize } from '../../../../shared/schemas/machine.js';
 import { committedBy, decideCapacity } from '../../domain/capacity.js';
 import { catalogAt } from '../../domain/catalog.js';
 import { POOL_DEMAND_WINDOW_MS, poolLeftover, poolStep, poolTarget, type PoolHost } from '../../domain/warm-pool.js';
+import { faultPoint } from '../../fault-points.js';
 import { resourcesForSize } from '../../substrate/substrate.js';
 import type { MachineCore } from './core.js';
 import type { PoolEntry } from './pool-ledger.js';
@@ -94,6 +95,7 @@ export function createWarmPool(c: MachineCore): WarmPool {
     mine.add(e.id);
     try {
       ledger!.add(e);
+      faultPoint('pool.fill.before_substrate');
       try {
         const resources = resourcesForSize(size, sizes());
         await d.locks.run(e.id, () => d.substrate.create({ id: e.id, resources, source: { kind: 'base' }, network: d.network ?? 'none' }, { start: true }));
@@ -103,8 +105,10 @@ export function createWarmPool(c: MachineCore): WarmPool {
         await destroy(e);
         return;
       }
-      if (running) readyOf(size).push(e.id);
-      else await destroy(e);
+      if (running) {
+        readyOf(size).push(e.id);
+        faultPoint('pool.fill.ready');
+      } else await destroy(e);
     } finally {
       making.set(size, (making.get(size) ?? 1) - 1);
     }
