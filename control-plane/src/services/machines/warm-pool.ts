@@ -15,7 +15,7 @@
  * reserve.
  */
 import { newId } from '../../../../shared/ids.js';
-import type { MachineSize } from '../../../../shared/schemas/machine.js';
+import { MachineSize } from '../../../../shared/schemas/machine.js';
 import { committedBy, decideCapacity } from '../../domain/capacity.js';
 import { catalogAt } from '../../domain/catalog.js';
 import { POOL_DEMAND_WINDOW_MS, poolLeftover, poolStep, poolTarget, type PoolHost } from '../../domain/warm-pool.js';
@@ -137,8 +137,7 @@ export function createWarmPool(c: MachineCore): WarmPool {
   async function once(): Promise<void> {
     if (!running || !ledger) return;
     const now = Date.now();
-    for (const s of sizes()) {
-      const size = s.id as MachineSize;
+    for (const size of MachineSize.options) {
       const recent = (demand.get(size) ?? []).filter((t) => now - t < POOL_DEMAND_WINDOW_MS);
       demand.set(size, recent);
       // A member that died in the pool is never handed out.
