@@ -64,6 +64,12 @@ export const ConfigSchema = z
      * host (control plane, podman/QEMU, page cache) keeps a reserve; vCPUs are time-shared.
      */
     MACHINE_MEMORY_COMMIT_RATIO: Ratio.default(0.9),
+    /**
+     * Warm starts (docs/api-machines.md, "Warm starts"): at most this many started-but-unassigned machines per
+     * size a tenant created lately, so a plain create takes one instead of booting. 0: no pool. Container
+     * substrate only (the vm substrate has none).
+     */
+    WARM_POOL_PER_SIZE: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(8)).default(1),
     MACHINE_CPU_COMMIT_RATIO: Ratio.default(4),
     /** vm substrate: the host bridge, its IPv4 subnet and the nameservers guests get (comma-separated). */
     VM_BRIDGE: z.string().regex(/^[A-Za-z0-9_-]{1,15}$/).optional(),
@@ -105,6 +111,7 @@ export const ConfigSchema = z
       substrate: e.SUBSTRATE ?? null,
       imageCacheDir: e.IMAGE_CACHE_DIR ?? null,
       machineNetwork: e.MACHINE_NETWORK,
+      warmPoolPerSize: e.WARM_POOL_PER_SIZE,
       commitRatios: { memory: e.MACHINE_MEMORY_COMMIT_RATIO, cpu: e.MACHINE_CPU_COMMIT_RATIO },
       vmNetwork: {
         ...(e.VM_BRIDGE ? { bridge: e.VM_BRIDGE } : {}),

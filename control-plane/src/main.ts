@@ -104,7 +104,11 @@ export async function serve(
   let stopWatch: (() => void) | null = null;
   let closing = false;
   void reconciled.catch(() => {}).then(() => {
-    if (substrate && !closing) stopWatch = services.machines.startWatch();
+    if (substrate && !closing) {
+      stopWatch = services.machines.startWatch();
+      // After the reconcile: it destroyed what a previous run's pool left (services/machines/warm-pool.ts).
+      services.machines.warmPool.start();
+    }
   });
   const timer = setInterval(() => {
     try {
@@ -148,6 +152,8 @@ export async function serve(
       await metricsListener?.close();
       closing = true;
       stopWatch?.();
+      // Started-but-unassigned machines are not kept across runs (the next run's image may differ).
+      await services.machines.warmPool.drain();
       await gateway.close();
       gw.close();
       previews?.close();

@@ -87,7 +87,7 @@ async function hostAgent(): Promise<Host> {
   };
 }
 
-async function containerHost(repoRoot: string): Promise<Host> {
+export async function containerHost(repoRoot: string): Promise<Host & { substrate: ContainerSubstrate }> {
   const image = await ensureImage({ repoRoot, cacheDir: process.env.COMPUTER_IMAGE_CACHE || defaultImageCacheDir(), artifacts: 'container', log: (l) => console.log(`# image: ${l}`) });
   const root = fs.mkdtempSync('/tmp/bapi-');
   const sub = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 });
@@ -123,9 +123,8 @@ async function containerHost(repoRoot: string): Promise<Host> {
   };
 }
 
-export async function benchApi(o: ApiBenchOptions): Promise<void> {
-  const samples = o.samples ?? (o.substrate === 'container' ? 3 : 5);
-  const host = o.substrate === 'container' ? await containerHost(o.repoRoot ?? findRepoRoot()) : await hostAgent();
+/** `npm start`'s serve() on loopback over `substrate`, with its own data directory and `env` on top. */
+export async function serveForBench(substrate: Substrate, env: Record<string, string>) {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-cp-'));
   // A fixed port so PUBLIC_BASE_URL (the origin cookie writes must carry) is known before listening.
   const port = await new Promise<number>((resolve) => {
@@ -134,31 +133,22 @@ export async function benchApi(o: ApiBenchOptions): Promise<void> {
       probe.close(() => resolve(p));
     });
   });
-  const config = parseConfig({ PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir });
-  const running = await serve(config, { log: () => {}, services: { substrate: host.substrate, passwordCost: { N: 1024, r: 8, p: 1 } } });
+  const config = parseConfig({ PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, ...env });
+  const running = await serve(config, { log: () => {}, services: { substrate, passwordCost: { N: 1024, r: 8, p: 1 } } });
+  return { running, dataDir };
+}
+
+export async function benchApi(o: ApiBenchOptions): Promise<void> {
+  const samples = o.samples ?? (o.substrate === 'container' ? 3 : 5);
+  const host = o.substrate === 'container' ? await containerHost(o.repoRoot ?? findRepoRoot()) : await hostAgent();
+  // No warm pool: these creates are the cold path (the pool bench, pool.ts, puts warm next to cold).
+  const { running, dataDir } = await serveForBench(host.substrate, { WARM_POOL_PER_SIZE: '0' });
   const base = running.url;
-  const dispatcher = new Agent({ connections: 32, pipelining: 1 });
-  const call = async (method: string, p: string, o2: { key?: string; cookie?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
-    const headers: Record<string, string> = { ...o2.headers };
-    if (o2.key) headers.authorization = `Bearer ${o2.key}`;
-    if (o2.cookie) {
-      headers.cookie = o2.cookie;
-      headers.origin = base;
-    }
-    if (o2.body !== undefined) headers['content-type'] = 'application/json';
-    const r = await undiciRequest(`${base}${p}`, { method: method as 'GET', headers, body: o2.body === undefined ? undefined : JSON.stringify(o2.body), dispatcher });
-    const text = await r.body.text();
-    return { status: r.statusCode, headers: r.headers, json: text ? (JSON.parse(text) as any) : undefined };
-  };
+  const client = await benchClient(base);
+  const { call, key } = client;
   const created: string[] = [];
-  let key = '';
   try {
     console.log(`# API benchmarks through /v1 (${o.substrate} substrate), ${os.cpus().length} cores`);
-    const su = await call('POST', '/v1/auth/signup', { body: { email: 'bench@example.com', password: 'bench password 123' } });
-    const cookie = `computer_session=${/computer_session=([^;]+)/.exec(String(su.headers['set-cookie']))![1]}`;
-    const co = await call('POST', '/v1/billing/checkout', { cookie, body: { plan_id: 'pro', success_url: `${base}/` } });
-    await call('GET', new URL(co.json.url).pathname);
-    key = (await call('POST', '/v1/api-keys', { cookie, body: { name: 'bench', scopes: ['machines:read', 'machines:write', 'machines:control', 'sessions:write'] } })).json.secret as string;
 
     const toRunning: number[] = [];
     const toDisplay: number[] = [];
@@ -244,11 +234,40 @@ export async function benchApi(o: ApiBenchOptions): Promise<void> {
     line('GET throughput, metering off / on (flush 1 s)', `${off.toFixed(0)} / ${on.toFixed(0)} req/s  overhead ${(((off - on) / off) * 100).toFixed(1)}% (budget 5%, 3 alternating rounds of 2 s)`);
   } finally {
     for (const m of created) await call('DELETE', `/v1/machines/${m}`, { key }).catch(() => {});
-    await dispatcher.close();
+    await client.close();
     await running.close();
     await host.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+export type BenchCall = (
+  method: string,
+  p: string,
+  o?: { key?: string; cookie?: string; body?: unknown; headers?: Record<string, string> },
+) => Promise<{ status: number; headers: Record<string, unknown>; json: any }>;
+
+/** A /v1 client for a served control plane, and a subscribed organization's API key. */
+export async function benchClient(base: string): Promise<{ call: BenchCall; key: string; close(): Promise<void> }> {
+  const dispatcher = new Agent({ connections: 32, pipelining: 1 });
+  const call: BenchCall = async (method, p, o2 = {}) => {
+    const headers: Record<string, string> = { ...o2.headers };
+    if (o2.key) headers.authorization = `Bearer ${o2.key}`;
+    if (o2.cookie) {
+      headers.cookie = o2.cookie;
+      headers.origin = base;
+    }
+    if (o2.body !== undefined) headers['content-type'] = 'application/json';
+    const r = await undiciRequest(`${base}${p}`, { method: method as 'GET', headers, body: o2.body === undefined ? undefined : JSON.stringify(o2.body), dispatcher });
+    const text = await r.body.text();
+    return { status: r.statusCode, headers: r.headers, json: text ? (JSON.parse(text) as any) : undefined };
+  };
+  const su = await call('POST', '/v1/auth/signup', { body: { email: 'bench@example.com', password: 'bench password 123' } });
+  const cookie = `computer_session=${/computer_session=([^;]+)/.exec(String(su.headers['set-cookie']))![1]}`;
+  const co = await call('POST', '/v1/billing/checkout', { cookie, body: { plan_id: 'pro', success_url: `${base}/` } });
+  await call('GET', new URL(co.json.url).pathname);
+  const key = (await call('POST', '/v1/api-keys', { cookie, body: { name: 'bench', scopes: ['machines:read', 'machines:write', 'machines:control', 'sessions:write'] } })).json.secret as string;
+  return { call, key, close: () => dispatcher.close() };
 }
 
 /** Bench only: read the machine's agent token from the store to time the agent-side floor. */

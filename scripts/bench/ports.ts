@@ -39,7 +39,7 @@ export async function benchPorts(o: { repoRoot?: string } = {}): Promise<void> {
       probe.close(() => resolve(p));
     });
   });
-  const config = parseConfig({ PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir });
+  const config = parseConfig({ PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, WARM_POOL_PER_SIZE: '0' });
   const running = await serve(config, { log: () => {}, services: { substrate, passwordCost: { N: 1024, r: 8, p: 1 } } });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const call = (method: string, p: string, o2: { host?: string; headers?: Record<string, string>; body?: unknown; sink?: (n: number) => void } = {}) =>

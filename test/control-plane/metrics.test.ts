@@ -92,7 +92,8 @@ t.test('metrics: boot and capture durations, agent call failures, layer store by
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-metrics-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const fake = new FakeSubstrate();
-  const config = parseConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, METRICS_PORT: '0' });
+  // No warm pool: the boots counted here are the test's own.
+  const config = parseConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, METRICS_PORT: '0', WARM_POOL_PER_SIZE: '0' });
   const on = await serve(config, {
     log: () => {},
     // No readiness probe: its agent calls would add failures this test does not make.

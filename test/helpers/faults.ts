@@ -95,9 +95,11 @@ export async function restartableContainerRig(t: { teardown(fn: () => Promise<vo
      * Runs `method path` in a child control plane killed at `point`; then this one is reopened (`beforeReopen`
      * looks at what the dead one left, before a new control plane touches it).
      */
-    async crashAt(point: string, key: string, method: string, p: string, body?: unknown, beforeReopen?: () => void): Promise<{ signal: string | null; out: string }> {
+    async crashAt(
+      point: string, key: string, method: string, p: string, body?: unknown, beforeReopen?: () => void, child0: { warm?: boolean } = {},
+    ): Promise<{ signal: string | null; out: string }> {
       await self.rig.close({ keepDir: true });
-      const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, disks: opts.disks, key, method, path: p, body })], {
+      const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, disks: opts.disks, key, method, path: p, body, ...child0 })], {
         env: { ...process.env, COMPUTER_FAULT_POINT: point }, stdio: ['ignore', 'pipe', 'inherit'],
       });
       let out = '';

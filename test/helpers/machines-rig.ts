@@ -30,7 +30,8 @@ export interface MachinesRigOptions {
 export function makeMachinesRig(o: MachinesRigOptions) {
   const dir = o.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cp-mch-'));
   // PUBLIC_BASE_URL is not loopback, so previews are named explicitly: on localhost, as `npm start` serves them.
-  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, PREVIEW_DOMAIN: 'localhost', ...o.env });
+  // No warm pool unless a test asks for one (WARM_POOL_PER_SIZE in `env`): machines appear only where a test made them.
+  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, PREVIEW_DOMAIN: 'localhost', WARM_POOL_PER_SIZE: '0', ...o.env });
   const db = openDb(path.join(dir, DB_FILENAME));
   const store = createStore(db);
   const clock = { t: Date.parse('2026-11-22T06:00:00.000Z'), real: true };
@@ -106,6 +107,7 @@ export function makeMachinesRig(o: MachinesRigOptions) {
   return {
     dir, config, store, services, app, logs, bodies, failures, clock, call, tenant, key,
     async close(opts: { keepDir?: boolean } = {}) {
+      await services.machines.warmPool.drain();
       await services.pool.close();
       db.close();
       if (!opts.keepDir) fs.rmSync(dir, { recursive: true, force: true });

@@ -6,6 +6,8 @@ import { sha256Hex } from '../auth/tokens.js';
 import type { ScryptCost } from '../auth/passwords.js';
 import { isRecognisedOrigin, type Config } from '../config.js';
 import os from 'node:os';
+import path from 'node:path';
+import { fileLedger } from './machines/pool-ledger.js';
 import type { Resources } from '../domain/capacity.js';
 import type { CatalogVersion } from '../domain/catalog.js';
 import type { CountedLimitKey } from '../domain/quotas.js';
@@ -70,6 +72,8 @@ export interface ServiceDeps {
    * records, and the server's periodic enforcement acts on what the CLI changed.
    */
   role?: 'server' | 'cli';
+  /** Warm pool timings (tests shorten them); its size is the configuration's WARM_POOL_PER_SIZE. */
+  warmPool?: { tickMs?: number; readyTimeoutMs?: number };
   /** Secrets redelivery backoff (tests shorten it). */
   secretsRetry?: { delaysMs: readonly number[]; giveUpMs: number };
 }
@@ -121,6 +125,8 @@ export function createServices(d: ServiceDeps) {
     store, substrate, agent, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     hostHealth,
     network: config.machineNetwork,
+    // The vm substrate has no pool (docs/api-machines.md, "Warm starts"); the fake one has one for unit tests.
+    warmPool: { perSize: substrate.kind === 'vm' ? 0 : config.warmPoolPerSize, ledger: fileLedger(path.join(config.dataDir, 'warm-pool.json')), ...d.warmPool },
     capacity: {
       host: d.hostResources ?? { memory_mb: Math.floor(os.totalmem() / (1024 * 1024)), vcpu: Math.max(1, os.cpus().length) },
       ratios: config.commitRatios,

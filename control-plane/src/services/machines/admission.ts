@@ -23,6 +23,8 @@ export interface Admission {
   region: string | null;
   metadata: Record<string, string>;
   start: boolean;
+  /** The id of a warm pool member this create takes (warm-pool.ts); absent: a new id. */
+  id?: string;
 }
 
 /**
@@ -75,7 +77,7 @@ export function admitInTx(c: MachineCore, orgId: string, by: ReturnType<typeof a
   if (!dec.ok) throw ERRORS.createNotAllowed();
   const t = c.at();
   const m: MachineRow = {
-    id: newId('machine'), org_id: orgId, name: a.name ?? generateName(c, orgId), size: a.size,
+    id: a.id ?? newId('machine'), org_id: orgId, name: a.name ?? generateName(c, orgId), size: a.size,
     template: a.template, region: a.region, metadata: JSON.stringify(a.metadata), state: dec.to,
     agent_token: randomBytes(32).toString('base64url'), created_by_kind: by.type, created_by_id: by.id,
     created_at: t, updated_at: t, state_changed_at: t, deleted_at: null,

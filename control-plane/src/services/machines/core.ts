@@ -24,6 +24,7 @@ import type { SessionService } from '../sessions.js';
 import type { SnapshotService } from '../snapshots.js';
 import type { TemplateService } from '../templates.js';
 import { ERRORS } from '../../errors.js';
+import type { WarmPoolConfig } from './pool-ledger.js';
 
 export interface MachineServiceDeps {
   store: Store;
@@ -51,6 +52,8 @@ export interface MachineServiceDeps {
   hostHealth?: HostHealth;
   /** Guest networking of new machines (the operator's MACHINE_NETWORK; default none). */
   network?: 'outbound' | 'none';
+  /** The warm pool (services/machines/warm-pool.ts); absent: none. */
+  warmPool?: WarmPoolConfig;
 }
 
 export function machineView(m: MachineRow): Machine {

@@ -9,11 +9,13 @@ import { resourcesForSize, type DiskSource } from '../../substrate/substrate.js'
 import { actorOf } from '../actor.js';
 import type { Actor } from '../events.js';
 import { admitInTx, SIZE_RANK } from './admission.js';
+import { poolEligible } from '../../domain/warm-pool.js';
 import type { MachineCore } from './core.js';
 import type { Readiness } from './ready.js';
 import { ERRORS } from '../../errors.js';
+import type { WarmPool } from './warm-pool.js';
 
-export function createMachineCreation(c: MachineCore, ready: Readiness) {
+export function createMachineCreation(c: MachineCore, ready: Readiness, pool: WarmPool) {
   const { d } = c;
   const { store, substrate, locks } = d;
 
@@ -42,29 +44,65 @@ export function createMachineCreation(c: MachineCore, ready: Readiness) {
     }
   }
 
+  /**
+   * Act on an admitted machine that took a warm pool member (its row has the member's id and a fresh agent key):
+   * the member runs, so only the outcome is recorded; the first agent call enrolls this row's key. A member that
+   * died since the pool last looked is destroyed and the machine booted cold under the same id.
+   */
+  async function adopt(row: MachineRow, by: Actor): Promise<void> {
+    if ((await substrate.liveness(row.id).catch(() => 'lost')) !== 'running') {
+      await locks.run(row.id, () => substrate.destroy(row.id)).catch((e) => d.onFailure?.(row.id, 'pool_take', e));
+      return launch(row, { kind: 'base' }, true, by);
+    }
+    if (!c.settle(row, 'creating', 'substrate_running', 'machine.started', { by })) throw c.raced(row.id);
+    ready.watchReady(row);
+  }
+
+  /** Decide and record a create: the template's disk and size, admission, the row (with a warm member's id). */
+  function admitCreate(p: OrgPrincipal, req: CreateMachineRequest, warm: string | null): { row: MachineRow; source: DiskSource } {
+    const orgId = p.org_id;
+    const by = actorOf(p);
+    return store.db.tx(() => {
+      let source: DiskSource = { kind: 'base' };
+      let size: MachineSize = req.size ?? 'small';
+      let template: string | null = null;
+      if (req.template !== undefined) {
+        const t = d.templates.sourceInTx(orgId, req.template);
+        source = t.source;
+        template = t.template.id;
+        // The template's disk holds a filesystem of its size: a machine may be larger, never smaller.
+        if (req.size !== undefined && SIZE_RANK[req.size] < SIZE_RANK[t.template.size]) {
+          throw ERRORS.templateNeedsLargerSize(t.template.id, t.template.size, [{ field: 'size', message: `smaller than the template's size (${t.template.size})` }]);
+        }
+        size = req.size ?? t.template.size;
+      }
+      const row = admitInTx(c, orgId, by, { name: req.name, size, template, region: req.region ?? null, metadata: req.metadata, start: req.start, ...(warm ? { id: warm } : {}) }, {});
+      return { row, source };
+    });
+  }
+
   return {
     /** Returns once the machine is running (or, with start:false, once it exists stopped). */
     async create(p: OrgPrincipal, req: CreateMachineRequest): Promise<Machine> {
       const orgId = p.org_id;
       const by = actorOf(p);
-      const { row, source } = store.db.tx(() => {
-        let source: DiskSource = { kind: 'base' };
-        let size: MachineSize = req.size ?? 'small';
-        let template: string | null = null;
-        if (req.template !== undefined) {
-          const t = d.templates.sourceInTx(orgId, req.template);
-          source = t.source;
-          template = t.template.id;
-          // The template's disk holds a filesystem of its size: a machine may be larger, never smaller.
-          if (req.size !== undefined && SIZE_RANK[req.size] < SIZE_RANK[t.template.size]) {
-            throw ERRORS.templateNeedsLargerSize(t.template.id, t.template.size, [{ field: 'size', message: `smaller than the template's size (${t.template.size})` }]);
-          }
-          size = req.size ?? t.template.size;
-        }
-        const row = admitInTx(c, orgId, by, { name: req.name, size, template, region: req.region ?? null, metadata: req.metadata, start: req.start }, {});
-        return { row, source };
-      });
-      await launch(row, source, req.start, by);
+      // A plain create of the pool's image may take a warm member (domain/warm-pool.ts says which).
+      const warmSize: MachineSize = req.size ?? 'small';
+      const warm = poolEligible(req) ? pool.take(warmSize) : null;
+      let admitted: { row: MachineRow; source: DiskSource };
+      try {
+        admitted = admitCreate(p, req, warm);
+      } catch (e) {
+        if (warm) pool.giveBack(warm, warmSize);
+        throw e;
+      }
+      const { row, source } = admitted;
+      if (poolEligible(req)) pool.noteDemand(row.size);
+      if (warm) {
+        faultPoint('machines.create.warm_taken');
+        pool.taken(warm);
+        await adopt(row, by);
+      } else await launch(row, source, req.start, by);
       return c.current(orgId, row.id);
     },
 

@@ -3,7 +3,9 @@
  * core (core.ts: decide and record → act → record the outcome). Wiring only; no decision is made here.
  *
  *   reads        get, list
- *   create       create and fork (admission.ts: quotas, capacity, plan size, name)
+ *   create       create and fork (admission.ts: quotas, capacity, plan size, name; a plain create may take a
+ *                warm-pool.ts member)
+ *   warm-pool    started-but-unassigned machines per size (pool-ledger.ts: what the pool holds, on disk)
  *   lifecycle    update, stop, start, restart, delete
  *   restore      onto one of the machine's snapshots
  *   reconcile    at start, by the table in domain/machine-reconcile.ts
@@ -22,6 +24,7 @@ import { createReadiness } from './ready.js';
 import { createReconcile } from './reconcile.js';
 import { createRestore } from './restore.js';
 import { createSubstrateWatch } from './watch.js';
+import { createWarmPool } from './warm-pool.js';
 
 export { machineView, type MachineServiceDeps } from './core.js';
 
@@ -30,7 +33,8 @@ export function createMachineService(d: MachineServiceDeps) {
   const ready = createReadiness(c);
   const acts = createLifecycleActs(c, ready);
   const host = createHostStarts(c, ready);
-  const creation = createMachineCreation(c, ready);
+  const warmPool = createWarmPool(c);
+  const creation = createMachineCreation(c, ready, warmPool);
   const moves = createLifecycleMoves(c, acts);
   const { restore } = createRestore(c, ready);
   const { watchPass, startWatch } = createSubstrateWatch(c, createDiskVolumeRecovery(c, host));
@@ -50,7 +54,9 @@ export function createMachineService(d: MachineServiceDeps) {
     restart: moves.restart,
     remove: moves.remove,
     /** Settles machines a previous run left in transient states, and running machines the host lost. */
-    reconcile: createReconcile(c, ready, host),
+    reconcile: createReconcile(c, ready, host, warmPool),
+    /** The warm pool of started-but-unassigned machines (main.ts starts it after the reconcile, drains it at close). */
+    warmPool,
     watchPass,
     /** The substrate could not be prepared (main.ts): host.unhealthy to every live machine. */
     substrateUnavailable(): void {

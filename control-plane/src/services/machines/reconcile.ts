@@ -10,10 +10,11 @@ import type { MachineCore } from './core.js';
 import type { HostStarts } from './host-starts.js';
 import type { Readiness } from './ready.js';
 import { ERRORS } from '../../errors.js';
+import type { WarmPool } from './warm-pool.js';
 
 export type ReconcileResult = Array<{ id: string; from: MachineState; to: MachineState | 'deleted' }>;
 
-export function createReconcile(c: MachineCore, ready: Readiness, host: HostStarts) {
+export function createReconcile(c: MachineCore, ready: Readiness, host: HostStarts, pool: WarmPool) {
   const { d } = c;
   const { store, substrate, events } = d;
 
@@ -24,6 +25,8 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
     // Only what the previous run left: a machine this run moved since it started has a live caller.
     const before = opts.before ?? c.at();
     const out: ReconcileResult = [];
+    // First what a previous run's warm pool left: members no row took are destroyed (never a tenant's).
+    await pool.reconcile().catch((e) => d.onFailure?.('*', 'pool_reconcile', e));
     let seen: Map<string, SubstrateStatus>;
     try {
       seen = new Map((await substrate.reattach()).map((x) => [x.id, x.status]));
