@@ -7,7 +7,7 @@ import t from 'tap';
 import { Writable } from 'node:stream';
 import { ScreenStreamDecoder } from '../../shared/agent-protocol.js';
 import { runScreenStream, type StreamSource } from '../../agent/src/desktop/stream.js';
-import { diffFrames } from '../../agent/src/desktop/tiles.js';
+import { diffFrames, FrameDiffer, rowHashes } from '../../agent/src/desktop/tiles.js';
 import { waitFor } from '../helpers/desktop-agent.js';
 
 /** A frame of a flat grey, with the given pixels set to red. */
@@ -38,6 +38,32 @@ t.test('changed tiles become rectangles on the 64-pixel grid, clipped to the fra
   t.same(diffFrames(base, frame(200, 130, [[199, 129]]), 200, 130), { copy: null, rects: [{ x: 192, y: 129, w: 8, h: 1 }] }, 'the partial corner tile');
   t.same(diffFrames(base, frame(200, 130, [[70, 5], [70, 70], [70, 129]]), 200, 130), { copy: null, rects: [{ x: 64, y: 5, w: 64, h: 125 }] },
     'the same columns in consecutive tile rows merge downwards');
+});
+
+t.test('row hashes are the same read as 32-bit words or byte by byte (an unaligned buffer)', async (t) => {
+  const f = striped(128, 40, 3);
+  const unaligned = Buffer.alloc(f.length + 1).subarray(1);
+  f.copy(unaligned);
+  const box = { x: 64, y: 2, w: 64, h: 30 };
+  t.same([...rowHashes(unaligned, 128, box)], [...rowHashes(f, 128, box)]);
+  t.not(rowHashes(f, 128, box)[0], rowHashes(f, 128, box)[1], 'distinct rows, distinct hashes');
+});
+
+t.test('a FrameDiffer over a continuous scroll gives the same deltas as diffFrames, reusing its hashes', async (t) => {
+  const d = new FrameDiffer();
+  const steps = [0, 12, 30, 30, 47];
+  const got = [];
+  for (let i = 1; i < steps.length; i++) got.push(d.diff(striped(256, 256, steps[i - 1]!), striped(256, 256, steps[i]!), 256, 256));
+  t.same(got, [
+    { copy: { sx: 0, sy: 12, x: 0, y: 0, w: 256, h: 244 }, rects: [{ x: 0, y: 244, w: 256, h: 12 }] },
+    { copy: { sx: 0, sy: 18, x: 0, y: 0, w: 256, h: 238 }, rects: [{ x: 0, y: 238, w: 256, h: 18 }] },
+    null,
+    { copy: { sx: 0, sy: 17, x: 0, y: 0, w: 256, h: 239 }, rects: [{ x: 0, y: 239, w: 256, h: 17 }] },
+  ]);
+  // Hashes kept from a `cur` that is not the next `prev` cost bytes, never a wrong picture: the guess
+  // is checked against the frame with the copy applied.
+  d.diff(striped(256, 256, 100), striped(256, 256, 110), 256, 256);
+  t.same(d.diff(striped(256, 256, 0), frame(256, 256), 256, 256), { copy: null, rects: [{ x: 0, y: 0, w: 256, h: 256 }] });
 });
 
 t.test('more than 48 rectangles are sent as their bounding box', async (t) => {
