@@ -140,3 +140,31 @@ t.test('the stream sends a key frame, then deltas, then a key frame again once t
     }
   }
 });
+
+t.test('in motion the stream sends lower-quality deltas, then the same area again at full quality once still', async (t) => {
+  // A 256x256 page scrolled by 10 rows a capture four times, then still: the key frame and the first
+  // delta are the first two changed ticks, the deltas to offsets 20, 30 and 40 are in motion (refine.ts).
+  const offsets = [0, 10, 20, 30, 40];
+  let n = 0;
+  const src = {
+    isUp: true,
+    state: { width: 256, height: 256, up: true, resizable: true },
+    async capture() {
+      return { width: 256, height: 256, rgb: striped(256, 256, offsets[Math.min(n++, offsets.length - 1)]!) };
+    },
+    releaseFrame() {},
+    onChange: () => () => {},
+  };
+  const out = new Sink();
+  const stop = runScreenStream(src as unknown as StreamSource, out, { format: 'jpeg', quality: 80, fps: 30, encoding: 'tiles' });
+  t.teardown(stop);
+  const deltas = () => out.messages().flatMap((m) => (m.header.type === 'tiles' ? [m.header] : []));
+  await waitFor(() => deltas().length >= 5);
+  stop();
+  const got = deltas().map((h) => ({ copy: h.copy, rects: h.rects.map(({ x, y, w, h }) => ({ x, y, w, h })) }));
+  const scroll = { copy: { sx: 0, sy: 10, x: 0, y: 0, w: 256, h: 246 }, rects: [{ x: 0, y: 246, w: 256, h: 10 }] };
+  // The strips painted in motion moved up with each copy: rows 226-255 hold low-quality pixels.
+  t.same(got, [scroll, scroll, scroll, scroll, { copy: null, rects: [{ x: 0, y: 226, w: 256, h: 30 }] }]);
+  const bytes = deltas().map((h) => h.rects[0]!.bytes);
+  t.ok(bytes[1]! < bytes[0]!, `a strip in motion (${bytes[1]} B) is smaller than a like strip at full quality (${bytes[0]} B)`);
+});
