@@ -88,6 +88,20 @@ t.test('a vertical scroll is a copy of the viewer\'s pixels plus the newly expos
   t.same(diffFrames(striped(256, 256, 0), frame(256, 256), 256, 256), { copy: null, rects: [{ x: 0, y: 0, w: 256, h: 256 }] });
 });
 
+t.test('a scroll under a static band (a browser\'s bar) copies only the rows that moved', async (t) => {
+  // Rows 0-19 a static header (distinct rows of their own); below it the page, moved up by 10 rows.
+  const page = (offset: number) => {
+    const b = striped(256, 256, 0);
+    striped(256, 236, 1000 + offset).copy(b, 20 * 256 * 3);
+    striped(256, 20, 5000).copy(b, 0);
+    return b;
+  };
+  t.same(diffFrames(page(0), page(10), 256, 256), {
+    copy: { sx: 0, sy: 30, x: 0, y: 20, w: 256, h: 226 },
+    rects: [{ x: 0, y: 246, w: 256, h: 10 }],
+  });
+});
+
 class Sink extends Writable {
   chunks: Buffer[] = [];
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void) {

@@ -148,9 +148,18 @@ export function detectScroll(prev: Buffer, cur: Buffer, width: number, box: Rect
   let best = 0;
   for (const [d, n] of votes) if (n > best || (n === best && Math.abs(d) < Math.abs(dy))) [dy, best] = [d, n];
   if (dy === 0 || best < MIN_SCROLL_VOTES) return null;
-  // Content moved up by dy (> 0: scrolling down the page) or down by -dy, inside the box.
-  const h = box.h - Math.abs(dy);
-  return dy > 0 ? { sx: box.x, sy: box.y + dy, x: box.x, y: box.y, w: box.w, h } : { sx: box.x, sy: box.y, x: box.x, y: box.y - dy, w: box.w, h };
+  // Content moved up by dy (> 0: scrolling down the page) or down by -dy. The copy spans the rows from
+  // the first to the last that changed and moved by dy, not the whole box: rows that did not change
+  // above or below (a browser's bar, a static header or footer, blank margins) stay as they are, and
+  // copying them would only force their repaint.
+  let lo = -1;
+  let hi = -1;
+  for (let i = Math.max(0, -dy); i < Math.min(hc.length, hc.length - dy); i++) {
+    if (hc[i] === hp[i] || hc[i] !== hp[i + dy]) continue;
+    if (lo < 0) lo = i;
+    hi = i;
+  }
+  return { sx: box.x, sy: box.y + lo + dy, x: box.x, y: box.y + lo, w: box.w, h: hi - lo + 1 };
 }
 
 /** `rgb` with `c` applied the way a viewer applies it (a new buffer; `rgb` is not touched). */
