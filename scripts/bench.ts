@@ -1,4 +1,5 @@
-// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,snapshots,ports,vm (default: all).
+// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,snapshots,ports,vm (default: all);
+// BENCH=screen is the gateway's screen encodings only (BENCH_AGENT_PROFILE=dir: the agent's CPU profile there).
 import path from 'node:path';
 import { benchAgent } from './bench/agent.js';
 import { benchApi } from './bench/api.js';
@@ -14,6 +15,7 @@ const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '
 async function main(): Promise<void> {
   if (parts.has('agent')) await benchAgent();
   if (parts.has('gateway')) await benchGateway();
+  if (parts.has('screen')) await benchGateway({ screenOnly: true, agentProfileDir: process.env.BENCH_AGENT_PROFILE });
   if (parts.has('api')) await benchApi({ substrate: 'container' });
   if (parts.has('pool')) await benchPool({ repoRoot });
   if (parts.has('container')) await benchContainer({ repoRoot });

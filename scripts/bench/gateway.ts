@@ -8,10 +8,11 @@
  *    send until the screen channel delivers the next frame (the agent sends frames only on change);
  *  - input → ack: the input message's round trip;
  *  - screen frames/s at 1280x800 with the whole screen changing continuously (fps cap 30);
- *  - the screen channel's two encodings (`frames`, `tiles`) side by side in the same run, one viewer at a
- *    time at fps 30, jpeg q60, on the same activity: an idle desktop, a terminal printing ten short lines a
- *    second, and a long web page in Chromium scrolled by the wheel (3 clicks every 100 ms): bytes/s and
- *    frames/s (binary messages; for tiles, key frames + deltas) per viewer, measured 5 s each.
+ *  - the screen channel's encodings side by side in the same run (`frames` jpeg, `tiles` jpeg, `tiles`
+ *    webp), one viewer at a time at fps 30, q60, on the same activity: an idle desktop, a terminal printing
+ *    ten short lines a second, and a long web page in Chromium scrolled by the wheel (one click every 100 ms,
+ *    smooth scrolling on): bytes/s and frames/s (binary messages; for tiles, key frames + deltas) per
+ *    viewer, measured 5 s each, and for tiles the rows of new content the scroll copies exposed per second.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -51,15 +52,23 @@ function openWs(url: string): Promise<WebSocket> {
   });
 }
 
-export async function benchGateway(): Promise<void> {
-  console.log('\n== gateway (ws on loopback → real agent process over a unix socket, 1280x800) ==');
+export interface GatewayBenchOptions {
+  /** Only the screen channel's encodings side by side and input → visible (`BENCH=screen`). */
+  screenOnly?: boolean;
+  /** Run the agent with `--cpu-prof` into this directory (`BENCH_AGENT_PROFILE=dir`): its per-message cost. */
+  agentProfileDir?: string;
+}
+
+export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<void> {
+  console.log(`\n== gateway${opts.screenOnly ? ', screen part' : ''} (ws on loopback → real agent process over a unix socket, 1280x800) ==`);
   const xvfb = await startXvfb({ width: 1280, height: 800 });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-gw-'));
   const token = 'bench-gw-token-' + 'g'.repeat(32);
   const sock = path.join(dir, 'agent.sock');
   const procs: ChildProcess[] = [];
   const agentMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../agent/src/main.js');
-  procs.push(spawn(process.execPath, [agentMain, '--socket', sock, '--enroll-file', path.join(dir, 'enroll'), '--display', xvfb.display,
+  const prof = opts.agentProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.agentProfileDir}`] : [];
+  procs.push(spawn(process.execPath, [...prof, agentMain, '--socket', sock, '--enroll-file', path.join(dir, 'enroll'), '--display', xvfb.display,
     '--fbdir', xvfb.fbdir, '--secrets-dir', path.join(dir, 'secrets'), '--profile-script', path.join(dir, 'profile.sh'), '--quiet'], {
     stdio: ['ignore', 'ignore', 'inherit'],
   }));
@@ -133,12 +142,12 @@ export async function benchGateway(): Promise<void> {
     await sleep(500);
 
     const ackMs: number[] = [];
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < (opts.screenOnly ? 0 : 200); i++) {
       const t0 = performance.now();
       await send({ type: 'mouse.move', x: 100 + (i % 300), y: 100 + (i % 200) });
       ackMs.push(performance.now() - t0);
     }
-    line('input message → ack (mouse.move)', summary(ackMs));
+    if (ackMs.length) line('input message → ack (mouse.move)', summary(ackMs));
 
     const toScreen: number[] = [];
     const tilesToScreen: number[] = [];
@@ -167,72 +176,89 @@ export async function benchGateway(): Promise<void> {
     line('input → applied on screen, tiles encoding', summary(tilesToScreen));
 
     // Whole-screen change: random text scrolling in a full-screen xterm.
-    procs.push(spawn('xterm', ['-geometry', '210x62+0+0', '-e', 'sh', '-c', 'while :; do head -c 20000 /dev/urandom | base64; sleep 0.01; done'], { env, stdio: 'ignore' }));
-    await sleep(1500);
-    const f0 = frames;
-    const b0 = frameBytes;
-    const t0 = performance.now();
-    await sleep(5000);
-    const secs = (performance.now() - t0) / 1000;
-    const fps = (frames - f0) / secs;
-    line('screen frames/s at 1280x800 (jpeg q60, cap 30)', `${fps.toFixed(1)} frames/s, ${((frameBytes - b0) / secs / 1024 / 1024).toFixed(2)} MB/s, ${((frameBytes - b0) / Math.max(1, frames - f0) / 1024).toFixed(0)} KB/frame`);
-    line('egress counted for the machine', `${(egress.peek(MID) / 1024 / 1024).toFixed(1)} MB`);
+    if (!opts.screenOnly) await wholeScreen();
     viewer.close();
     for (const p of procs.splice(2)) p.kill('SIGTERM');
     await sleep(1000);
+    await encodings();
+    input.close();
 
-    /** One viewer of `encoding` for 5 s after a 1.5 s settle (its joining key frame not counted). */
-    const measure = async (encoding: 'frames' | 'tiles') => {
-      const ws = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=${encoding}`);
-      let n = 0;
-      let bytes = 0;
-      let copies = 0;
-      ws.on('message', (d, isBinary) => {
-        if (!isBinary) return;
-        n++;
-        bytes += (d as Buffer).length;
-        const h = encoding === 'tiles' ? decodeScreenTilesMessage(d as Buffer).header : null;
-        if (h?.type === 'tiles' && h.copy) copies++;
-      });
+    async function wholeScreen(): Promise<void> {
+      procs.push(spawn('xterm', ['-geometry', '210x62+0+0', '-e', 'sh', '-c', 'while :; do head -c 20000 /dev/urandom | base64; sleep 0.01; done'], { env, stdio: 'ignore' }));
       await sleep(1500);
-      const [n0, b0, t0] = [n, bytes, performance.now()];
+      const f0 = frames;
+      const b0 = frameBytes;
+      const t0 = performance.now();
       await sleep(5000);
       const secs = (performance.now() - t0) / 1000;
-      ws.close();
-      return { bps: (bytes - b0) / secs, fps: (n - n0) / secs, copies };
-    };
-    const fmt = (r: { bps: number; fps: number; copies: number }) =>
-      `${r.bps >= 100 * 1024 ? `${((r.bps * 8) / 1e6).toFixed(2)} Mbit/s` : `${(r.bps / 1024).toFixed(2)} KB/s`} ${r.fps.toFixed(1)} frames/s${r.copies ? ` (${r.copies} scroll copies)` : ''}`;
-    const compare = async (what: string, target: string) => {
-      const frames = await measure('frames');
-      const tiles = await measure('tiles');
-      line(`screen ${what}: frames | tiles`, `${fmt(frames)}  |  ${fmt(tiles)}   (target for tiles: ${target})`);
-    };
-    await compare('idle desktop', '≤ 1 KB/s');
-    const printer = spawn('xterm', ['-geometry', '100x30+0+0', '-e', 'sh', '-c', 'i=0; while :; do i=$((i+1)); echo "short line $i"; sleep 0.1; done'], { env, stdio: 'ignore' });
-    procs.push(printer);
-    await sleep(1500);
-    await compare('terminal, 10 short lines/s', '≤ 30 KB/s');
-    printer.kill('SIGTERM');
-    // A long page: headings, paragraphs and coloured boxes, in Chromium (app window, 1280x800, no smooth scrolling).
-    const page = path.join(dir, 'long.html');
-    const para = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. '.repeat(3);
-    fs.writeFileSync(page, `<!doctype html><body style="font:16px sans-serif;margin:40px">${Array.from({ length: 400 }, (_x, i) =>
-      `<h2>Section ${i}</h2><p>${para}</p>${i % 5 === 0 ? `<div style="height:80px;background:hsl(${(i * 37) % 360},60%,70%)"></div>` : ''}`).join('')}</body>`);
-    procs.push(spawn('chromium', ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-smooth-scrolling', `--user-data-dir=${path.join(dir, 'chromium')}`,
-      '--window-position=0,0', '--window-size=1280,800', `--app=file://${page}`], { env, stdio: 'ignore' }));
-    await sleep(5000);
-    let scrolling = true;
-    const scroller = (async () => {
-      for (let i = 0; scrolling; i++) {
-        await send({ type: 'mouse.scroll', direction: Math.floor(i / 150) % 2 ? 'up' : 'down', amount: 3, at: { x: 640, y: 400 } });
-        await sleep(100);
-      }
-    })();
-    await compare('scrolling a long web page', '≤ 3 Mbit/s at ≥ 20 frames/s');
-    scrolling = false;
-    await scroller;
-    input.close();
+      const fps = (frames - f0) / secs;
+      line('screen frames/s at 1280x800 (jpeg q60, cap 30)', `${fps.toFixed(1)} frames/s, ${((frameBytes - b0) / secs / 1024 / 1024).toFixed(2)} MB/s, ${((frameBytes - b0) / Math.max(1, frames - f0) / 1024).toFixed(0)} KB/frame`);
+      line('egress counted for the machine', `${(egress.peek(MID) / 1024 / 1024).toFixed(1)} MB`);
+    }
+
+    async function encodings(): Promise<void> {
+      type Viewer = { encoding: 'frames' | 'tiles'; format: 'jpeg' | 'webp' };
+      const viewers: Viewer[] = [{ encoding: 'frames', format: 'jpeg' }, { encoding: 'tiles', format: 'jpeg' }, { encoding: 'tiles', format: 'webp' }];
+      /** One viewer for 5 s after a 1.5 s settle (its joining key frame not counted). */
+      const measure = async ({ encoding, format }: Viewer) => {
+        const ws = await openWs(`${base}/screen?format=${format}&quality=60&fps=30&encoding=${encoding}`);
+        let n = 0;
+        let bytes = 0;
+        let copies = 0;
+        /** Rows of new content the scroll copies exposed (the viewer had to be sent them). */
+        let exposed = 0;
+        ws.on('message', (d, isBinary) => {
+          if (!isBinary) return;
+          n++;
+          bytes += (d as Buffer).length;
+          const h = encoding === 'tiles' ? decodeScreenTilesMessage(d as Buffer).header : null;
+          if (h?.type === 'tiles' && h.copy) {
+            copies++;
+            exposed += Math.abs(h.copy.sy - h.copy.y);
+          }
+        });
+        await sleep(1500);
+        const [n0, b0, c0, e0, t0] = [n, bytes, copies, exposed, performance.now()];
+        await sleep(5000);
+        const secs = (performance.now() - t0) / 1000;
+        ws.close();
+        return { bps: (bytes - b0) / secs, fps: (n - n0) / secs, copies: copies - c0, rowsPerSec: (exposed - e0) / secs };
+      };
+      const fmt = (r: Awaited<ReturnType<typeof measure>>) =>
+        `${r.bps >= 100 * 1024 ? `${((r.bps * 8) / 1e6).toFixed(2)} Mbit/s` : `${(r.bps / 1024).toFixed(2)} KB/s`} ${r.fps.toFixed(1)} frames/s` +
+        (r.copies ? ` (${r.copies} scroll copies, ${r.rowsPerSec.toFixed(0)} rows/s exposed)` : '');
+      const compare = async (what: string, target: string) => {
+        const out: string[] = [];
+        for (const v of viewers) out.push(fmt(await measure(v)));
+        line(`screen ${what}: frames | tiles jpeg | tiles webp`, `${out.join('  |  ')}   (target for tiles: ${target})`);
+      };
+      await compare('idle desktop', '≤ 1 KB/s');
+      const printer = spawn('xterm', ['-geometry', '100x30+0+0', '-e', 'sh', '-c', 'i=0; while :; do i=$((i+1)); echo "short line $i"; sleep 0.1; done'], { env, stdio: 'ignore' });
+      procs.push(printer);
+      await sleep(1500);
+      await compare('terminal, 10 short lines/s', '≤ 30 KB/s');
+      printer.kill('SIGTERM');
+      // A long page: headings, paragraphs and coloured boxes, in Chromium (app window, 1280x800), scrolled the way a
+      // person does: one wheel click every 100 ms with Chromium's smooth scrolling on (each click is animated
+      // over several frames, so the screen changes every tick, in small steps).
+      const page = path.join(dir, 'long.html');
+      const para = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. '.repeat(3);
+      fs.writeFileSync(page, `<!doctype html><body style="font:16px sans-serif;margin:40px">${Array.from({ length: 400 }, (_x, i) =>
+        `<h2>Section ${i}</h2><p>${para}</p>${i % 5 === 0 ? `<div style="height:80px;background:hsl(${(i * 37) % 360},60%,70%)"></div>` : ''}`).join('')}</body>`);
+      procs.push(spawn('chromium', ['--no-sandbox', '--disable-gpu', '--no-first-run', '--enable-smooth-scrolling', `--user-data-dir=${path.join(dir, 'chromium')}`,
+        '--window-position=0,0', '--window-size=1280,800', `--app=file://${page}`], { env, stdio: 'ignore' }));
+      await sleep(5000);
+      let scrolling = true;
+      const scroller = (async () => {
+        for (let i = 0; scrolling; i++) {
+          await send({ type: 'mouse.scroll', direction: Math.floor(i / 200) % 2 ? 'up' : 'down', amount: 1, at: { x: 640, y: 400 } });
+          await sleep(100);
+        }
+      })();
+      await compare('scrolling a long web page', '≤ 3 Mbit/s at ≥ 20 frames/s');
+      scrolling = false;
+      await scroller;
+    }
   } finally {
     await gateway.close();
     await new Promise<void>((r) => server.close(() => r()));

@@ -7,7 +7,7 @@ import t from 'tap';
 import { Writable } from 'node:stream';
 import { ScreenStreamDecoder } from '../../shared/agent-protocol.js';
 import { runScreenStream, type StreamSource } from '../../agent/src/desktop/stream.js';
-import { diffFrames } from '../../agent/src/desktop/tiles.js';
+import { diffFrames, FrameDiffer, rowHashes } from '../../agent/src/desktop/tiles.js';
 import { waitFor } from '../helpers/desktop-agent.js';
 
 /** A frame of a flat grey, with the given pixels set to red. */
@@ -40,6 +40,32 @@ t.test('changed tiles become rectangles on the 64-pixel grid, clipped to the fra
     'the same columns in consecutive tile rows merge downwards');
 });
 
+t.test('row hashes are the same read as 32-bit words or byte by byte (an unaligned buffer)', async (t) => {
+  const f = striped(128, 40, 3);
+  const unaligned = Buffer.alloc(f.length + 1).subarray(1);
+  f.copy(unaligned);
+  const box = { x: 64, y: 2, w: 64, h: 30 };
+  t.same([...rowHashes(unaligned, 128, box)], [...rowHashes(f, 128, box)]);
+  t.not(rowHashes(f, 128, box)[0], rowHashes(f, 128, box)[1], 'distinct rows, distinct hashes');
+});
+
+t.test('a FrameDiffer over a continuous scroll gives the same deltas as diffFrames, reusing its hashes', async (t) => {
+  const d = new FrameDiffer();
+  const steps = [0, 12, 30, 30, 47];
+  const got = [];
+  for (let i = 1; i < steps.length; i++) got.push(d.diff(striped(256, 256, steps[i - 1]!), striped(256, 256, steps[i]!), 256, 256));
+  t.same(got, [
+    { copy: { sx: 0, sy: 12, x: 0, y: 0, w: 256, h: 244 }, rects: [{ x: 0, y: 244, w: 256, h: 12 }] },
+    { copy: { sx: 0, sy: 18, x: 0, y: 0, w: 256, h: 238 }, rects: [{ x: 0, y: 238, w: 256, h: 18 }] },
+    null,
+    { copy: { sx: 0, sy: 17, x: 0, y: 0, w: 256, h: 239 }, rects: [{ x: 0, y: 239, w: 256, h: 17 }] },
+  ]);
+  // Hashes kept from a `cur` that is not the next `prev` cost bytes, never a wrong picture: the guess
+  // is checked against the frame with the copy applied.
+  d.diff(striped(256, 256, 100), striped(256, 256, 110), 256, 256);
+  t.same(d.diff(striped(256, 256, 0), frame(256, 256), 256, 256), { copy: null, rects: [{ x: 0, y: 0, w: 256, h: 256 }] });
+});
+
 t.test('more than 48 rectangles are sent as their bounding box', async (t) => {
   // A checkerboard of changed tiles at 1280x800: 130 separate tiles.
   const pts: Array<[number, number]> = [];
@@ -60,6 +86,20 @@ t.test('a vertical scroll is a copy of the viewer\'s pixels plus the newly expos
   });
   // A change that is no scroll (a flat colour everywhere): plain rectangles.
   t.same(diffFrames(striped(256, 256, 0), frame(256, 256), 256, 256), { copy: null, rects: [{ x: 0, y: 0, w: 256, h: 256 }] });
+});
+
+t.test('a scroll under a static band (a browser\'s bar) copies only the rows that moved', async (t) => {
+  // Rows 0-19 a static header (distinct rows of their own); below it the page, moved up by 10 rows.
+  const page = (offset: number) => {
+    const b = striped(256, 256, 0);
+    striped(256, 236, 1000 + offset).copy(b, 20 * 256 * 3);
+    striped(256, 20, 5000).copy(b, 0);
+    return b;
+  };
+  t.same(diffFrames(page(0), page(10), 256, 256), {
+    copy: { sx: 0, sy: 30, x: 0, y: 20, w: 256, h: 226 },
+    rects: [{ x: 0, y: 246, w: 256, h: 10 }],
+  });
 });
 
 class Sink extends Writable {
@@ -113,4 +153,32 @@ t.test('the stream sends a key frame, then deltas, then a key frame again once t
       since += m.header.bytes;
     }
   }
+});
+
+t.test('in motion the stream sends lower-quality deltas, then the same area again at full quality once still', async (t) => {
+  // A 256x256 page scrolled by 10 rows a capture four times, then still: the key frame and the first
+  // delta are the first two changed ticks, the deltas to offsets 20, 30 and 40 are in motion (refine.ts).
+  const offsets = [0, 10, 20, 30, 40];
+  let n = 0;
+  const src = {
+    isUp: true,
+    state: { width: 256, height: 256, up: true, resizable: true },
+    async capture() {
+      return { width: 256, height: 256, rgb: striped(256, 256, offsets[Math.min(n++, offsets.length - 1)]!) };
+    },
+    releaseFrame() {},
+    onChange: () => () => {},
+  };
+  const out = new Sink();
+  const stop = runScreenStream(src as unknown as StreamSource, out, { format: 'jpeg', quality: 80, fps: 30, encoding: 'tiles' });
+  t.teardown(stop);
+  const deltas = () => out.messages().flatMap((m) => (m.header.type === 'tiles' ? [m.header] : []));
+  await waitFor(() => deltas().length >= 5);
+  stop();
+  const got = deltas().map((h) => ({ copy: h.copy, rects: h.rects.map(({ x, y, w, h }) => ({ x, y, w, h })) }));
+  const scroll = { copy: { sx: 0, sy: 10, x: 0, y: 0, w: 256, h: 246 }, rects: [{ x: 0, y: 246, w: 256, h: 10 }] };
+  // The strips painted in motion moved up with each copy: rows 226-255 hold low-quality pixels.
+  t.same(got, [scroll, scroll, scroll, scroll, { copy: null, rects: [{ x: 0, y: 226, w: 256, h: 30 }] }]);
+  const bytes = deltas().map((h) => h.rects[0]!.bytes);
+  t.ok(bytes[1]! < bytes[0]!, `a strip in motion (${bytes[1]} B) is smaller than a like strip at full quality (${bytes[0]} B)`);
 });

@@ -10,12 +10,15 @@
  * is still safe: the next delta is computed against the last frame *sent*, not the last captured. A
  * key frame is sent again once the deltas since the last one add up to more than it, so whoever replays
  * "key frame + deltas since" to a joining viewer (the gateway) never replays more than twice a frame.
+ * During continuous motion deltas are encoded at a lower quality, and once the screen is still the
+ * area they left is sent again at the stream's quality (refine.ts).
  */
 import type { Writable } from 'node:stream';
 import { encodeScreenMessage } from '../../../shared/agent-protocol.js';
 import type { Desktop } from './desktop.js';
 import { encodeRgb, type RawFrame } from './screen.js';
-import { cropRgb, diffFrames, isWhole } from './tiles.js';
+import { LowQualityTiles, Motion, motionQuality } from './refine.js';
+import { cropRgb, FrameDiffer, isWhole, type CopyRect, type Rect } from './tiles.js';
 
 export const KEEPALIVE_MS = 5_000;
 
@@ -43,6 +46,10 @@ export function runScreenStream(desktop: StreamSource, out: Writable, opts: Stre
   /** Tiles: bytes of the last key frame and of the deltas sent since. */
   let keyBytes = 0;
   let deltaBytes = 0;
+  const differ = new FrameDiffer();
+  const motion = new Motion();
+  /** Tiles: where the viewer's picture holds pixels sent below full quality (refine.ts). */
+  let lowQuality: LowQualityTiles | null = null;
   let status = { up: desktop.isUp, width: desktop.state.width, height: desktop.state.height };
 
   const write = (buf: Buffer) => {
@@ -56,6 +63,18 @@ export function runScreenStream(desktop: StreamSource, out: Writable, opts: Stre
     }
   };
   const sendStatus = () => write(encodeScreenMessage({ type: 'status', ...status, bytes: 0 }));
+  /** A `tiles` message: `copy`, then `rects` of `frame` encoded at `quality`. */
+  const sendDelta = async (frame: RawFrame, capturedAt: number, copy: CopyRect | null, rs: Rect[], quality: number) => {
+    const base = { seq: seq++, format: opts.format, width: frame.width, height: frame.height, captured_at: capturedAt };
+    // All at once: each encode runs on libuv's pool, so the rectangles share the cores instead of
+    // queueing behind one another (the message waits for the slowest, not for the sum).
+    const images = await Promise.all(rs.map((r) => encodeRgb(cropRgb(frame.rgb, frame.width, r), r.w, r.h, opts.format, quality)));
+    const rects = rs.map((r, i) => ({ ...r, bytes: images[i]!.length }));
+    if (stopped) return;
+    const payload = Buffer.concat(images);
+    deltaBytes += payload.length;
+    write(encodeScreenMessage({ type: 'tiles', ...base, copy, rects, bytes: payload.length }, payload));
+  };
 
   const tick = async () => {
     if (stopped || busy || blocked) return;
@@ -73,26 +92,20 @@ export function runScreenStream(desktop: StreamSource, out: Writable, opts: Stre
         if (!frame) return;
         if (stopped) return desktop.releaseFrame(frame);
         if (!prev || !prev.rgb.equals(frame.rgb)) {
-          const diff = opts.encoding === 'tiles' && prev && deltaBytes <= keyBytes ? diffFrames(prev.rgb, frame.rgb, frame.width, frame.height) : null;
+          const diff = opts.encoding === 'tiles' && prev && deltaBytes <= keyBytes ? differ.diff(prev.rgb, frame.rgb, frame.width, frame.height) : (differ.reset(), null);
           // A delta that repaints everything is a key frame.
           const delta = diff && !isWhole(diff, frame.width, frame.height) ? diff : null;
           if (prev) desktop.releaseFrame(prev);
           prev = frame;
-          const base = { seq: seq++, format: opts.format, width: frame.width, height: frame.height, captured_at: capturedAt };
-          if (delta) {
-            const rects = [];
-            const images: Buffer[] = [];
-            for (const r of delta.rects) {
-              const img = await encodeRgb(cropRgb(frame.rgb, frame.width, r), r.w, r.h, opts.format, opts.quality);
-              images.push(img);
-              rects.push({ ...r, bytes: img.length });
-            }
-            if (stopped) return;
-            const payload = Buffer.concat(images);
-            deltaBytes += payload.length;
-            write(encodeScreenMessage({ type: 'tiles', ...base, copy: delta.copy, rects, bytes: payload.length }, payload));
-            return;
+          const inMotion = motion.changed(capturedAt);
+          if (delta && lowQuality) {
+            const quality = inMotion ? motionQuality(opts.quality) : opts.quality;
+            if (delta.copy) lowQuality.copy(delta.copy);
+            for (const r of delta.rects) lowQuality.paint(r, quality < opts.quality);
+            return await sendDelta(frame, capturedAt, delta.copy, delta.rects, quality);
           }
+          lowQuality = opts.encoding === 'tiles' ? new LowQualityTiles(frame.width, frame.height) : null;
+          const base = { seq: seq++, format: opts.format, width: frame.width, height: frame.height, captured_at: capturedAt };
           const img = await encodeRgb(frame.rgb, frame.width, frame.height, opts.format, opts.quality);
           if (stopped) return;
           keyBytes = img.length;
@@ -101,6 +114,12 @@ export function runScreenStream(desktop: StreamSource, out: Writable, opts: Stre
           return;
         }
         desktop.releaseFrame(frame);
+        // Still for a moment after motion: the tiles sent below full quality, again at full quality.
+        if (motion.still(Date.now()) && prev && lowQuality && !lowQuality.empty) {
+          const rects = lowQuality.rects();
+          lowQuality.clear();
+          return await sendDelta(prev, capturedAt, null, rects, opts.quality);
+        }
       }
       if (Date.now() - lastSent >= (opts.keepaliveMs ?? KEEPALIVE_MS)) write(encodeScreenMessage({ type: 'keepalive', bytes: 0 }));
     } finally {
