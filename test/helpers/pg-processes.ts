@@ -4,6 +4,7 @@
  * test waits on in order (never on a clock: `next` waits for the next matching line, however long load makes it).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Test } from 'tap';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -71,4 +72,17 @@ export function startChild(name: string, args: Record<string, unknown>): PgChild
     },
   };
   return child;
+}
+
+/** A starter of children sharing `base` arguments, all killed when `t` ends. */
+export function childGroup(t: Test, base: Record<string, unknown>): (name: string, args: Record<string, unknown>) => PgChild {
+  const children: PgChild[] = [];
+  t.teardown(async () => {
+    for (const c of children) await c.kill9();
+  });
+  return (name, args) => {
+    const c = startChild(name, { ...base, ...args });
+    children.push(c);
+    return c;
+  };
 }

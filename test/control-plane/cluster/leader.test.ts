@@ -7,7 +7,7 @@
 import pg from 'pg';
 import t from 'tap';
 import { alwaysLeader, DEPLOYMENT_LEADER_KEY, onLeader, type LeaderState } from '../../../control-plane/src/cluster/leader.js';
-import { startChild, type ChildLine, type PgChild } from '../../helpers/pg-processes.js';
+import { childGroup, type ChildLine, type PgChild } from '../../helpers/pg-processes.js';
 import { startPostgres } from '../../helpers/postgres.js';
 
 const settled = (l: ChildLine) => l.state === 'leading' || l.state === 'following';
@@ -16,15 +16,8 @@ const lastState = (c: PgChild) => [...c.lines].reverse().find((l) => typeof l.st
 t.test('two processes on one PostgreSQL: one leader, replaced after kill -9, after a cut connection and after a clean stop', async (t) => {
   const server = await startPostgres();
   t.teardown(server.stop);
-  const children: PgChild[] = [];
-  t.teardown(async () => {
-    for (const c of children) await c.kill9();
-  });
-  const start = (name: string) => {
-    const c = startChild(name, { mode: 'leader', url: server.url, intervalMs: 200 });
-    children.push(c);
-    return c;
-  };
+  const spawnChild = childGroup(t, { mode: 'leader', url: server.url, intervalMs: 200 });
+  const start = (name: string) => spawnChild(name, {});
 
   const a = start('a');
   const b = start('b');

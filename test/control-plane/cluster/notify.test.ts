@@ -7,7 +7,7 @@
 import pg from 'pg';
 import t from 'tap';
 import { openPostgres } from '../../../control-plane/src/store/engine/postgres.js';
-import { startChild, type PgChild } from '../../helpers/pg-processes.js';
+import { childGroup, type PgChild } from '../../helpers/pg-processes.js';
 import { startPostgres } from '../../helpers/postgres.js';
 
 const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i + 1}`);
@@ -15,15 +15,7 @@ const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `
 t.test('events recorded by one process reach another in order, across a reconnect, two writers and a restart', async (t) => {
   const server = await startPostgres();
   t.teardown(server.stop);
-  const children: PgChild[] = [];
-  t.teardown(async () => {
-    for (const c of children) await c.kill9();
-  });
-  const start = (name: string, args: Record<string, unknown>) => {
-    const c = startChild(name, { url: server.url, ...args });
-    children.push(c);
-    return c;
-  };
+  const start = childGroup(t, { url: server.url });
   const engine = await openPostgres(server.url, { max: 1 });
   await engine.db.insertInto('organizations').values({ id: 'org_1', name: 'o', personal: 0, created_at: 'x' }).execute();
   await engine.db.insertInto('machines').values({
