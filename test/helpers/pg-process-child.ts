@@ -28,7 +28,10 @@ const say = (line: Record<string, unknown>): void => {
 const stops: Array<() => Promise<void>> = [];
 const handlers: Array<(cmd: Command) => Promise<void> | void> = [];
 let queue = Promise.resolve();
-readline.createInterface({ input: process.stdin }).on('line', (text) => {
+// stdin closes when the test process dies, however it dies: the child goes with it, never orphaned.
+const commands = readline.createInterface({ input: process.stdin });
+commands.on('close', () => process.exit(0));
+commands.on('line', (text) => {
   const cmd = JSON.parse(text) as Command;
   queue = queue.then(async () => {
     if (cmd.op === 'exit') {
