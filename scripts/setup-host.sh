@@ -39,7 +39,8 @@ PACKAGES=(
 
 # --test: the Python SDK's install, type check and tests (clients/python, test/clients/python-sdk.test.ts):
 # venv + pip + setuptools + wheel install it offline, httpx and websockets are its dependencies.
-TEST_PACKAGES=(python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest mypy)
+# postgresql: the throwaway clusters of the Postgres store tests (test/helpers/postgres.ts, initdb as its `postgres` user).
+TEST_PACKAGES=(postgresql python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest mypy)
 if [ "${1:-}" = "--test" ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi

@@ -12,7 +12,8 @@ import { BILLING_TRANSITIONS, nextBillingState, PROVIDER_EVENTS } from '../../co
 import { CATALOG, catalogAt, type CatalogVersion } from '../../control-plane/src/domain/catalog.js';
 import { backoffWait, rateAfterHit, rateDecision, type BackoffRule } from '../../control-plane/src/domain/rate-limits.js';
 import { openDb, schemaVersion } from '../../control-plane/src/store/db.js';
-import { MIGRATIONS } from '../../control-plane/src/store/migrations.js';
+import { MIGRATIONS } from '../../control-plane/src/store/engine/migrations.js';
+import { LEGACY_MIGRATIONS } from './store/legacy-migrations.js';
 import { makeRig } from '../helpers/control-plane.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -23,7 +24,7 @@ t.test('migration 10: a data dir with "Before restore" rows of origin restore mi
   const file = path.join(dir, 'x.sqlite');
   // A database as the previous release left it: schema version 9, snapshots of all four old origins.
   const old = new Database(file);
-  for (const m of MIGRATIONS.filter((m) => m.version <= 9)) old.exec(m.sql);
+  for (const m of LEGACY_MIGRATIONS.filter((m) => m.version <= 9)) old.exec(m.sql);
   old.pragma('user_version = 9');
   old.exec("INSERT INTO organizations (id, name, personal, created_at) VALUES ('org_a','a',0,'2026-01-01T00:00:00.000Z')");
   const ins = old.prepare('INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,layer_id,size_bytes,created_at,completed_at) VALUES (?,?,?,?,?,?,?,?,?,?)');

@@ -3,7 +3,7 @@
  * rest of the control plane can be read (and faked) without knowing the driver.
  */
 import Database from 'better-sqlite3';
-import { MIGRATIONS } from './migrations.js';
+import { compileMigrations, LATEST_VERSION } from './engine/migrations.js';
 
 /** The database file inside DATA_DIR. */
 export const DB_FILENAME = 'control-plane.sqlite';
@@ -26,7 +26,11 @@ export interface Db {
   readonly path: string;
 }
 
-export function openDb(path: string): Db {
+/**
+ * The database file opened, tuned and migrated: for `openDb` below, and for the Kysely SQLite engine
+ * (engine/sqlite.ts), which must not import the binding itself.
+ */
+export function openSqlite(path: string): Database.Database {
   const db = new Database(path);
   // WAL lets readers proceed during a write; synchronous=FULL fsyncs the WAL at every commit, so a
   // write the API has acknowledged survives a power loss, not only a process crash (NORMAL would not).
@@ -35,6 +39,11 @@ export function openDb(path: string): Db {
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
   migrate(db);
+  return db;
+}
+
+export function openDb(path: string): Db {
+  const db = openSqlite(path);
 
   const cache = new Map<string, Database.Statement>();
   const stmt = (sql: string) => {
@@ -73,13 +82,17 @@ export function openDb(path: string): Db {
   };
 }
 
-/** Applies, in order and each in its own transaction, every migration newer than the stored version. */
+/**
+ * Applies, in order and each in its own transaction, every migration newer than the stored version: the one set
+ * both engines run (engine/migrations.ts), its version in `PRAGMA user_version` as before it.
+ */
 function migrate(db: Database.Database): void {
   const current = db.pragma('user_version', { simple: true }) as number;
-  for (const m of MIGRATIONS) {
+  if (current >= LATEST_VERSION) return;
+  for (const m of compileMigrations('sqlite')) {
     if (m.version <= current) continue;
     db.transaction(() => {
-      db.exec(m.sql);
+      for (const statement of m.statements) db.exec(statement);
       db.pragma(`user_version = ${m.version}`);
     }).immediate();
   }

@@ -1,6 +1,7 @@
 /**
- * Ordered schema migrations. Append only: a migration that has shipped is never edited, because
- * databases in the field already record its version in `PRAGMA user_version`.
+ * The SQLite migrations 1..10 exactly as they shipped before the store had two engines (issue 24): frozen here
+ * as the reference that control-plane/src/store/engine/migrations.ts must reproduce (engine-schema.test.ts), and
+ * to build databases as earlier releases left them. New migrations go in engine/migrations.ts, never here.
  * Timestamps are ISO-8601 UTC strings (sortable); secrets are stored only as SHA-256 hashes.
  */
 export interface Migration {
@@ -9,7 +10,7 @@ export interface Migration {
   sql: string;
 }
 
-export const MIGRATIONS: Migration[] = [
+export const LEGACY_MIGRATIONS: Migration[] = [
   {
     version: 1,
     name: 'identity and tenancy',

@@ -1,0 +1,92 @@
+/**
+ * One child of test/helpers/pg-processes.ts. argv[2]: JSON {mode, url, ...}; commands arrive as JSON lines on
+ * stdin; everything observed goes out as JSON lines on stdout.
+ *   mode 'leader':  competes for the deployment lock (control-plane/src/cluster/leader.ts); prints state changes
+ *                   and the jobs' start/stop.
+ *   mode 'publish': on {op:'publish', machine, ids}, records one event per id, each in its own transaction
+ *                   (control-plane/src/cluster/notify.ts), and prints {published: seq, id} after each commit.
+ *   mode 'follow':  follows the events from `from` and prints {event: seq, id} for each, in the order received;
+ *                   {connected}/{disconnected} around each LISTEN session. With `holdReconnects`, every connect
+ *                   after the first waits for {op:'reconnect'} (so the test decides what happens while it is away).
+ */
+import readline from 'node:readline';
+import { onLeader, postgresLock } from '../../control-plane/src/cluster/leader.js';
+import { followEvents, postgresListen, publishEvents, readEventsAfter, type ListenConnector } from '../../control-plane/src/cluster/notify.js';
+import { openPostgres } from '../../control-plane/src/store/engine/postgres.js';
+
+type Args =
+  | { mode: 'leader'; url: string; intervalMs: number }
+  | { mode: 'publish'; url: string }
+  | { mode: 'follow'; url: string; from: number; retryMs: number; holdReconnects?: boolean };
+type Command = { op: 'exit' } | { op: 'reconnect' } | { op: 'publish'; machine: string; org: string; ids: string[] };
+
+const args = JSON.parse(process.argv[2]!) as Args;
+const say = (line: Record<string, unknown>): void => {
+  process.stdout.write(JSON.stringify({ pid: process.pid, ...line }) + '\n');
+};
+
+const stops: Array<() => Promise<void>> = [];
+const handlers: Array<(cmd: Command) => Promise<void> | void> = [];
+let queue = Promise.resolve();
+// stdin closes when the test process dies, however it dies: the child goes with it, never orphaned.
+const commands = readline.createInterface({ input: process.stdin });
+commands.on('close', () => process.exit(0));
+commands.on('line', (text) => {
+  const cmd = JSON.parse(text) as Command;
+  queue = queue.then(async () => {
+    if (cmd.op === 'exit') {
+      for (const s of stops) await s();
+      process.exit(0);
+    }
+    for (const h of handlers) await h(cmd);
+  });
+});
+
+if (args.mode === 'leader') {
+  const election = onLeader(
+    postgresLock(args.url),
+    { start: () => say({ job: 'start' }), stop: () => say({ job: 'stop' }) },
+    { intervalMs: args.intervalMs, onState: (state) => say({ state }), log: (l) => (l.event === 'leader.session_failed' ? say({ log: l.event }) : undefined) },
+  );
+  stops.push(() => election.stop());
+} else if (args.mode === 'publish') {
+  const engine = await openPostgres(args.url, { max: 2 });
+  stops.push(engine.close);
+  handlers.push(async (cmd) => {
+    if (cmd.op !== 'publish') return;
+    for (const id of cmd.ids) {
+      const [seq] = await engine.db.transaction().execute((trx) =>
+        publishEvents(trx, [{ id, org_id: cmd.org, machine_id: cmd.machine, type: 'machine.state', data: '{}', created_at: new Date().toISOString() }]),
+      );
+      say({ published: seq, id });
+    }
+    say({ done: cmd.ids.length });
+  });
+} else {
+  const engine = await openPostgres(args.url, { max: 2 });
+  stops.push(engine.close);
+  const listen = postgresListen(args.url);
+  let connects = 0;
+  const releases: Array<() => void> = [];
+  handlers.push((cmd) => {
+    if (cmd.op === 'reconnect') for (const r of releases.splice(0)) r();
+  });
+  const held: ListenConnector = async (onNotify) => {
+    if (args.holdReconnects && connects++ > 0) {
+      say({ waiting: true });
+      await new Promise<void>((r) => releases.push(r));
+    }
+    return listen(onNotify);
+  };
+  const feed = followEvents({
+    listen: held,
+    read: readEventsAfter(engine.db),
+    from: args.from,
+    retryMs: args.retryMs,
+    onEvents: (rows) => rows.forEach((r) => say({ event: r.seq, id: r.id })),
+    onConnected: () => say({ connected: true }),
+    onDisconnected: () => say({ disconnected: true }),
+  });
+  stops.unshift(() => feed.stop());
+}
+say({ ready: true });
