@@ -1,13 +1,14 @@
-// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,container,snapshots,ports,vm (default: all).
+// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,container,memory,snapshots,ports,vm (default: all).
 import path from 'node:path';
 import { benchAgent } from './bench/agent.js';
 import { benchApi } from './bench/api.js';
 import { benchGateway } from './bench/gateway.js';
+import { benchMemory } from './bench/memory.js';
 import { benchPorts } from './bench/ports.js';
 import { benchSnapshots } from './bench/snapshots.js';
 import { benchContainer, benchVm } from './bench/substrates.js';
 
-const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,container,snapshots,ports,vm').split(',').map((s) => s.trim()));
+const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,container,memory,snapshots,ports,vm').split(',').map((s) => s.trim()));
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 async function main(): Promise<void> {
@@ -15,6 +16,7 @@ async function main(): Promise<void> {
   if (parts.has('gateway')) await benchGateway();
   if (parts.has('api')) await benchApi({ substrate: 'container' });
   if (parts.has('container')) await benchContainer({ repoRoot });
+  if (parts.has('memory')) await benchMemory({ repoRoot });
   if (parts.has('snapshots')) await benchSnapshots({ repoRoot });
   if (parts.has('ports')) await benchPorts({ repoRoot });
   if (parts.has('vm')) await benchVm({ repoRoot });

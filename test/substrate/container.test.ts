@@ -70,6 +70,18 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   t.match(who.stdout, /^agent\n/, 'exec runs as the agent user');
   t.match(who.stdout, /VERSION_CODENAME=bookworm/);
 
+  // The machine's memory is read from its own cgroup: 32 MiB written to the guest's /tmp (tmpfs) shows up in it.
+  const MiB = 1024 * 1024;
+  const m0 = sub.memory('mch_ct1');
+  t.ok(m0 && m0.pids.length >= 3, 'memory of a running machine, with its processes');
+  t.equal((await exec(a1.client, ['sh', '-c', 'head -c 33554432 /dev/zero > /tmp/ballast'])).exit_code, 0);
+  const m1 = sub.memory('mch_ct1');
+  t.ok(m0 && m1 && m1.shmemBytes - m0.shmemBytes >= 32 * MiB, 'tmpfs pages are charged to the machine');
+  t.ok(m0 && m1 && m1.workingSetBytes - m0.workingSetBytes >= 24 * MiB, 'and counted in what it holds');
+  await exec(a1.client, ['rm', '/tmp/ballast']);
+  t.equal(sub.memory('mch_nope'), null, 'no memory for a machine that does not exist');
+
+
   // Chromium works for the agent user (without its sandbox in a container)
   const open = await a1.client.request('POST', '/browser/open', { url: 'about:blank' });
   t.equal(open.status, 200, 'browser open');
@@ -110,6 +122,7 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   a1.client.session.destroy();
   await sub.stop('mch_ct1');
   t.equal(await sub.status('mch_ct1'), 'stopped');
+  t.equal(sub.memory('mch_ct1'), null, 'no memory for a stopped machine');
   t.notOk(isMounted(sub.mergedPath('mch_ct1')), 'overlay unmounted while stopped');
   await sub.start('mch_ct1');
   const a1b = await waitForAgent(sub, 'mch_ct1', token1, READY_MS);
