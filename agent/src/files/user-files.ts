@@ -47,11 +47,29 @@ interface Pending {
   reject(e: unknown): void;
 }
 
+/**
+ * The memory settings the image's init starts the agent with (docs/guest-image.md, "Memory"): V8's young
+ * generation capped and glibc's arenas and mmap threshold fixed. The worker is a Node process like the agent
+ * and gets the same ones, so they are set in one place, the init.
+ */
+const MEMORY_FLAG = /^--max-semi-space-size=\d+$/;
+const MEMORY_ENV = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_'] as const;
+
+function memorySettings(): { flags: string[]; env: Record<string, string> } {
+  const env: Record<string, string> = {};
+  for (const k of MEMORY_ENV) {
+    const v = process.env[k];
+    if (v !== undefined && /^\d+$/.test(v)) env[k] = v;
+  }
+  return { flags: process.execArgv.filter((a) => MEMORY_FLAG.test(a)), env };
+}
+
 /** How to run worker.ts: compiled (the image, dist/) or from source under a TypeScript loader (tests). */
 function workerCommand(): { args: string[]; env: NodeJS.ProcessEnv; cwd: string } {
   const self = fileURLToPath(import.meta.url);
   const dir = path.dirname(self);
-  if (self.endsWith('.js')) return { args: [path.join(dir, 'worker.js')], env: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' }, cwd: '/' };
+  const mem = memorySettings();
+  if (self.endsWith('.js')) return { args: [...mem.flags, path.join(dir, 'worker.js')], env: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8', ...mem.env }, cwd: '/' };
   // Source checkout: keep the parent's loader flags (not its coverage hooks, which write files as root).
   const env = { ...process.env };
   delete env.NODE_OPTIONS;
