@@ -110,7 +110,7 @@ export async function measureImage(label: string, rootfs: string, print: (l: str
     const idle = await settledMemory(sub, id);
     print(`memory [${label}]: idle machine ${mib(idle.workingSetBytes)} (cgroup usage ${mib(idle.usageBytes)} less inactive file ${mib(idle.inactiveFileBytes)}; anon ${mib(idle.anonBytes)}, shmem ${mib(idle.shmemBytes)}, kernel ${idle.kernelBytes === null ? 'not counted' : mib(idle.kernelBytes)})`);
     print(breakdown(idle.pids));
-    const shot = await measure(30, () => call('GET', '/screenshot?format=jpeg'));
+    const shot = await measure(100, () => call('GET', '/screenshot?format=jpeg'));
     const move = await measure(50, (i) => call('POST', '/mouse/move', { x: 100 + (i % 50), y: 100 }));
     const key = await measure(50, () => call('POST', '/keyboard/key', { key: 'shift' }));
     await call('GET', '/files?path=%2Fhome%2Fagent');

@@ -49,11 +49,11 @@ interface Pending {
 
 /**
  * The memory settings the image's init starts the agent with (docs/guest-image.md, "Memory"): V8's young
- * generation capped and glibc's arenas and mmap threshold fixed. The worker is a Node process like the agent
+ * generation capped and glibc's arenas limited. The worker is a Node process like the agent
  * and gets the same ones, so they are set in one place, the init.
  */
 const MEMORY_FLAG = /^--max-semi-space-size=\d+$/;
-const MEMORY_ENV = ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_'] as const;
+const MEMORY_ENV = ['MALLOC_ARENA_MAX'] as const;
 
 function memorySettings(): { flags: string[]; env: Record<string, string> } {
   const env: Record<string, string> = {};
