@@ -1,15 +1,16 @@
-// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,snapshots,ports,vm (default: all);
+// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,vm (default: all);
 // BENCH=screen is the gateway's screen encodings only (BENCH_AGENT_PROFILE=dir: the agent's CPU profile there).
 import path from 'node:path';
 import { benchAgent } from './bench/agent.js';
 import { benchApi } from './bench/api.js';
 import { benchGateway } from './bench/gateway.js';
+import { benchMemory } from './bench/memory.js';
 import { benchPool } from './bench/pool.js';
 import { benchPorts } from './bench/ports.js';
 import { benchSnapshots } from './bench/snapshots.js';
 import { benchContainer, benchVm } from './bench/substrates.js';
 
-const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,snapshots,ports,vm').split(',').map((s) => s.trim()));
+const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,vm').split(',').map((s) => s.trim()));
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 async function main(): Promise<void> {
@@ -19,6 +20,7 @@ async function main(): Promise<void> {
   if (parts.has('api')) await benchApi({ substrate: 'container' });
   if (parts.has('pool')) await benchPool({ repoRoot });
   if (parts.has('container')) await benchContainer({ repoRoot });
+  if (parts.has('memory')) await benchMemory({ repoRoot });
   if (parts.has('snapshots')) await benchSnapshots({ repoRoot });
   if (parts.has('ports')) await benchPorts({ repoRoot });
   if (parts.has('vm')) await benchVm({ repoRoot });

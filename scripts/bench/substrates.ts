@@ -43,7 +43,8 @@ function agentClient(sub: Substrate) {
   };
 }
 
-async function until(fn: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+/** Poll `fn` until it answers true (a throw counts as not yet), or throw after `timeoutMs`. */
+export async function until(fn: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
     try {

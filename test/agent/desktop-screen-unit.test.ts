@@ -1,7 +1,8 @@
 /** Pixel conversion and XWD parsing in isolation, against a naive reference. */
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { SimdConverter, bgrxToRgb, parseXwdHeader } from '../../agent/src/desktop/screen.js';
+import sharp from 'sharp';
+import { SimdConverter, bgrxToRgb, encodeRgb, parseXwdHeader } from '../../agent/src/desktop/screen.js';
 
 function reference(src: Buffer, stride: number, width: number, height: number): Buffer {
   const out = Buffer.alloc(width * height * 3);
@@ -72,4 +73,12 @@ t.test('XWD header parsing', async (t) => {
   put(1, 6);
   t.throws(() => parseXwdHeader(b), /version 7/);
   t.throws(() => parseXwdHeader(Buffer.alloc(10)), /truncated/);
+});
+
+t.test('the encoder keeps no libvips operation cache (frames never repeat; it only held memory)', async (t) => {
+  const rgb = Buffer.alloc(64 * 48 * 3, 0x80);
+  await encodeRgb(rgb, 64, 48, 'jpeg', 80);
+  await encodeRgb(rgb, 64, 48, 'png', 100);
+  const c = sharp.cache();
+  t.same({ memory: c.memory.max, files: c.files.max, items: c.items.max, held: c.items.current }, { memory: 0, files: 0, items: 0, held: 0 });
 });

@@ -70,6 +70,37 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   t.match(who.stdout, /^agent\n/, 'exec runs as the agent user');
   t.match(who.stdout, /VERSION_CODENAME=bookworm/);
 
+  // The machine's memory is read from its own cgroup: 64 MiB written to the guest's /tmp (tmpfs) shows up in it
+  // (at least half of it: the kernel's per-CPU counters are folded into memory.stat lazily).
+  const m0 = sub.memory('mch_ct1');
+  t.ok(m0 && m0.pids.length >= 3, 'memory of a running machine, with its processes');
+  t.equal((await exec(a1.client, ['sh', '-c', 'head -c 67108864 /dev/zero > /tmp/ballast'])).exit_code, 0);
+  const m1 = sub.memory('mch_ct1');
+  const MiB = 1024 * 1024;
+  t.ok(m0 && m1 && m1.shmemBytes - m0.shmemBytes >= 32 * MiB, `tmpfs pages are charged to the machine (+${m0 && m1 ? ((m1.shmemBytes - m0.shmemBytes) / MiB).toFixed(1) : '?'} MiB shmem)`);
+  t.ok(m0 && m1 && m1.workingSetBytes - m0.workingSetBytes >= 32 * MiB, `and counted in what it holds (+${m0 && m1 ? ((m1.workingSetBytes - m0.workingSetBytes) / MiB).toFixed(1) : '?'} MiB)`);
+  await exec(a1.client, ['rm', '/tmp/ballast']);
+  t.equal(sub.memory('mch_nope'), null, 'no memory for a machine that does not exist');
+
+  // What keeps the idle machine small (docs/guest-image.md, "Memory"): Xvfb without GLX; the agent and its
+  // files worker (started by a files call) with V8's young generation capped and glibc's arenas limited.
+  const glx = await exec(a1.client, ['sh', '-c', 'DISPLAY=:0 xdpyinfo -queryExtensions | grep -c GLX || true']);
+  t.equal(glx.stdout.trim(), '0', 'Xvfb runs without GLX');
+  t.equal((await a1.client.request('GET', '/files?path=%2Fhome%2Fagent')).status, 200);
+  const guestProcs = (sub.memory('mch_ct1')?.pids ?? []).flatMap((pid) => {
+    try {
+      const split = (f: string) => fs.readFileSync(`/proc/${pid}/${f}`, 'utf8').split('\0').filter(Boolean);
+      return [{ argv: split('cmdline'), env: split('environ') }];
+    } catch {
+      return [];
+    }
+  });
+  for (const script of ['/dist/agent/src/main.js', '/dist/agent/src/files/worker.js']) {
+    const p = guestProcs.find((g) => g.argv.some((a) => a.endsWith(script)));
+    t.same(p?.argv.filter((a) => a.startsWith('--max-semi-space-size')), ['--max-semi-space-size=1'], `${script}: V8 flags`);
+    t.same(p?.env.filter((e) => e.startsWith('MALLOC_')).sort(), ['MALLOC_ARENA_MAX=2'], `${script}: glibc malloc settings`);
+  }
+
   // Chromium works for the agent user (without its sandbox in a container)
   const open = await a1.client.request('POST', '/browser/open', { url: 'about:blank' });
   t.equal(open.status, 200, 'browser open');
@@ -110,6 +141,7 @@ t.test('container substrate end to end', { timeout: 900_000 }, async (t) => {
   a1.client.session.destroy();
   await sub.stop('mch_ct1');
   t.equal(await sub.status('mch_ct1'), 'stopped');
+  t.equal(sub.memory('mch_ct1'), null, 'no memory for a stopped machine');
   t.notOk(isMounted(sub.mergedPath('mch_ct1')), 'overlay unmounted while stopped');
   await sub.start('mch_ct1');
   const a1b = await waitForAgent(sub, 'mch_ct1', token1, READY_MS);

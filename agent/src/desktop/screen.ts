@@ -25,6 +25,9 @@ function sharp(): typeof SharpFn {
     // One encode at a time per call is what the agent needs; libvips' own thread pool would only fight
     // the X server and the guest's applications for the machine's few cores.
     s.concurrency(1);
+    // libvips' operation cache (default 50 MB, 100 operations) keeps recent encodes and the frames they
+    // read; a screen's frames never repeat, so it only held memory in an idle machine (docs/guest-image.md).
+    s.cache(false);
     sharpModule = s;
   }
   return sharpModule;

@@ -55,8 +55,27 @@ interface WorkerCommand {
   cwd: string;
 }
 
-/** The worker's environment: paths only (never the agent's, which may hold its token). */
-const WORKER_ENV: NodeJS.ProcessEnv = { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' };
+/**
+ * The memory settings the image's init starts the agent with (docs/guest-image.md, "Memory"): V8's young
+ * generation capped and glibc's arenas limited. The worker is a Node process like the agent
+ * and gets the same ones, so they are set in one place, the init.
+ */
+const MEMORY_FLAG = /^--max-semi-space-size=\d+$/;
+const MEMORY_ENV = ['MALLOC_ARENA_MAX'] as const;
+
+function memorySettings(): { flags: string[]; env: Record<string, string> } {
+  const env: Record<string, string> = {};
+  for (const k of MEMORY_ENV) {
+    const v = process.env[k];
+    if (v !== undefined && /^\d+$/.test(v)) env[k] = v;
+  }
+  return { flags: process.execArgv.filter((a) => MEMORY_FLAG.test(a)), env };
+}
+
+/** The worker's environment: paths and the memory settings only (never the agent's, which may hold its token). */
+function workerEnv(mem: { env: Record<string, string> }): NodeJS.ProcessEnv {
+  return { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8', ...mem.env };
+}
 
 let bundle: Promise<string> | null = null;
 
@@ -67,12 +86,13 @@ let bundle: Promise<string> | null = null;
 async function workerCommand(): Promise<WorkerCommand> {
   const self = fileURLToPath(import.meta.url);
   const dir = path.dirname(self);
-  if (self.endsWith('.js')) return { args: [path.join(dir, 'worker.js')], env: WORKER_ENV, cwd: '/' };
+  const mem = memorySettings();
+  if (self.endsWith('.js')) return { args: [...mem.flags, path.join(dir, 'worker.js')], env: workerEnv(mem), cwd: '/' };
   bundle ??= buildWorkerBundle(path.join(dir, 'worker.ts'), path.resolve(dir, '../../..')).catch((e: unknown) => {
     bundle = null;
     throw e;
   });
-  return { args: [await bundle], env: WORKER_ENV, cwd: '/' };
+  return { args: [...mem.flags, await bundle], env: workerEnv(mem), cwd: '/' };
 }
 
 function workerStopped(): AppError {

@@ -38,6 +38,7 @@ import { allocateAddress, inSubnet, macFor } from '../net/network.js';
 import { guardPort, removeBridge, removePortGuard } from '../net/host-net.js';
 import { MachineRecords, peekRecord } from '../records.js';
 import { idmappedBase, uidBaseFor } from './idmap.js';
+import { readCgroupMemory, type CgroupMemory } from './memory.js';
 import { assertGuestReaches, guestPassable, machineDirs, makeReachDir, reachDirFor, type MachineDirs, type MachinePlace } from './reach.js';
 import {
   cniConflist,
@@ -638,6 +639,34 @@ export class ContainerSubstrate implements Substrate {
     } catch {
       return null;
     }
+  }
+
+  /**
+   * What a running machine holds in memory, from its memory cgroup (memory.ts: usage less inactive file cache),
+   * and the host pids of its processes (for a per-process breakdown). Null when it is not running or its
+   * cgroup is not where cgroupfs puts podman's containers.
+   */
+  memory(id: string): (CgroupMemory & { pids: number[] }) | null {
+    assertMachineId(id);
+    if (!this.records.has(id)) return null;
+    const cg = this.liveCgroup(this.record(id));
+    if (!cg) return null;
+    const dir = path.join('/sys/fs/cgroup/memory', cg);
+    const mem = readCgroupMemory((name) => {
+      try {
+        return fs.readFileSync(path.join(dir, name), 'utf8');
+      } catch {
+        return null;
+      }
+    });
+    if (!mem) return null;
+    let pids: number[] = [];
+    try {
+      pids = fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+    } catch {
+      /* gone meanwhile: no breakdown */
+    }
+    return { ...mem, pids };
   }
 
   async capture(id: string, holder: string): Promise<CaptureResult> {
