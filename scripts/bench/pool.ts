@@ -5,27 +5,19 @@
  * of a pool member: its container's cgroup memory less inactive file cache. Target: warm ≤ 0.2x cold.
  * Run alone: `BENCH=pool npm run bench`.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { findRepoRoot } from '../../control-plane/src/machine-host.js';
 import type { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
-import { containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { benchClient, containerHost, serveForBench, type BenchCall } from './api.js';
 import { line, percentile } from './stats.js';
 
-const execFileP = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A container's memory cgroup usage less its inactive file cache (cgroup v1, podman's cgroupfs layout). */
-async function idleBytes(sub: ContainerSubstrate, id: string): Promise<number> {
-  const r = await execFileP('podman', [...globalArgs(sub.env), 'inspect', '--format', '{{.State.CgroupPath}}', containerName(id)], { env: { ...process.env, ...podmanEnv(sub.env) } });
-  const dir = path.join('/sys/fs/cgroup/memory', r.stdout.trim());
-  const usage = Number(fs.readFileSync(path.join(dir, 'memory.usage_in_bytes'), 'utf8'));
-  const stat = fs.readFileSync(path.join(dir, 'memory.stat'), 'utf8');
-  const inactive = Number(/^total_inactive_file (\d+)$/m.exec(stat)?.[1] ?? /^inactive_file (\d+)$/m.exec(stat)?.[1] ?? 0);
-  return usage - inactive;
+/** A member's cgroup memory less inactive file cache: the substrate's one measure (container/memory.ts). */
+function idleBytes(sub: ContainerSubstrate, id: string): number {
+  const m = sub.memory(id);
+  if (!m) throw new Error(`no memory cgroup for pool member ${id}`);
+  return m.workingSetBytes;
 }
 
 async function toDisplayUp(call: BenchCall, key: string): Promise<{ id: string; ms: number }> {
@@ -67,7 +59,7 @@ export async function benchPool(o: { repoRoot?: string; samples?: number } = {})
       }
       await sleep(5000);
       const member = pool.ready().small![0]!;
-      idle.push(await idleBytes(host.substrate, member));
+      idle.push(idleBytes(host.substrate, member));
       const w = await toDisplayUp(call, key);
       if (w.id !== member) throw new Error('the warm create did not take the pool member');
       warm.push(w.ms);
