@@ -30,8 +30,24 @@ export const RETRY_AFTER_S = {
   lowDisk: 60,
   /** The disk under DATA_DIR is full. */
   outOfDisk: 60,
+  /** The machine runs but its desktop (the display) is not up yet. */
+  desktopStarting: 2,
+  /** The machine behind a preview is not running (stopped, starting, error): docs/api-ports.md. */
+  previewMachineDown: 5,
+  /** The machine behind a preview runs but its agent is not reachable: docs/api-ports.md. */
+  previewUnreachable: 2,
+  /** Nothing answers on a preview's port yet, or the app there answered nothing usable: docs/api-ports.md. */
+  previewApp: 2,
+  /** A preview's open connections are at their bound (the machine's or the service's): one ends soon. */
+  previewBusy: 1,
+  /** The MCP sessions are at their limit (the organization's or the server's); idle ones are swept. */
+  mcpSessions: 60,
 } as const;
 const retryAfter = (reason: keyof typeof RETRY_AFTER_S) => retryAfterHeader(RETRY_AFTER_S[reason]);
+/** A preview's refusals for want of its secret name the scheme that would pass. */
+const PREVIEW_BEARER = { 'www-authenticate': 'Bearer realm="preview"' };
+const previewUnavailable = (message: string, reason: keyof typeof RETRY_AFTER_S) =>
+  new AppError('compute_unavailable', message, { headers: retryAfter(reason) });
 
 export const ERRORS = {
   needsSessionsWriteKey: () =>
@@ -343,4 +359,74 @@ export const ERRORS = {
     new AppError('compute_unavailable', 'The machine host failed to prepare (its guest image or its directories); see the server log.'),
   hostPreparing: () =>
     new AppError('compute_unavailable', 'The machine host is still preparing; retry shortly.', { headers: retryAfter('hostPreparing') }),
+  /**
+   * An error as a caller may see it when the request held a secret: its code and headers, a fixed `message`
+   * and no details, so not even a hostile guest can echo the value back.
+   */
+  redacted: (e: unknown, message: string) =>
+    e instanceof AppError ? new AppError(e.code, message, { headers: e.headers }) : new AppError('compute_unavailable', message),
+  desktopNotUp: () =>
+    new AppError('compute_unavailable', 'The desktop is not up yet; retry shortly.', { headers: retryAfter('desktopStarting') }),
+  /** A path parameter of an agent route (`term_id` → "terminal") that is not well formed: not found. */
+  noSuchPathItem: (what: string) =>
+    new AppError('not_found', `No such ${what}.`),
+  noSuchChannel: () =>
+    new AppError('not_found', 'No such channel.'),
+  noSuchTerminal: () =>
+    new AppError('not_found', 'No such terminal.'),
+  cookieChannelNeedsOrigin: () =>
+    new AppError('permission_denied', 'Cookie-authenticated channels need a recognised Origin header.'),
+  serverShuttingDown: () =>
+    new AppError('compute_unavailable', 'The server is shutting down.'),
+  channelNotOpened: () =>
+    new AppError('internal_error', 'The channel could not be opened.'),
+  /** The agent refused the screen stream: its own message when it sent one. */
+  screenStreamRefused: (agentMessage: string) =>
+    new AppError('compute_unavailable', agentMessage || 'The desktop is not up yet.'),
+  screenStreamEnded: () =>
+    new AppError('compute_unavailable', 'The screen stream ended.'),
+  inputNotApplied: () =>
+    new AppError('compute_unavailable', 'The machine could not apply the input.'),
+  noSuchPreview: () =>
+    new AppError('not_found', 'This preview does not exist or was unpublished.'),
+  previewPrivate: () =>
+    new AppError('unauthenticated', "This preview is private. Open its access link, or send the preview's secret as Authorization: Bearer.", { headers: PREVIEW_BEARER }),
+  previewAccessLinkInvalid: () =>
+    new AppError('unauthenticated', "This access link was already used or is not valid. Programs can send the preview's secret as Authorization: Bearer.", { headers: PREVIEW_BEARER }),
+  previewMachineNotRunning: () =>
+    previewUnavailable('The machine behind this preview is not running.', 'previewMachineDown'),
+  previewMachineUnreachable: () =>
+    previewUnavailable('The machine behind this preview is not reachable right now.', 'previewUnreachable'),
+  previewNothingListening: () =>
+    previewUnavailable("Nothing is answering on this preview's port inside the machine yet.", 'previewApp'),
+  previewNoAnswer: () =>
+    previewUnavailable('The app inside the machine closed the connection or did not answer in time.', 'previewApp'),
+  previewMachineBusy: () =>
+    previewUnavailable('This preview has too many open connections right now; try again in a moment.', 'previewBusy'),
+  previewBudgetBusy: () =>
+    previewUnavailable('The service has too many open preview connections right now; try again in a moment.', 'previewBusy'),
+  previewFailed: () =>
+    new AppError('internal_error', 'The preview failed.'),
+  mcpOrgSessionLimit: (maxPerOrg: number) =>
+    new AppError('rate_limited', `This organization has ${maxPerOrg} open MCP sessions, its limit; close unused ones (DELETE /v1/mcp).`, { headers: retryAfter('mcpSessions') }),
+  mcpServerSessionLimit: () =>
+    new AppError('rate_limited', 'Too many open MCP sessions on this server; close unused ones (DELETE /v1/mcp).', { headers: retryAfter('mcpSessions') }),
+  mcpNeedsApiKey: () =>
+    new AppError('unauthenticated', 'The MCP endpoint needs an API key: Authorization: Bearer sk_…'),
+  noSuchMcpSession: () =>
+    new AppError('not_found', 'No such MCP session; initialize a new one.'),
+  mcpSessionIdRequired: () =>
+    new AppError('invalid_request', 'Mcp-Session-Id header required.'),
+  /** The MCP transport's HTTP-level refusal: its JSON-RPC message (sanitized by the caller) or its status. */
+  mcpTransportRefused: (code: ErrorCode, message: string, status: number) =>
+    new AppError(code, message || `The MCP transport refused the request (HTTP ${status}).`),
+  mcpNoServerStream: () =>
+    new AppError('unsupported_operation', 'This MCP server offers no server-initiated stream (GET); send requests with POST.'),
+  /** A computer-use tool request naming one of the display's two declared sizes without the other. */
+  displaySizeHalfGiven: (width: string, height: string, missing: string) =>
+    new AppError('invalid_request', `Give both ${width} and ${height}, or neither.`, { details: [{ field: missing, message: 'required with the other' }] }),
+  outsideDisplay: (x: number, y: number, width: number, height: number, field: string) =>
+    new AppError('invalid_request', `(${x}, ${y}) is outside the ${width}x${height} display.`, { details: [{ field, message: 'outside the display' }] }),
+  pointerUnknown: () =>
+    new AppError('compute_unavailable', 'The pointer position is unknown.'),
 };

@@ -7,6 +7,7 @@
 import http2 from 'node:http2';
 import type { AgentOperation } from '../../../shared/agent-protocol.js';
 import { AppError, type ErrorCode } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 import { readAgentAnswer } from './answer.js';
 
 /** A long-lived agent stream (screen frames, terminal attach, TCP), after its response headers arrived. */
@@ -25,10 +26,6 @@ export interface AgentStreamDialerOptions {
   timeoutMs?: number;
 }
 
-function unavailable(message: string, cause?: unknown): AppError {
-  return new AppError('compute_unavailable', message, { headers: { 'retry-after': '1' }, cause });
-}
-
 export class AgentStreamDialer {
   private readonly timeoutMs: number;
   private closed = false;
@@ -38,7 +35,7 @@ export class AgentStreamDialer {
   }
 
   private session(machineId: string, key: string): Promise<http2.ClientHttp2Session> {
-    if (this.closed) return Promise.reject(unavailable('The control plane is shutting down.'));
+    if (this.closed) return Promise.reject(ERRORS.agentUnreachable('The control plane is shutting down.'));
     return this.opts.session(machineId, key);
   }
 
@@ -52,13 +49,13 @@ export class AgentStreamDialer {
       stream = s.request(headers, { endStream: !req.duplex });
     } catch (e) {
       this.drop(machineId);
-      throw unavailable('The machine agent connection failed.', e);
+      throw ERRORS.agentUnreachable('The machine agent connection failed.', e);
     }
     stream.on('error', () => {});
     return new Promise<OpenedStream>((resolve, reject) => {
       const timer = setTimeout(() => {
         stream.close(http2.constants.NGHTTP2_CANCEL);
-        reject(unavailable('The machine agent did not answer in time.'));
+        reject(ERRORS.agentUnreachable('The machine agent did not answer in time.'));
       }, this.timeoutMs);
       timer.unref();
       stream.once('response', (headers) => {
@@ -67,7 +64,7 @@ export class AgentStreamDialer {
       });
       stream.once('close', () => {
         clearTimeout(timer);
-        reject(unavailable('The machine agent closed the stream without answering.'));
+        reject(ERRORS.agentUnreachable('The machine agent closed the stream without answering.'));
       });
     });
   }

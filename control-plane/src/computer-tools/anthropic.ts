@@ -6,6 +6,7 @@
  */
 import type { AgentOperation } from '../../../shared/agent-protocol.js';
 import { AppError } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 import type { AnthropicToolRequest, AnthropicToolResult } from '../../../shared/schemas/computer-tools.js';
 import type { InputResult, Modifier, MouseButton } from '../../../shared/schemas/input.js';
 import type { AgentAnswerOf } from '../services/machine-agent/index.js';
@@ -45,14 +46,12 @@ export async function runAnthropicTool(
   sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms)),
 ): Promise<AnthropicToolResult> {
   if ((req.display_width_px === undefined) !== (req.display_height_px === undefined)) {
-    throw new AppError('invalid_request', 'Give both display_width_px and display_height_px, or neither.', {
-      details: [{ field: req.display_width_px === undefined ? 'display_width_px' : 'display_height_px', message: 'required with the other' }],
-    });
+    throw ERRORS.displaySizeHalfGiven('display_width_px', 'display_height_px', req.display_width_px === undefined ? 'display_width_px' : 'display_height_px');
   }
   // The agent's cached display (GET /display would run xrandr, ~10 ms a call); the agent re-reads the
   // mode on every input batch, and the screenshot itself is of the current mode.
   const display = (await call('health')).desktop;
-  if (!display.up) throw new AppError('compute_unavailable', 'The desktop is not up yet; retry shortly.', { headers: { 'retry-after': '2' } });
+  if (!display.up) throw ERRORS.desktopNotUp();
   const declared =
     req.display_width_px !== undefined && req.display_height_px !== undefined
       ? { width: req.display_width_px, height: req.display_height_px }
@@ -112,7 +111,7 @@ async function act(req: AnthropicToolRequest, call: AgentCall, scaler: Scaler, s
       return screenshot();
     case 'cursor_position': {
       const p = (await call('mouse.position')).pointer;
-      if (!p) throw new AppError('compute_unavailable', 'The pointer position is unknown.');
+      if (!p) throw ERRORS.pointerUnknown();
       const a = scaler.toApi(p.x, p.y);
       return [{ type: 'text', text: `X=${a.x},Y=${a.y}` }];
     }

@@ -2,7 +2,7 @@
  * OpenAI's computer use on a machine: the `action` of one `computer_call` → agent calls → the
  * `computer_call_output` with the settled screenshot (docs/computer-tools.md).
  */
-import { AppError } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 import type { OpenAIToolRequest, OpenAIToolResult } from '../../../shared/schemas/computer-tools.js';
 import type { InputResult } from '../../../shared/schemas/input.js';
 import { TOOL_SETTLE, type AgentCall } from './anthropic.js';
@@ -54,18 +54,16 @@ export function wheelClicks(px: number): number {
 
 export async function runOpenAITool(req: OpenAIToolRequest, call: AgentCall): Promise<OpenAIToolResult> {
   if ((req.display_width === undefined) !== (req.display_height === undefined)) {
-    throw new AppError('invalid_request', 'Give both display_width and display_height, or neither.', {
-      details: [{ field: req.display_width === undefined ? 'display_width' : 'display_height', message: 'required with the other' }],
-    });
+    throw ERRORS.displaySizeHalfGiven('display_width', 'display_height', req.display_width === undefined ? 'display_width' : 'display_height');
   }
   // The agent's cached display (GET /display would run xrandr, ~10 ms a call); the agent re-reads the
   // mode on every input batch, and the screenshot itself is of the current mode.
   const display = (await call('health')).desktop;
-  if (!display.up) throw new AppError('compute_unavailable', 'The desktop is not up yet; retry shortly.', { headers: { 'retry-after': '2' } });
+  if (!display.up) throw ERRORS.desktopNotUp();
   const D = { width: req.display_width ?? display.width, height: req.display_height ?? display.height };
   const pt = (x: number, y: number, field: string) => {
     if (x >= D.width || y >= D.height) {
-      throw new AppError('invalid_request', `(${x}, ${y}) is outside the ${D.width}x${D.height} display.`, { details: [{ field, message: 'outside the display' }] });
+      throw ERRORS.outsideDisplay(x, y, D.width, D.height, field);
     }
     return { x: Math.round((x * display.width) / D.width), y: Math.round((y * display.height) / D.height) };
   };

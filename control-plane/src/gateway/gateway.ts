@@ -8,6 +8,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { AppError, errorBody, parseOrThrow } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 import { isMachineId, newId } from '../../../shared/ids.js';
 import {
   CLOSE_CODES,
@@ -119,21 +120,21 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
   /** Everything decidable before the upgrade; throws AppError. */
   function admit(req: IncomingMessage, url: URL): { r: Route; p: OrgPrincipal; query: Record<string, unknown> } {
     const r = route(url.pathname);
-    if (!r) throw new AppError('not_found', 'No such channel.');
+    if (!r) throw ERRORS.noSuchChannel();
     const p = deps.authenticate(req);
-    if (!p) throw new AppError('unauthenticated', req.headers.authorization !== undefined ? 'Missing or invalid API key.' : 'Sign in or send an API key.');
+    if (!p) throw req.headers.authorization !== undefined ? ERRORS.badApiKey() : ERRORS.signInOrSendKey();
     // Browsers send cookies on cross-site WebSocket handshakes (no CORS applies to them), so a
     // cookie-authenticated handshake must come from our own pages: this is the CSWSH gate.
     if (p.via_cookie && !deps.isRecognisedOrigin(req.headers.origin)) {
-      throw new AppError('permission_denied', 'Cookie-authenticated channels need a recognised Origin header.');
+      throw ERRORS.cookieChannelNeedsOrigin();
     }
-    if (!actsInOrg(p)) throw new AppError('permission_denied', 'You are not a member of any organization.');
+    if (!actsInOrg(p)) throw ERRORS.noOrganization();
     const perm = PERMISSION[r.channel];
-    if (perm && !p.permissions.has(perm)) throw new AppError('permission_denied', `This needs the ${perm} permission.`);
+    if (perm && !p.permissions.has(perm)) throw ERRORS.needsPermission(perm);
     // Another organization's machine is not found, never forbidden.
-    if (!isMachineId(r.machineId)) throw new AppError('not_found', 'No such machine.');
+    if (!isMachineId(r.machineId)) throw ERRORS.noSuchMachine();
     deps.getMachine(p.org_id, r.machineId);
-    if (r.termId !== undefined && !TERM_ID_RE.test(r.termId)) throw new AppError('not_found', 'No such terminal.');
+    if (r.termId !== undefined && !TERM_ID_RE.test(r.termId)) throw ERRORS.noSuchTerminal();
     const raw = Object.fromEntries(url.searchParams);
     const schema = { screen: ScreenChannelQuery, events: EventsChannelQuery, input: InputChannelQuery, terminal: TerminalChannelQuery }[r.channel];
     const query = parseOrThrow(schema as { safeParse(v: unknown): { success: true; data: Record<string, unknown> } | { success: false; error: never } }, raw, 'query');
@@ -149,11 +150,11 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
     socket.on('error', () => {});
     let admitted: ReturnType<typeof admit>;
     try {
-      if (closing) throw new AppError('compute_unavailable', 'The server is shutting down.');
+      if (closing) throw ERRORS.serverShuttingDown();
       const url = new URL(req.url ?? '/', 'http://gateway');
       admitted = admit(req, url);
     } catch (e) {
-      const err = e instanceof AppError ? e : new AppError('internal_error', 'The channel could not be opened.');
+      const err = e instanceof AppError ? e : ERRORS.channelNotOpened();
       if (!(e instanceof AppError)) log({ event: 'internal_error', operation: 'gateway.upgrade', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
       log({ event: 'ws_refused', request_id: requestId, status: err.status });
       refuse(socket, err, requestId);

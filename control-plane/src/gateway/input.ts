@@ -10,9 +10,10 @@
  */
 import { WebSocket, type RawData } from 'ws';
 import { AppError } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 import { INPUT_RATE_BURST, INPUT_RATE_PER_SECOND, InputMessage } from '../../../shared/schemas/gateway.js';
 import type { OrgPrincipal } from '../context.js';
-import { agentPath, readAgentAnswer, redacted, secretTypingBody } from '../services/machine-agent/index.js';
+import { agentPath, readAgentAnswer, secretTypingBody } from '../services/machine-agent/index.js';
 import type { GatewayDeps } from './deps.js';
 import { TokenBucket } from './rate.js';
 import { sendJson } from './send.js';
@@ -96,10 +97,10 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: OrgPrincipal, ma
     try {
       result = readAgentAnswer(type, res);
     } catch (e) {
-      const err = e instanceof AppError ? e : new AppError('compute_unavailable', 'The machine could not apply the input.');
+      const err = e instanceof AppError ? e : ERRORS.inputNotApplied();
       // With a secret in the agent's body, a guest could echo it in an error: only the code reaches the client.
       if (sensitive) {
-        const r = redacted(err, 'The machine could not type the secret.');
+        const r = ERRORS.redacted(err, 'The machine could not type the secret.');
         send({ type: 'error', id: id ?? null, code: r.code, message: r.message });
       } else send({ type: 'error', id: id ?? null, code: err.code, message: err.message, details: err.details });
       return;

@@ -17,6 +17,7 @@
 import http2 from 'node:http2';
 import { WebSocket } from 'ws';
 import { AppError } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 import { encodeScreenMessage, ScreenStreamDecoder, ScreenStreamError } from '../../../shared/agent-protocol.js';
 import { CLOSE_CODES, type ScreenChannelQuery, type ScreenStatusMessage } from '../../../shared/schemas/gateway.js';
 import { readAgentError, streamRequest } from '../services/machine-agent/index.js';
@@ -115,7 +116,7 @@ class SharedScreen {
     }
     if (o.status !== 200) {
       const err = await readAgentError(o, 'screen.stream');
-      return this.failed(new AppError('compute_unavailable', err.message || 'The desktop is not up yet.'));
+      return this.failed(ERRORS.screenStreamRefused(err.message));
     }
     this.agent = o;
     const decoder = new ScreenStreamDecoder();
@@ -165,7 +166,7 @@ class SharedScreen {
     o.stream.once('close', () => {
       if (idle) clearTimeout(idle);
       if (this.agent === o) this.agent = null;
-      this.failed(new AppError('compute_unavailable', 'The screen stream ended.'));
+      this.failed(ERRORS.screenStreamEnded());
     });
   }
 

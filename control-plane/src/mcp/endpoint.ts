@@ -9,7 +9,7 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Hono } from 'hono';
 import { randomUUID } from 'node:crypto';
-import { AppError } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 import { MAX_MACHINE_BODY_BYTES } from '../../../shared/schemas/files.js';
 import { authenticate, requireOrg } from '../api/middleware/auth.js';
 import type { CpEnv, OrgPrincipal } from '../context.js';
@@ -96,9 +96,9 @@ export function mountMcp(
     for (const [id, e] of mine.slice(0, Math.max(0, mine.length - maxPerKey + 1))) await close(id, e);
     // One organization (any number of keys) cannot take the server's sessions from the others.
     if ([...sessions.values()].filter((e) => e.principal.org_id === p.org_id).length >= maxPerOrg) {
-      throw new AppError('rate_limited', `This organization has ${maxPerOrg} open MCP sessions, its limit; close unused ones (DELETE /v1/mcp).`, { headers: { 'retry-after': '60' } });
+      throw ERRORS.mcpOrgSessionLimit(maxPerOrg);
     }
-    if (sessions.size >= maxSessions) throw new AppError('rate_limited', 'Too many open MCP sessions on this server; close unused ones (DELETE /v1/mcp).', { headers: { 'retry-after': '60' } });
+    if (sessions.size >= maxSessions) throw ERRORS.mcpServerSessionLimit();
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       enableJsonResponse: true,
@@ -128,7 +128,7 @@ export function mountMcp(
       c.set('operation', 'mcp');
       // Security gate: API keys only. A browser's cookie never reaches the tools (no CSRF surface, and
       // MCP clients are programs); the key then passes the same authentication and organization gates as /v1.
-      if (c.req.header('authorization') === undefined) throw new AppError('unauthenticated', 'The MCP endpoint needs an API key: Authorization: Bearer sk_…');
+      if (c.req.header('authorization') === undefined) throw ERRORS.mcpNeedsApiKey();
       await next();
     },
     authenticate(s, 'any'),
@@ -143,7 +143,7 @@ export function mountMcp(
       if (sid !== undefined) {
         const e = sessions.get(sid);
         // Security gate: an MCP session (and the input leases it holds) is usable only by the key that opened it.
-        if (!e || e.owner !== ownerOf(p)) throw new AppError('not_found', 'No such MCP session; initialize a new one.');
+        if (!e || e.owner !== ownerOf(p)) throw ERRORS.noSuchMcpSession();
         e.lastUsed = now();
         e.principal = p;
         const res = await e.transport.handleRequest(c.req.raw, { authInfo });
@@ -151,7 +151,7 @@ export function mountMcp(
         if (refused) throw refused;
         return res;
       }
-      if (c.req.method !== 'POST') throw new AppError('invalid_request', 'Mcp-Session-Id header required.');
+      if (c.req.method !== 'POST') throw ERRORS.mcpSessionIdRequired();
       const e = await open(p);
       const res = await e.transport.handleRequest(c.req.raw, { authInfo });
       const id = e.transport.sessionId;

@@ -5,6 +5,7 @@
  * a JSON-RPC error object and a 4xx/5xx status, and those become the envelope every other /v1 error uses.
  */
 import { AppError, errorBody, type ErrorCode, type ErrorEnvelope } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 
 /** The transport's status → the envelope's code (and so the spec's status: 406, 413 and 415 answer 400). */
 const CODE_OF_STATUS: Readonly<Record<number, ErrorCode>> = {
@@ -35,7 +36,7 @@ export async function refusalOf(res: Response): Promise<AppError | null> {
     // Not JSON: the status alone says what happened.
   }
   const code = CODE_OF_STATUS[res.status] ?? 'internal_error';
-  return new AppError(code, message || `The MCP transport refused the request (HTTP ${res.status}).`);
+  return ERRORS.mcpTransportRefused(code, message, res.status);
 }
 
 /**
@@ -43,5 +44,5 @@ export async function refusalOf(res: Response): Promise<AppError | null> {
  * for this (its clients treat it as "no stream" and carry on); the body is the envelope.
  */
 export function noStreamBody(requestId: string): ErrorEnvelope {
-  return errorBody(new AppError('unsupported_operation', 'This MCP server offers no server-initiated stream (GET); send requests with POST.'), requestId);
+  return errorBody(ERRORS.mcpNoServerStream(), requestId);
 }

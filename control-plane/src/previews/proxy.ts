@@ -12,6 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { AppError } from '../../../shared/errors.js';
+import { ERRORS } from '../errors.js';
 import { newId } from '../../../shared/ids.js';
 import { PREVIEW_ACCESS_PATH, PREVIEW_COOKIE } from '../../../shared/schemas/ports.js';
 import type { EgressMeter } from '../gateway/deps.js';
@@ -81,22 +82,17 @@ function refusal(err: AppError, title: string): Refusal {
 
 const UNAVAILABLE = 'The machine is not available';
 const NOTHING = 'Nothing is answering yet';
-const NOT_FOUND = () => refusal(new AppError('not_found', 'This preview does not exist or was unpublished.'), 'No such preview');
-const PRIVATE = (message = "This preview is private. Open its access link, or send the preview's secret as Authorization: Bearer.") =>
-  refusal(new AppError('unauthenticated', message, { headers: { 'www-authenticate': 'Bearer realm="preview"' } }), 'This preview is private');
-const STOPPED = () => refusal(unavailable('The machine behind this preview is not running.', '5'), UNAVAILABLE);
-const UNREACHABLE = () => refusal(unavailable('The machine behind this preview is not reachable right now.', '2'), UNAVAILABLE);
-const NOTHING_LISTENING = () => refusal(unavailable("Nothing is answering on this preview's port inside the machine yet.", '2'), NOTHING);
-const NO_ANSWER = () => refusal(unavailable('The app inside the machine closed the connection or did not answer in time.', '2'), NOTHING);
+const NOT_FOUND = () => refusal(ERRORS.noSuchPreview(), 'No such preview');
+const PRIVATE = (err = ERRORS.previewPrivate()) => refusal(err, 'This preview is private');
+const STOPPED = () => refusal(ERRORS.previewMachineNotRunning(), UNAVAILABLE);
+const UNREACHABLE = () => refusal(ERRORS.previewMachineUnreachable(), UNAVAILABLE);
+const NOTHING_LISTENING = () => refusal(ERRORS.previewNothingListening(), NOTHING);
+const NO_ANSWER = () => refusal(ERRORS.previewNoAnswer(), NOTHING);
 
 const BUSY: Record<AdmissionRefusal, () => Refusal> = {
-  machine: () => refusal(unavailable('This preview has too many open connections right now; try again in a moment.', '1'), 'This preview is busy'),
-  budget: () => refusal(unavailable('The service has too many open preview connections right now; try again in a moment.', '1'), 'This preview is busy'),
+  machine: () => refusal(ERRORS.previewMachineBusy(), 'This preview is busy'),
+  budget: () => refusal(ERRORS.previewBudgetBusy(), 'This preview is busy'),
 };
-
-function unavailable(message: string, retryAfter: string): AppError {
-  return new AppError('compute_unavailable', message, { headers: { 'retry-after': retryAfter } });
-}
 
 function rawResponse(status: number, reason: string, headers: Array<[string, string]>): string {
   return `HTTP/1.1 ${status} ${reason}\r\n${headers.map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`;
@@ -236,7 +232,7 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
     } else if (!ports.authorize(row, { cookie: req.headers.cookie, origin: req.headers.origin }).ok) {
       return sendPage(
         res,
-        PRIVATE("This access link was already used or is not valid. Programs can send the preview's secret as Authorization: Bearer."),
+        PRIVATE(ERRORS.previewAccessLinkInvalid()),
         requestId,
         req.headers.accept,
       );
@@ -404,7 +400,7 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
         (status) => log({ event: 'preview_request', request_id: requestId, method: req.method ?? '', status, ms: Date.now() - started }),
         (e) => {
           if (!(e instanceof AppError)) log({ event: 'internal_error', operation: 'preview.request', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
-          sendPage(res, refusal(e instanceof AppError ? e : new AppError('internal_error', 'The preview failed.'), 'Preview error'), requestId, req.headers.accept);
+          sendPage(res, refusal(e instanceof AppError ? e : ERRORS.previewFailed(), 'Preview error'), requestId, req.headers.accept);
         },
       );
     },

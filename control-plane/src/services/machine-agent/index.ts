@@ -10,6 +10,7 @@
  *   client.ts   the one import of `agent-client/`
  */
 import { AppError } from '../../../../shared/errors.js';
+import { ERRORS } from '../../errors.js';
 import { AGENT_ROUTES, type AgentOperation } from '../../../../shared/agent-protocol.js';
 import type { Store } from '../../store/store.js';
 import type { AgentChannel } from '../../substrate/substrate.js';
@@ -18,11 +19,10 @@ import { AgentPool, readAgentAnswer, type AgentAnswerOf, type AgentRequest, type
 import { agentPath, type AgentParams } from './paths.js';
 import { createAgentStreams, type AgentStreamOptions, type AgentStreams } from './streams.js';
 import { runningAgent, type AgentTarget } from './target.js';
-import { redacted } from './typing.js';
 
 export { agentOf, type AgentTarget } from './target.js';
 export { agentPath, paramsOf, streamRequest, type StreamRequest } from './paths.js';
-export { redacted, secretTypingBody } from './typing.js';
+export { secretTypingBody } from './typing.js';
 export type { AgentStreams } from './streams.js';
 export { readAgentAnswer, readAgentError, AGENT_STREAM_WINDOW_BYTES, type AgentAnswerOf, type AgentResponse, type OpenedStream } from './client.js';
 
@@ -46,7 +46,7 @@ export interface AgentCallOptions<K extends AgentOperation> {
   timeoutMs?: number;
   /**
    * The body holds a secret's value: a refusal reaches the caller as its code with this fixed message
-   * and no details (typing.ts `redacted`).
+   * and no details (`ERRORS.redacted`).
    */
   sensitive?: string;
 }
@@ -74,7 +74,7 @@ export function createMachineAgent(d: MachineAgentDeps) {
     /** The running machine's agent in the organization, or why it cannot be reached (404, 409, 503). */
     running(orgId: string, machineId: string): AgentTarget {
       const m = d.store.machines.inOrg(orgId, machineId);
-      if (!m) throw new AppError('not_found', 'No such machine.');
+      if (!m) throw ERRORS.noSuchMachine();
       return runningAgent(m);
     },
 
@@ -91,7 +91,7 @@ export function createMachineAgent(d: MachineAgentDeps) {
         return readAgentAnswer(op, res);
       } catch (e) {
         if (o.sensitive === undefined || !(e instanceof AppError)) throw e;
-        throw redacted(e, o.sensitive);
+        throw ERRORS.redacted(e, o.sensitive);
       }
     },
 

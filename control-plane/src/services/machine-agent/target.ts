@@ -3,7 +3,7 @@
  * today the machine's own HTTP/2 session in this process's pool, keyed by machine id with its agent key
  * (the many-hosts issue replaces this function).
  */
-import { AppError } from '../../../../shared/errors.js';
+import { ERRORS } from '../../errors.js';
 import type { MachineState } from '../../../../shared/schemas/machine.js';
 import { isTransient } from '../../domain/machine-lifecycle.js';
 
@@ -21,7 +21,7 @@ export function agentOf(m: { id: string; agent_token: string }): AgentTarget {
 export function runningAgent(m: { id: string; agent_token: string; state: MachineState }): AgentTarget {
   if (m.state === 'running') return agentOf(m);
   if (isTransient(m.state) && m.state !== 'deleting' && m.state !== 'stopping') {
-    throw new AppError('compute_unavailable', `The machine is ${m.state}; retry shortly.`, { headers: { 'retry-after': '2' } });
+    throw ERRORS.machineSettling(m.state);
   }
-  throw new AppError('conflict', `The machine is ${m.state}; it must be running.`);
+  throw ERRORS.mustBeRunning(m.state);
 }

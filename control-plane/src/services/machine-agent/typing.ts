@@ -1,8 +1,7 @@
 /**
- * Typing a stored secret by reference, and keeping its value out of every answer: the rule the `/v1`
- * keyboard route and the gateway's input channel share.
+ * Typing a stored secret by reference: the rule the `/v1` keyboard route and the gateway's input channel
+ * share. Keeping its value out of every answer is `ERRORS.redacted` (errors.ts).
  */
-import { AppError } from '../../../../shared/errors.js';
 import type { KeyboardTypeRequest } from '../../../../shared/schemas/input.js';
 
 /**
@@ -18,13 +17,4 @@ export function secretTypingBody(req: KeyboardTypeRequest, valueOf: (name: strin
     delay_ms: req.delay_ms,
     settle: req.settle ? { ...req.settle, screenshot: undefined } : undefined,
   });
-}
-
-/**
- * An agent's refusal of a body that held a secret, as the caller may see it: its code and a fixed
- * `message`, no details, so not even a hostile guest can echo the value back.
- */
-export function redacted(e: unknown, message: string): AppError {
-  const err = e instanceof AppError ? e : new AppError('compute_unavailable', message);
-  return new AppError(err.code, message, { headers: err.headers });
 }

@@ -7,7 +7,7 @@
 import type { Context } from 'hono';
 import { z } from 'zod';
 import { AGENT_ROUTES, type AgentOperation } from '../../../../../shared/agent-protocol.js';
-import { AppError } from '../../../../../shared/errors.js';
+import { ERRORS } from '../../../errors.js';
 import { isMachineId } from '../../../../../shared/ids.js';
 import type { Permission } from '../../../../../shared/schemas/org.js';
 import type { CpEnv } from '../../../context.js';
@@ -64,7 +64,7 @@ export function checkInputLease(c: Context<CpEnv>, s: Services, machineId: strin
 
 export function machineIdParam(c: Context<CpEnv>): string {
   const id = c.req.param('machine_id') ?? '';
-  if (!isMachineId(id)) throw new AppError('not_found', 'No such machine.');
+  if (!isMachineId(id)) throw ERRORS.noSuchMachine();
   return id;
 }
 
@@ -98,13 +98,13 @@ export function proxyOp(spec: ProxySpec): Op {
       }
       // Security gate: acting as root in the guest is control, whatever the route's own permission.
       const needed = spec.needs?.(query, body);
-      if (needed && !p.permissions.has(needed)) throw new AppError('permission_denied', `This needs the ${needed} permission.`);
+      if (needed && !p.permissions.has(needed)) throw ERRORS.needsPermission(needed);
       if (spec.lease) checkInputLease(c, s, machineId);
       let sensitive = false;
       if (spec.toAgent) ({ body: raw, sensitive } = spec.toAgent(body, c, s));
       const params = paramsOf(spec.agent, (name) => {
         const v = c.req.param(name) ?? '';
-        if (!PARAM_RE.test(v)) throw new AppError('not_found', `No such ${name.replace('_id', '')}.`);
+        if (!PARAM_RE.test(v)) throw ERRORS.noSuchPathItem(name.replace('_id', ''));
         return v;
       });
       const search = new URL(c.req.url).search;
@@ -139,5 +139,5 @@ export const execTimeout = (body: unknown): number | undefined => {
 export const desktopUp = (json: unknown): void => {
   const d = (json as { up?: unknown; display?: { up?: unknown } } | null) ?? {};
   const up = 'up' in d ? d.up : d.display?.up;
-  if (up === false) throw new AppError('compute_unavailable', 'The desktop is not up yet; retry shortly.', { headers: { 'retry-after': '2' } });
+  if (up === false) throw ERRORS.desktopNotUp();
 };
