@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import Database from 'better-sqlite3';
 import { sql } from 'kysely';
 import { canonicalRow, COPY_PLAN } from '../../../control-plane/src/admin/table-digest.js';
 import { runMoveUp } from '../../../control-plane/src/admin/move-up.js';
@@ -16,6 +17,7 @@ import { openPostgres } from '../../../control-plane/src/store/engine/postgres.j
 import { openSqliteEngine } from '../../../control-plane/src/store/engine/sqlite.js';
 import { FAST_SCRYPT } from '../../helpers/control-plane.js';
 import { startPostgres } from '../../helpers/postgres.js';
+import { LEGACY_MIGRATIONS } from '../store/legacy-migrations.js';
 
 const TS = '2026-01-01T00:00:00.000Z';
 const LATER = '2026-02-01T00:00:00.000Z';
@@ -184,6 +186,29 @@ t.test('move-up: SQLite DATA_DIR → empty PostgreSQL', async (t) => {
     .returning('seq')
     .executeTakeFirstOrThrow();
   t.equal(next.seq, 4);
+});
+
+t.test('move-up: a DATA_DIR left by an older release is migrated forward first, then copied', async (t) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'move-up-old-'));
+  t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const file = path.join(dataDir, 'control-plane.sqlite');
+  // Version 9 as shipped, with a snapshot whose origin is `restore` (version 10 makes it `stop`).
+  const old = new Database(file);
+  for (const m of LEGACY_MIGRATIONS.filter((m) => m.version <= 9)) old.exec(`${m.sql};\nPRAGMA user_version = ${m.version};`);
+  old.exec(`INSERT INTO organizations (id, name, personal, created_at) VALUES ('org_1', 'a', 1, '${TS}');
+    INSERT INTO snapshots (id, org_id, machine_id, name, state, origin, layer_id, size_bytes, created_at, completed_at)
+      VALUES ('snp_1', 'org_1', 'mch_gone', 'before restore', 'ready', 'restore', NULL, 42, '${TS}', '${TS}');`);
+  old.close();
+  const server = await startPostgres();
+  t.teardown(server.stop);
+  const lines: string[] = [];
+  t.equal(await runMoveUp(['--data-dir', dataDir, '--to', server.url], (l) => lines.push(l)), 0, lines.join('\n'));
+  const after = new Database(file, { readonly: true });
+  t.equal(after.pragma('user_version', { simple: true }), 10, 'the SQLite file is at the current version');
+  after.close();
+  const pg = await openPostgres(server.url, { max: 1 });
+  t.teardown(() => pg.close());
+  t.same(await pg.db.selectFrom('snapshots').select(['id', 'origin', 'size_bytes']).execute(), [{ id: 'snp_1', origin: 'stop', size_bytes: 42 }]);
 });
 
 t.test('move-up: usage and refusals that copy nothing', async (t) => {
