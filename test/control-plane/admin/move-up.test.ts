@@ -13,6 +13,7 @@ import { canonicalRow, COPY_PLAN } from '../../../control-plane/src/admin/table-
 import { runMoveUp } from '../../../control-plane/src/admin/move-up.js';
 import { parseConfig } from '../../../control-plane/src/config.js';
 import { serve } from '../../../control-plane/src/main.js';
+import { openDb } from '../../../control-plane/src/store/db.js';
 import { openPostgres } from '../../../control-plane/src/store/engine/postgres.js';
 import { openSqliteEngine } from '../../../control-plane/src/store/engine/sqlite.js';
 import { FAST_SCRYPT } from '../../helpers/control-plane.js';
@@ -209,6 +210,21 @@ t.test('move-up: a DATA_DIR left by an older release is migrated forward first, 
   const pg = await openPostgres(server.url, { max: 1 });
   t.teardown(() => pg.close());
   t.same(await pg.db.selectFrom('snapshots').select(['id', 'origin', 'size_bytes']).execute(), [{ id: 'snp_1', origin: 'stop', size_bytes: 42 }]);
+});
+
+t.test('while the command holds DATA_DIR, a control plane cannot open its database', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'move-up-held-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'control-plane.sqlite');
+  openDb(file).close();
+  // What move-up's openSource does: the exclusive connection, then its transaction held.
+  const held = openSqliteEngine(file, { exclusive: true });
+  await sql`BEGIN EXCLUSIVE`.execute(held);
+  t.throws(() => openDb(file), { code: 'SQLITE_BUSY' }, "the server's open (store/db.ts) is refused");
+  await sql`ROLLBACK`.execute(held);
+  await held.destroy();
+  openDb(file).close();
+  t.pass('and opens once the command has ended');
 });
 
 t.test('move-up: usage and refusals that copy nothing', async (t) => {
