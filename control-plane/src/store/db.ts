@@ -30,15 +30,25 @@ export interface Db {
  * The database file opened, tuned and migrated: for `openDb` below, and for the Kysely SQLite engine
  * (engine/sqlite.ts), which must not import the binding itself.
  */
-export function openSqlite(path: string): Database.Database {
-  const db = new Database(path);
-  // WAL lets readers proceed during a write; synchronous=FULL fsyncs the WAL at every commit, so a
-  // write the API has acknowledged survives a power loss, not only a process crash (NORMAL would not).
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
-  db.pragma('foreign_keys = ON');
-  db.pragma('busy_timeout = 5000');
-  migrate(db);
+export function openSqlite(path: string, opts: { exclusive?: boolean } = {}): Database.Database {
+  // fileMustExist with `exclusive`: a one-shot admin command reads an existing deployment, never creates one.
+  const db = new Database(path, { fileMustExist: opts.exclusive === true });
+  // exclusive: this connection never releases its file locks, so it cannot open the file while another connection
+  // (a serving control plane, which holds its own for its whole life) has it open, and none can open it until this
+  // one closes (admin/move-up.ts). Set before the first access, as SQLite requires.
+  try {
+    if (opts.exclusive) db.pragma('locking_mode = EXCLUSIVE');
+    // WAL lets readers proceed during a write; synchronous=FULL fsyncs the WAL at every commit, so a
+    // write the API has acknowledged survives a power loss, not only a process crash (NORMAL would not).
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.pragma('foreign_keys = ON');
+    db.pragma(`busy_timeout = ${opts.exclusive ? 1000 : 5000}`);
+    migrate(db);
+  } catch (e) {
+    db.close();
+    throw e;
+  }
   return db;
 }
 

@@ -6,6 +6,7 @@ import { Kysely, SqliteDialect } from 'kysely';
 import { openSqlite } from '../db.js';
 import type { Database } from './schema.js';
 
-export function openSqliteEngine(path: string): Kysely<Database> {
-  return new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(path) }) });
+/** `exclusive`: see openSqlite (db.ts); the lock is taken by the first transaction the caller begins. */
+export function openSqliteEngine(path: string, opts: { exclusive?: boolean } = {}): Kysely<Database> {
+  return new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(path, opts) }) });
 }
