@@ -72,7 +72,7 @@ export const ScreenStreamQuery = z.strictObject({
   fps: queryInt(1, MAX_SCREEN_FPS).default(10),
   /**
    * `frames` (default): a whole image per change. `tiles`: a whole image (key frame) first, after a size
-   * change and when the deltas since the last one outweigh it; in between only what changed (`tiles`
+   * change and when the deltas since the last one outweigh it (three times, agent KEY_FRAME); in between only what changed (`tiles`
    * messages: a scroll copy and rectangles), docs/gateway.md "Screen encodings".
    */
   encoding: z.enum(['frames', 'tiles']).default('frames'),

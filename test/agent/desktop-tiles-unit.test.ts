@@ -27,16 +27,16 @@ function striped(width: number, height: number, offset: number): Buffer {
   return b;
 }
 
-t.test('changed tiles become rectangles on the 64-pixel grid, clipped to the frame, trimmed to changed rows', async (t) => {
+t.test('changed tiles become rectangles on the 64-pixel grid, clipped to the frame, trimmed to changed rows and columns', async (t) => {
   const base = frame(200, 130);
   t.equal(diffFrames(base, frame(200, 130), 200, 130), null, 'nothing changed: no delta');
-  t.same(diffFrames(base, frame(200, 130, [[70, 10]]), 200, 130), { copy: null, rects: [{ x: 64, y: 10, w: 64, h: 1 }] });
+  t.same(diffFrames(base, frame(200, 130, [[70, 10]]), 200, 130), { copy: null, rects: [{ x: 70, y: 10, w: 1, h: 1 }] });
   t.same(diffFrames(base, frame(200, 130, [[5, 5], [70, 5], [70, 70]]), 200, 130), {
     copy: null,
-    rects: [{ x: 0, y: 5, w: 128, h: 1 }, { x: 64, y: 70, w: 64, h: 1 }],
+    rects: [{ x: 5, y: 5, w: 66, h: 1 }, { x: 70, y: 70, w: 1, h: 1 }],
   }, 'a run in a tile row is one rectangle');
-  t.same(diffFrames(base, frame(200, 130, [[199, 129]]), 200, 130), { copy: null, rects: [{ x: 192, y: 129, w: 8, h: 1 }] }, 'the partial corner tile');
-  t.same(diffFrames(base, frame(200, 130, [[70, 5], [70, 70], [70, 129]]), 200, 130), { copy: null, rects: [{ x: 64, y: 5, w: 64, h: 125 }] },
+  t.same(diffFrames(base, frame(200, 130, [[199, 129]]), 200, 130), { copy: null, rects: [{ x: 199, y: 129, w: 1, h: 1 }] }, 'the partial corner tile');
+  t.same(diffFrames(base, frame(200, 130, [[70, 5], [70, 70], [70, 129]]), 200, 130), { copy: null, rects: [{ x: 70, y: 5, w: 1, h: 125 }] },
     'the same columns in consecutive tile rows merge downwards');
 });
 
@@ -70,7 +70,7 @@ t.test('more than 48 rectangles are sent as their bounding box', async (t) => {
   // A checkerboard of changed tiles at 1280x800: 130 separate tiles.
   const pts: Array<[number, number]> = [];
   for (let ty = 0; ty < 13; ty++) for (let tx = 0; tx < 20; tx++) if ((tx + ty) % 2 === 0) pts.push([tx * 64 + 1, ty * 64 + 1]);
-  t.same(diffFrames(frame(1280, 800), frame(1280, 800, pts), 1280, 800), { copy: null, rects: [{ x: 0, y: 1, w: 1280, h: 769 }] });
+  t.same(diffFrames(frame(1280, 800), frame(1280, 800, pts), 1280, 800), { copy: null, rects: [{ x: 1, y: 1, w: 1217, h: 769 }] });
 });
 
 t.test('a vertical scroll is a copy of the viewer\'s pixels plus the newly exposed strip', async (t) => {
@@ -102,6 +102,30 @@ t.test('a scroll under a static band (a browser\'s bar) copies only the rows tha
   });
 });
 
+t.test('a scroll sends the moving scrollbar thumb and the pointer as narrow rectangles, not their 64-pixel tile columns', async (t) => {
+  // 256x256: the page (scrolled by `offset` rows), a scrollbar in columns 244-255 (grey, its thumb darker,
+  // rows 50 + offset / 2 to 40 further), and a 5x20 black pointer fixed at x 126-130 (straddling the tile
+  // columns 64-127 and 128-191), y 150-169.
+  const screen = (offset: number) => {
+    const b = striped(256, 256, offset);
+    const thumb = 50 + offset / 2;
+    for (let y = 0; y < 256; y++) for (let x = 244; x < 256; x++) b.fill(y >= thumb && y < thumb + 40 ? 0x40 : 0x80, (y * 256 + x) * 3, (y * 256 + x + 1) * 3);
+    for (let y = 150; y < 170; y++) b.fill(0, (y * 256 + 126) * 3, (y * 256 + 131) * 3);
+    return b;
+  };
+  t.same(diffFrames(screen(0), screen(10), 256, 256), {
+    copy: { sx: 0, sy: 10, x: 0, y: 0, w: 256, h: 246 },
+    rects: [
+      // The thumb: copied up to rows 40-79, now at 55-94.
+      { x: 244, y: 40, w: 12, h: 55 },
+      // The pointer: copied up to rows 140-159, drawn again at 150-169.
+      { x: 126, y: 140, w: 5, h: 30 },
+      // The exposed strip of the page, without the scrollbar's unchanged track.
+      { x: 0, y: 246, w: 244, h: 10 },
+    ],
+  });
+});
+
 class Sink extends Writable {
   chunks: Buffer[] = [];
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void) {
@@ -113,12 +137,12 @@ class Sink extends Writable {
   }
 }
 
-t.test('the stream sends a key frame, then deltas, then a key frame again once the deltas outweigh it', async (t) => {
+t.test('the stream sends a key frame, then deltas, then a key frame again once the deltas outweigh it three times', async (t) => {
   let n = 0;
   const src = {
     isUp: true,
     state: { width: 130, height: 70, up: true, resizable: true },
-    // Every capture moves one red pixel along the bottom tile row: one 64x6 tile changes each time.
+    // Every capture moves one red pixel along the bottom tile row: a 2x1 area changes each time.
     async capture() {
       const x = 3 + (n++ % 120);
       return { width: 130, height: 70, rgb: frame(130, 70, [[x, 66]]) };
@@ -138,18 +162,18 @@ t.test('the stream sends a key frame, then deltas, then a key frame again once t
   t.ok(firstTiles, 'then deltas');
   if (firstTiles?.header.type === 'tiles') {
     t.equal(firstTiles.header.copy, null);
-    t.ok(firstTiles.header.rects.every((r) => r.y === 66 && r.h === 1 && r.w === 64), 'only the changed row of the changed tiles (64x1)');
+    t.same(firstTiles.header.rects.map(({ x, y, w, h }) => ({ x, y, w, h })), [{ x: 3, y: 66, w: 2, h: 1 }], 'only the changed pixels (the red one moved from x 3 to 4)');
   }
-  // Each key frame after the first comes once the deltas since the previous one outweigh it, never before.
+  // Each key frame after the first comes once the deltas since the previous one outweigh it three times, never before.
   let key = 0;
   let since = 0;
   for (const m of msgs.slice(1)) {
     if (m.header.type === 'frame') {
-      if (key) t.ok(since > key, `key frame after ${since} delta bytes > ${key}`);
+      if (key) t.ok(since > 3 * key, `key frame after ${since} delta bytes > 3 x ${key}`);
       key = m.header.bytes;
       since = 0;
     } else if (m.header.type === 'tiles') {
-      t.ok(since <= key, 'a delta only while the deltas so far do not outweigh the key frame');
+      t.ok(since <= 3 * key, 'a delta only while the deltas so far do not outweigh the key frame three times');
       since += m.header.bytes;
     }
   }

@@ -8,8 +8,9 @@
  * Encoding `tiles`: the first frame after a start or size change is a whole `frame` (the key frame),
  * later changes are `tiles` messages (tiles.ts) against the previous capture. Skipping under backpressure
  * is still safe: the next delta is computed against the last frame *sent*, not the last captured. A
- * key frame is sent again once the deltas since the last one add up to more than it, so whoever replays
- * "key frame + deltas since" to a joining viewer (the gateway) never replays more than twice a frame.
+ * key frame is sent again once the deltas since the last one add up to more than KEY_FRAME.deltasPerKey
+ * times it, so whoever replays "key frame + deltas since" to a joining viewer (the gateway) never replays
+ * more than about that many frames plus one.
  * During continuous motion deltas are encoded at a lower quality, and once the screen is still the
  * area they left is sent again at the stream's quality (refine.ts).
  */
@@ -21,6 +22,15 @@ import { LowQualityTiles, Motion, motionQuality } from './refine.js';
 import { cropRgb, FrameDiffer, isWhole, type CopyRect, type Rect } from './tiles.js';
 
 export const KEEPALIVE_MS = 5_000;
+
+/**
+ * When the `tiles` stream sends a key frame again (decisions as data). A viewer that watches all along
+ * never needs one: key frames only bound what a joining or lagging viewer is replayed. Sent once the deltas
+ * since the last key frame outweigh it `deltasPerKey` times, so in a continuous scroll key frames are
+ * 1 / (deltasPerKey + 1) of the bytes (measured, docs/gateway.md "Screen encodings": with 1, 48% of the
+ * bytes of the bench's scroll were key frames) and the replay is at most deltasPerKey + 1 frames.
+ */
+export const KEY_FRAME = { deltasPerKey: 3 } as const;
 
 export interface StreamOptions {
   format: 'jpeg' | 'webp';
@@ -92,7 +102,7 @@ export function runScreenStream(desktop: StreamSource, out: Writable, opts: Stre
         if (!frame) return;
         if (stopped) return desktop.releaseFrame(frame);
         if (!prev || !prev.rgb.equals(frame.rgb)) {
-          const diff = opts.encoding === 'tiles' && prev && deltaBytes <= keyBytes ? differ.diff(prev.rgb, frame.rgb, frame.width, frame.height) : (differ.reset(), null);
+          const diff = opts.encoding === 'tiles' && prev && deltaBytes <= keyBytes * KEY_FRAME.deltasPerKey ? differ.diff(prev.rgb, frame.rgb, frame.width, frame.height) : (differ.reset(), null);
           // A delta that repaints everything is a key frame.
           const delta = diff && !isWhole(diff, frame.width, frame.height) ? diff : null;
           if (prev) desktop.releaseFrame(prev);

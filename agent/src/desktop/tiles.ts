@@ -175,17 +175,38 @@ export function applyCopy(rgb: Buffer, width: number, c: CopyRect, into?: Buffer
 }
 
 /**
- * `r` without its unchanged rows at the top and bottom (`ref` is what the viewer holds): a line of text
- * in a terminal is 13 rows, not the 64 of its tile row.
+ * `r` shrunk to the smallest rectangle holding every pixel that differs between `ref` (what the viewer
+ * holds) and `cur`: first its unchanged rows at the top and bottom (a line of text in a terminal is 13
+ * rows, not the 64 of its tile row), then its unchanged columns at the left and right (a scrollbar thumb
+ * is ~15 pixels wide, not its 64-pixel tile column; a pointer at x = 640 straddles two tile columns).
+ * Still one rectangle: trimming never costs another image. `r` is returned as is when nothing in it differs.
  */
-export function trimRows(ref: Buffer, cur: Buffer, width: number, r: Rect): Rect {
+export function trimRect(ref: Buffer, cur: Buffer, width: number, r: Rect): Rect {
   const stride = width * 3;
   const same = (y: number) => ref.compare(cur, y * stride + r.x * 3, y * stride + (r.x + r.w) * 3, y * stride + r.x * 3, y * stride + (r.x + r.w) * 3) === 0;
   let y0 = r.y;
   let y1 = r.y + r.h;
   while (y0 < y1 - 1 && same(y0)) y0++;
   while (y1 - 1 > y0 && same(y1 - 1)) y1--;
-  return { x: r.x, y: y0, w: r.w, h: y1 - y0 };
+  // Columns: per changed row, scan only the bytes outside the span already known to change, so once a
+  // row changes at the rectangle's edges the rest costs one compare a row.
+  let lo = r.x + r.w;
+  let hi = r.x;
+  for (let y = y0; y < y1; y++) {
+    const o = y * stride;
+    if (lo === r.x && hi === r.x + r.w) break;
+    if (same(y)) continue;
+    let b = o + r.x * 3;
+    const bLo = o + lo * 3;
+    while (b < bLo && ref[b] === cur[b]) b++;
+    if (b < bLo) lo = Math.floor((b - o) / 3);
+    let e = o + (r.x + r.w) * 3 - 1;
+    const eHi = o + hi * 3 - 1;
+    while (e > eHi && ref[e] === cur[e]) e--;
+    if (e > eHi) hi = Math.floor((e - o) / 3) + 1;
+  }
+  if (hi <= lo) return { x: r.x, y: y0, w: r.w, h: y1 - y0 };
+  return { x: lo, y: y0, w: hi - lo, h: y1 - y0 };
 }
 
 /** What changed from `prev` to `cur` (same size), or null when nothing did. */
@@ -220,9 +241,9 @@ export class FrameDiffer {
     if (copy) {
       const ref = (this.scratch = applyCopy(prev, width, copy, this.scratch ?? undefined));
       const after = changedTiles(ref, cur, width, height);
-      if (tiles(after) < tiles(grid)) return { copy, rects: groupRects(after, width, height).map((r) => trimRows(ref, cur, width, r)) };
+      if (tiles(after) < tiles(grid)) return { copy, rects: groupRects(after, width, height).map((r) => trimRect(ref, cur, width, r)) };
     }
-    return { copy: null, rects: direct.map((r) => trimRows(prev, cur, width, r)) };
+    return { copy: null, rects: direct.map((r) => trimRect(prev, cur, width, r)) };
   }
 
   /** Forget the hashes kept (the next `prev` is not the last `cur`: a key frame or a skipped frame). */

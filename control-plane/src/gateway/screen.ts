@@ -5,7 +5,7 @@
  * messages re-framed from their parsed headers (docs/gateway.md "Screen encodings").
  *
  * The current picture is kept as the messages that make it: `frames`, the newest image; `tiles`, the last
- * key frame and the deltas since (the agent sends a key frame again once deltas outweigh it; the gateway
+ * key frame and the deltas since (the agent sends a key frame again once deltas outweigh it 3x; the gateway
  * also drops a history above `maxReplay` and waits for the next key frame, so a hostile agent cannot make
  * it grow). A viewer that joins, or that fell behind, is sent the whole current picture; deltas only reach
  * a viewer that has every message before them.
