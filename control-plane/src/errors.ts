@@ -280,6 +280,10 @@ export const ERRORS = {
     new AppError('compute_unavailable', 'agent channel not reachable', { cause }),
   podmanFailed: (command: string | undefined, cause?: unknown) =>
     new AppError('compute_unavailable', `podman ${command} failed`, { cause }),
+  cannotReidentify: () =>
+    new AppError('compute_unavailable', 'this substrate cannot give a running machine a new identity'),
+  guestRootUnusable: () =>
+    new AppError('conflict', "the machine's disk has no /etc directory to hold its identity"),
   podmanCannotRemoveBroken: () =>
     new AppError('compute_unavailable', 'podman could not remove a broken container'),
   bridgePortUnknown: () =>

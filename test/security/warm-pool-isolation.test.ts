@@ -5,6 +5,10 @@
  * pool is driven pass by pass (its timer is set out of the way), so nothing here waits on a clock.
  */
 import t from 'tap';
+import fs from 'node:fs';
+import path from 'node:path';
+import { containerName } from '../../control-plane/src/substrate/container/podman-argv.js';
+import { podmanOf } from '../helpers/faults.js';
 import { H2Client } from '../helpers/h2-client.js';
 import { containerMachinesRig } from '../helpers/substrate-rigs.js';
 
@@ -49,12 +53,21 @@ t.test('a pooled machine taken by B holds nothing of what A did in the one befor
   const identity = 'cat /sys/class/net/eth0/address; ip -4 -o addr show eth0 | awk \'{print $4}\'; cat /etc/machine-id; hostname';
   const aIdentity = (await exec(a.key, mA, identity)).stdout.split('\n');
   t.match(aIdentity[1], /^\d+\.\d+\.\d+\.\d+\/\d+$/, "A's address read");
+  t.match(aIdentity[2], /^[0-9a-f]{32}$/, "A's machine-id: 32 lowercase hex");
+  t.equal(aIdentity[3], `computer-${aIdentity[2]!.slice(0, 12)}`, "A's hostname: computer- and its machine-id's first 12 hex");
   const aKey = rig.store.db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [mA])!.agent_token;
 
   // The pool refills while A's machine lives, then A deletes it.
   await pool.tick();
   const [second] = pool.ready().small!;
   t.ok(second && second !== mA, 'a new member');
+  // What the member is before anyone takes it, seen from the host.
+  const preTake = {
+    machineId: fs.readFileSync(path.join(substrate.mergedPath(second!), 'etc/machine-id'), 'utf8'),
+    hostname: await podmanOf(substrate, 'exec', containerName(second!), 'hostname'),
+  };
+  t.match(preTake.machineId, /^[0-9a-f]{32}\n$/, 'the member has a machine-id of its own');
+  t.equal(preTake.hostname, `computer-${preTake.machineId.slice(0, 12)}`, 'and the hostname it gives');
   t.equal((await rig.call('DELETE', `/v1/machines/${mA}`, { key: a.key })).status, 204);
   t.equal(await substrate.status(mA), 'absent', "A's machine is gone from the host");
 
@@ -69,6 +82,13 @@ t.test('a pooled machine taken by B holds nothing of what A did in the one befor
   const bIdentity = (await exec(b.key, mB, identity)).stdout.split('\n');
   t.not(bIdentity[0], aIdentity[0], 'its own MAC');
   t.not(bIdentity[1], aIdentity[1], 'its own address');
+  t.match(bIdentity[2], /^[0-9a-f]{32}$/, "B's machine-id: 32 lowercase hex");
+  t.not(bIdentity[2], aIdentity[2], "not A's machine-id");
+  t.not(`${bIdentity[2]}\n`, preTake.machineId, "not the member's machine-id before the take");
+  t.equal(bIdentity[3], `computer-${bIdentity[2]!.slice(0, 12)}`, "B's hostname: computer- and its machine-id's first 12 hex");
+  t.not(bIdentity[3], aIdentity[3], "not A's hostname");
+  t.not(bIdentity[3], preTake.hostname, "not the member's hostname before the take");
+  t.equal((await exec(b.key, mB, 'cat /etc/hostname; getent hosts "$(hostname)" computer | cut -f1 -d" "')).stdout, `${bIdentity[3]}\n127.0.1.1\n127.0.1.1\n`, '/etc/hostname agrees; the hostname and the alias `computer` resolve locally');
   t.notMatch((await exec(b.key, mB, 'ip neigh; cat /proc/net/arp')).stdout, aIdentity[1]!.split('/')[0]!, "A's address is not in its neighbour table");
   // A's agent key opens nothing in B's machine; B's key does.
   const bKey = rig.store.db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [mB])!.agent_token;

@@ -18,6 +18,7 @@ t.test('podman create argv is pinned', async (t) => {
     channelDir: '/var/lib/computer/container/machines/mch_abc/channel',
     network: 'none',
     uidBase: uidBaseFor(2),
+    hostname: 'computer-0123456789ab',
   });
   t.same(argv, [
     '--root', '/var/lib/computer/container/podman/root',
@@ -30,7 +31,7 @@ t.test('podman create argv is pinned', async (t) => {
     '--network-config-dir', '/var/lib/computer/container/podman/networks',
     'create',
     '--name', 'computer-mch_abc',
-    '--hostname', 'computer',
+    '--hostname', 'computer-0123456789ab',
     '--no-hosts',
     '--cgroupns', 'private',
     '--cap-drop', 'all',
@@ -58,6 +59,7 @@ t.test('podman create argv is pinned', async (t) => {
     resources: resourcesForSize('large', catalog),
     rootfs: '/r',
     channelDir: '/c',
+    hostname: 'computer',
     network: 'outbound',
     nic: { address: '10.200.4.7', mac: '52:54:0a:c8:04:07' },
   });

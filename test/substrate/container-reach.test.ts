@@ -105,7 +105,7 @@ t.test('a substrate root inside a 0700 data directory', { timeout: 900_000 }, as
     fs.rmSync(path.join(sub.reachDir, 'mch_reach2'), { recursive: true });
     await podmanOf(sub, 'rm', '--force', 'computer-mch_reach2');
     const args = createArgs(sub.env, {
-      id: 'mch_reach2', resources: res, rootfs: path.join(old, 'merged'), channelDir: path.join(old, 'channel'), network: 'none', uidBase: sub.uidBase!,
+      id: 'mch_reach2', resources: res, rootfs: path.join(old, 'merged'), channelDir: path.join(old, 'channel'), network: 'none', uidBase: sub.uidBase!, hostname: 'computer',
     });
     await podmanOf(sub, ...args.slice(globalArgs(sub.env).length));
     t.equal(sub.channelPath('mch_reach2'), path.join(old, 'channel', 'agent.sock'), 'until it moves, its channel is where it was');

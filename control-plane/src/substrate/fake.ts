@@ -19,6 +19,7 @@ import {
   type Liveness,
   type SubstrateStatus,
 } from './substrate.js';
+import { newIdentity, type MachineIdentity } from './identity.js';
 import { ERRORS } from '../errors.js';
 
 export type FakeOp = 'create' | 'start' | 'stop' | 'status' | 'capture' | 'replaceDisk' | 'destroy' | 'openChannel' | 'releaseLayer' | 'liveness';
@@ -32,6 +33,8 @@ export interface FakeMachine {
   /** Pretend disk content: a capture copies it into a layer, a fork or restore starts from a layer's copy. */
   files: Map<string, string>;
   starts: number;
+  /** Its guest identity as the real drivers write it (identity.ts). */
+  identity: MachineIdentity;
   /** How it last ended on its own (exitFromOutside); cleared by a start. */
   exit?: 'crashed' | 'shutdown';
 }
@@ -105,6 +108,7 @@ export class FakeSubstrate implements Substrate {
       state: 'stopped',
       files: this.filesOf(spec.source),
       starts: 0,
+      identity: newIdentity(),
     });
     if (opts.start !== false) await this.start(spec.id);
   }
@@ -213,6 +217,12 @@ export class FakeSubstrate implements Substrate {
 
   /** It never freezes a machine (liveness never says `frozen`), and it has no shared disk volume. */
   thaw = (_id: string): Promise<void> => Promise.reject(cannotThaw());
+
+  async reidentify(id: string): Promise<void> {
+    const m = this.get(id);
+    if (m.state !== 'running') throw ERRORS.machineLost();
+    m.identity = newIdentity();
+  }
   diskVolume = (): DiskVolume | null => null;
   remountDiskVolume = (): Promise<void> => Promise.reject(noDiskVolume());
 

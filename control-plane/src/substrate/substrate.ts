@@ -24,6 +24,10 @@ export interface MachineResources {
 /** Where a new machine's disk comes from: the current base image, or a captured layer (fork, template). */
 export type DiskSource = { kind: 'base' } | { kind: 'layer'; layerId: string };
 
+/**
+ * Every create gives the machine its own identity (identity.ts) before the guest starts: a random
+ * `/etc/machine-id` (a fork's or template's disk carries its source's, replaced) and the hostname it gives.
+ */
 export interface CreateSpec {
   id: string;
   resources: MachineResources;
@@ -105,6 +109,12 @@ export interface Compute {
    * rejects (`cannotThaw`).
    */
   thaw(id: string): Promise<void>;
+  /**
+   * Make a running warm pool member a tenant's before its first agent call: a fresh identity (identity.ts), in
+   * the running guest. A substrate that cannot rejects (`cannotReidentify`) and the member is never handed out
+   * (the create boots cold).
+   */
+  reidentify(id: string): Promise<void>;
   /** Stop (forced) and delete the machine and its writable layer; layers nothing refers to are freed. */
   destroy(id: string): Promise<void>;
   /** After a control-plane restart: find machines left by the last run and report each one's state. */
@@ -158,7 +168,7 @@ export interface Substrate extends Compute, Layers, AgentChannel, HostVolume {}
  * Each port's calls, as data: the forwarders (timed.ts, machine-host.ts) are written over these lists, not
  * over members spelled one by one. `satisfies` below fails to compile when a port gains a call a list lacks.
  */
-export const COMPUTE_CALLS = ['create', 'start', 'stop', 'status', 'liveness', 'thaw', 'destroy', 'reattach'] as const;
+export const COMPUTE_CALLS = ['create', 'start', 'stop', 'status', 'liveness', 'thaw', 'reidentify', 'destroy', 'reattach'] as const;
 export const LAYER_CALLS = ['capture', 'pinLayer', 'releaseLayer', 'layerPins', 'replaceDisk'] as const;
 export const CHANNEL_CALLS = ['openChannel', 'issueEnrollment'] as const;
 export const VOLUME_CALLS = ['diskVolume', 'remountDiskVolume'] as const;
@@ -186,6 +196,10 @@ export function cannotThaw(): AppError {
 }
 
 /** remountDiskVolume() of a substrate without a shared disk volume (its diskVolume() is null). */
+export function cannotReidentify(): AppError {
+  return ERRORS.cannotReidentify();
+}
+
 export function noDiskVolume(): AppError {
   return ERRORS.noDiskVolumeToRemount();
 }

@@ -11,6 +11,7 @@ export const NO_SUBSTRATE: Substrate = {
   status: async () => 'absent',
   liveness: async () => 'absent',
   thaw: () => Promise.reject(unconfigured()),
+  reidentify: () => Promise.reject(unconfigured()),
   capture: () => Promise.reject(unconfigured()),
   replaceDisk: () => Promise.reject(unconfigured()),
   pinLayer: () => Promise.reject(unconfigured()),

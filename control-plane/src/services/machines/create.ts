@@ -44,13 +44,26 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
     }
   }
 
+  /** Is the member running, and has it been given a fresh identity (machine-id, hostname)? */
+  async function reidentified(row: MachineRow): Promise<boolean> {
+    if ((await substrate.liveness(row.id).catch(() => 'lost')) !== 'running') return false;
+    try {
+      await locks.run(row.id, () => substrate.reidentify(row.id));
+      return true;
+    } catch (e) {
+      d.onFailure?.(row.id, 'pool_reidentify', e);
+      return false;
+    }
+  }
+
   /**
    * Act on an admitted machine that took a warm pool member (its row has the member's id and a fresh agent key):
-   * the member runs, so only the outcome is recorded; the first agent call enrolls this row's key. A member that
-   * died since the pool last looked is destroyed and the machine booted cold under the same id.
+   * the member runs, so it is given its own identity before anyone calls it and the outcome is recorded; the
+   * first agent call enrolls this row's key. A member that died since the pool last looked, or that cannot be
+   * given its identity, is destroyed and the machine booted cold under the same id.
    */
   async function adopt(row: MachineRow, by: Actor): Promise<void> {
-    if ((await substrate.liveness(row.id).catch(() => 'lost')) !== 'running') {
+    if (!(await reidentified(row))) {
       await locks.run(row.id, () => substrate.destroy(row.id)).catch((e) => d.onFailure?.(row.id, 'pool_take', e));
       return launch(row, { kind: 'base' }, true, by);
     }

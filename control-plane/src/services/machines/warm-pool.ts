@@ -3,7 +3,7 @@
  * booting (docs/api-machines.md, "Warm starts"). Decisions are domain/warm-pool.ts's; this file acts on them.
  *
  * A member has no row: no organization's list, quota, usage or bill counts it. Its agent holds no key (nobody
- * enrolled it); the take records the tenant's row with the member's id and a fresh key in the create's own
+ * enrolled it) and an identity (machine-id, hostname) of its own that the take replaces; the take records the tenant's row with the member's id and a fresh key in the create's own
  * transaction (create.ts), and the first agent call enrolls that key. Members are never given back: a machine
  * taken from the pool is destroyed at its delete like any other.
  *

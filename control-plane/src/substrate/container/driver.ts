@@ -39,6 +39,7 @@ import { guardPort, removeBridge, removePortGuard } from '../net/host-net.js';
 import { MachineRecords, peekRecord } from '../records.js';
 import { idmappedBase, uidBaseFor } from './idmap.js';
 import { readCgroupMemory, type CgroupMemory } from './memory.js';
+import { IMAGE_HOSTNAME, newIdentity, writeGuestIdentity } from '../identity.js';
 import { assertGuestReaches, guestPassable, machineDirs, makeReachDir, reachDirFor, type MachineDirs, type MachinePlace } from './reach.js';
 import {
   cniConflist,
@@ -105,6 +106,8 @@ interface MachineRecord {
   frozen?: Freeze;
   /** Where its mount point and channel directory are (reach.ts); absent: under the root (made before). */
   place?: MachinePlace;
+  /** The guest's hostname (identity.ts); absent: made before machines had their own (`computer`). */
+  hostname?: string;
 }
 
 /** How a container was frozen: through its cgroup v1 freezer (the cgroup's path), or `podman pause`. */
@@ -348,7 +351,10 @@ export class ContainerSubstrate implements Substrate {
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.makePlace(spec.id);
     const disk = await this.machineDisks.make(spec);
-    const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none', place: 'reach' };
+    const identity = newIdentity();
+    const rec: MachineRecord = {
+      id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none', place: 'reach', hostname: identity.hostname,
+    };
     if (rec.network === 'outbound') {
       rec.address = allocateAddress(this.net, [...this.usedAddresses(), ...this.reserved]);
       this.reserved.add(rec.address);
@@ -356,6 +362,8 @@ export class ContainerSubstrate implements Substrate {
     try {
       this.writeRecord(rec);
       await this.mount(rec);
+      // Before the guest ever runs: its own machine-id (a fork's or template's disk holds its source's).
+      writeGuestIdentity(this.placed(rec).merged, identity, this.uidBase);
       faultPoint('container.create.before_podman');
       await this.podmanCreate(rec);
     } catch (e) {
@@ -406,6 +414,7 @@ export class ContainerSubstrate implements Substrate {
         rootfs: this.placed(rec).merged,
         channelDir: this.placed(rec).channel,
         network: rec.network,
+        hostname: rec.hostname ?? IMAGE_HOSTNAME,
         ...(rec.address ? { nic: { address: rec.address, mac: macFor(rec.address) } } : {}),
         ...(this.uidBase !== null ? { uidBase: this.uidBase } : {}),
       }).slice(globalArgs(this.env).length),
@@ -805,6 +814,26 @@ export class ContainerSubstrate implements Substrate {
   openChannel(id: string): Promise<Duplex> {
     this.record(id);
     return openUnixChannel(this.channelPath(id));
+  }
+
+  /**
+   * A warm member becomes a tenant's: a fresh identity in its root (host side, as at create; the member has run
+   * nothing of anyone's), the new hostname in its running UTS namespace (the host's own
+   * `hostname` through nsenter: no guest binary runs with the privilege) and in podman's bind-mounted
+   * /etc/hostname (written in place, so the mount keeps its file), and in its record, so a recreate keeps it.
+   */
+  async reidentify(id: string): Promise<void> {
+    const rec = this.record(id);
+    const r = await this.podman(['inspect', '--format', '{{.State.Pid}} {{.HostnamePath}}', containerName(id)]);
+    const [pid, hostnamePath] = r.stdout.trim().split(' ');
+    if (!pid || !/^[1-9]\d*$/.test(pid)) throw ERRORS.machineLost();
+    const identity = newIdentity();
+    const { hostname } = identity;
+    writeGuestIdentity(this.placed(rec).merged, identity, this.uidBase);
+    rec.hostname = hostname;
+    this.writeRecord(rec);
+    await execFileP('nsenter', ['--target', pid, '--uts', '--', 'hostname', hostname]);
+    if (hostnamePath) fs.writeFileSync(hostnamePath, `${hostname}\n`);
   }
 
   async issueEnrollment(id: string): Promise<string | null> {

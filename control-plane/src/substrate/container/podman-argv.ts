@@ -136,6 +136,8 @@ export interface RunSpec {
   nic?: { address: string; mac: string };
   /** Host uid of guest root (a user namespace over the root's range); absent for roots made before ranges. */
   uidBase?: number;
+  /** The guest's hostname (identity.ts). */
+  hostname: string;
 }
 
 /** `podman create` for a machine (started separately with `podman start`). */
@@ -147,7 +149,7 @@ export function createArgs(env: PodmanEnv, spec: RunSpec): string[] {
     '--name',
     containerName(spec.id),
     '--hostname',
-    'computer',
+    spec.hostname,
     // No podman-written /etc/hosts (it names the container, which carries the machine id, and the host as
     // host.containers.internal); the image's own file is used.
     '--no-hosts',

@@ -14,6 +14,7 @@ import { Qcow2Backend } from '../disks/qcow2-backend.js';
 import { captured, MachineDisks } from '../disks/machine-disks.js';
 import {
   assertMachineId,
+  cannotReidentify,
   cannotThaw,
   noDiskVolume,
   openUnixChannel,
@@ -433,6 +434,8 @@ export class VmSubstrate implements Substrate {
 
   /** QEMU's disks are files in the root: no shared volume, and a capture never freezes the machine. */
   thaw = (_id: string): Promise<void> => Promise.reject(cannotThaw());
+  /** A booted VM keeps the identity it booted with: a warm VM member is never handed out (the create boots cold). */
+  reidentify = (_id: string): Promise<void> => Promise.reject(cannotReidentify());
   diskVolume = (): DiskVolume | null => null;
   remountDiskVolume = (): Promise<void> => Promise.reject(noDiskVolume());
 
