@@ -29,19 +29,19 @@ import {
   type Substrate,
   type SubstrateStatus,
 } from '../substrate.js';
-import { macFor } from '../net/network.js';
 import type { MachineNet } from '../net/machine-net.js';
 import { removePortGuard } from '../net/host-net.js';
+import { ContainerBridge } from '../net/container-bridge.js';
 import { MachineRecords } from '../records.js';
-import { ContainerBridge } from './bridge.js';
-import { bootId, cgroupsReadable, freezerStatePath, frozenState, killCgroup, liveCgroup } from './cgroup.js';
+import { bootId, cgroupsReadable, freezerStatePath, frozenState, liveCgroup } from './cgroup.js';
+import { MachineContainers } from './containers.js';
 import { Freezer } from './freezer.js';
 import { idmappedBase } from './idmap.js';
 import { containerChannelPath, type MachineRecord } from './machine-record.js';
 import { Podman } from './podman.js';
 import { guestRange, preparePodman, rootDisks, type RootDisks } from './root-setup.js';
-import { assertGuestReaches, guestPassable, machineDirs, makeReachDir, reachDirFor, type MachineDirs } from './reach.js';
-import { cniConflist, containerName, createArgs, globalArgs, networkConfigDir, type PodmanEnv } from './podman-argv.js';
+import { assertGuestReaches, machineDirs, makeMachinePlace, makeReachDir, reachDirFor, type MachineDirs } from './reach.js';
+import { cniConflist, containerName, networkConfigDir, type PodmanEnv } from './podman-argv.js';
 import { ERRORS } from '../../errors.js';
 
 const execFileP = promisify(execFile);
@@ -92,6 +92,7 @@ export class ContainerSubstrate implements Substrate {
   readonly net: MachineNet;
   private readonly podman: Podman;
   private readonly freezer: Freezer;
+  private readonly containers: MachineContainers;
   /**
    * Host uid of guest root: the root's private range (idmap.ts), fixed when the root is made. Null for a root
    * that already held machines before ranges existed (their layers hold host uid 0 files).
@@ -125,6 +126,7 @@ export class ContainerSubstrate implements Substrate {
     this.diskMode = disks.diskMode;
     this.volume = disks.volume;
     this.machineDisks = new MachineDisks(this.disks, cfg.baseRootfs);
+    this.containers = new MachineContainers({ podman: this.podman, records: this.records, uidBase: this.uidBase, placed: (rec) => this.placed(rec), ...(cfg.warn ? { warn: cfg.warn } : {}) });
     this.leftoverFreezes = this.freezer.thawLeftovers();
   }
 
@@ -166,7 +168,7 @@ export class ContainerSubstrate implements Substrate {
     const dir = this.machineDir(spec.id);
     if (this.records.has(spec.id)) throw ERRORS.machineExistsOnSubstrate();
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    this.makePlace(spec.id);
+    makeMachinePlace({ root: this.cfg.root, reach: this.reachDir }, spec.id, this.uidBase);
     const disk = await this.machineDisks.make(spec);
     const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none', place: 'reach' };
     if (rec.network === 'outbound') {
@@ -176,7 +178,7 @@ export class ContainerSubstrate implements Substrate {
       this.writeRecord(rec);
       await this.mount(rec);
       faultPoint('container.create.before_podman');
-      await this.podmanCreate(rec);
+      await this.containers.create(rec);
     } catch (e) {
       await this.destroy(spec.id).catch(() => {});
       throw e;
@@ -184,20 +186,6 @@ export class ContainerSubstrate implements Substrate {
       if (rec.address) this.bridge.release(rec.address);
     }
     if (opts.start !== false) await this.start(spec.id);
-  }
-
-  /**
-   * A machine's directory in the reach dir: passable by guest root only. The channel directory in it is the
-   * agent's only door: 0700 guest root (host root otherwise). Nothing that opens it is stored there: a fresh
-   * agent gets a one-time secret just before its enrollment (issueEnrollment).
-   */
-  private makePlace(id: string): void {
-    const at = machineDirs({ root: this.cfg.root, reach: this.reachDir }, id, 'reach');
-    fs.mkdirSync(at.dir, { recursive: true, mode: 0o700 });
-    guestPassable(at.dir, this.uidBase);
-    fs.mkdirSync(at.merged, { recursive: true });
-    fs.mkdirSync(at.channel, { recursive: true, mode: 0o700 });
-    if (this.uidBase !== null) fs.chownSync(at.channel, this.uidBase, this.uidBase);
   }
 
   /**
@@ -210,52 +198,10 @@ export class ContainerSubstrate implements Substrate {
     await unmount(old.merged);
     fs.rmSync(old.channel, { recursive: true, force: true });
     if (fs.existsSync(old.merged)) fs.rmdirSync(old.merged);
-    this.makePlace(rec.id);
+    makeMachinePlace({ root: this.cfg.root, reach: this.reachDir }, rec.id, this.uidBase);
     rec.place = 'reach';
     this.writeRecord(rec);
-    await this.recreate(rec);
-  }
-
-  /** `podman create` for a machine record: at create, and again when a broken container is replaced. */
-  private async podmanCreate(rec: MachineRecord): Promise<void> {
-    const created = await this.podman.run(
-      createArgs(this.env, {
-        id: rec.id,
-        resources: rec.resources,
-        rootfs: this.placed(rec).merged,
-        channelDir: this.placed(rec).channel,
-        network: rec.network,
-        ...(rec.address ? { nic: { address: rec.address, mac: macFor(rec.address) } } : {}),
-        ...(this.uidBase !== null ? { uidBase: this.uidBase } : {}),
-      }).slice(globalArgs(this.env).length),
-    );
-    const ctrId = created.stdout.trim().split('\n').pop() ?? '';
-    if (/^[0-9a-f]{64}$/.test(ctrId)) rec.ctrId = ctrId;
-    else delete rec.ctrId;
-    this.writeRecord(rec);
-  }
-
-  /**
-   * Replace a container podman can no longer drive. When its monitor (conmon) is killed, podman waits for an
-   * exit file nobody writes: `stop` fails after its timeout and leaves the container `stopping` (or `stopped`
-   * with exit code -1), and `start` can fail the same way. Everything the machine is lives outside podman
-   * (disk chain, channel directory, address), so whatever is left of the container's processes
-   * is killed, the container is force-removed and created again on the same disk.
-   */
-  private async recreate(rec: MachineRecord): Promise<void> {
-    killCgroup(rec.ctrId);
-    await this.podman.run(['rm', '--force', '--time', '0', containerName(rec.id)], { allowFail: true });
-    if ((await this.podman.inspect(rec.id)) !== null) throw ERRORS.podmanCannotRemoveBroken();
-    await this.podmanCreate(rec);
-  }
-
-  /** `podman start`; a container podman cannot start (conmon was killed under it) is replaced once. */
-  private async podmanStart(rec: MachineRecord): Promise<void> {
-    const r = await this.podman.run(['start', containerName(rec.id)], { allowFail: true });
-    if (r.code === 0) return;
-    this.cfg.warn?.(`container substrate: ${rec.id} could not be started (${r.stderr.trim().split('\n').pop() ?? ''}); replacing its container`);
-    await this.recreate(rec);
-    await this.podman.run(['start', containerName(rec.id)]);
+    await this.containers.recreate(rec);
   }
 
   /** Addresses held by this root's machines (their records). */
@@ -281,17 +227,17 @@ export class ContainerSubstrate implements Substrate {
         // address in this root's subnet, and its container made again with it (the port guard needs both).
         rec.address = address;
         this.writeRecord(rec);
-        await this.recreate(rec);
+        await this.containers.recreate(rec);
       }
       await this.startGuarded(rec);
-    } else await this.podmanStart(rec);
+    } else await this.containers.start(rec);
     rec.boot = bootId();
     this.writeRecord(rec);
   }
 
-  /** Start an outbound machine with its bridge port guarded (bridge.ts). */
+  /** Start an outbound machine with its bridge port guarded (net/container-bridge.ts). */
   private async startGuarded(rec: MachineRecord): Promise<void> {
-    rec.port = await this.bridge.startGuarded(rec.address!, rec.port, () => this.podmanStart(rec), () =>
+    rec.port = await this.bridge.startGuarded(rec.address!, rec.port, () => this.containers.start(rec), () =>
       this.podman.run(['stop', '-t', '0', containerName(rec.id)], { allowFail: true }),
     );
   }
@@ -322,7 +268,7 @@ export class ContainerSubstrate implements Substrate {
       // container, so the machine can start again. Never a stop reported that did not happen.
       this.cfg.warn?.(`container substrate: ${id} did not stop through podman (${r.stderr.trim().split('\n').pop() ?? ''}); replacing its container`);
       const old = { ...rec };
-      await this.recreate(rec);
+      await this.containers.recreate(rec);
       if (liveCgroup(old.ctrId) !== null) throw ERRORS.machineNotStopped();
     }
     await this.unguard(rec);

@@ -9,10 +9,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ERRORS } from '../../errors.js';
-import { forwardChainName, installOutboundRules, removeOutboundRules, type OutboundBridge } from '../net/host-guard.js';
-import { guardPort, removeBridge, removePortGuard } from '../net/host-net.js';
-import { machineNetFor, releaseMachineNet, type MachineNet } from '../net/machine-net.js';
-import { allocateAddress, inSubnet, macFor } from '../net/network.js';
+import { forwardChainName, installOutboundRules, removeOutboundRules, type OutboundBridge } from './host-guard.js';
+import { guardPort, removeBridge, removePortGuard } from './host-net.js';
+import { machineNetFor, releaseMachineNet, type MachineNet } from './machine-net.js';
+import { allocateAddress, inSubnet, macFor } from './network.js';
 
 function bridgePorts(bridge: string): string[] {
   try {
