@@ -172,7 +172,7 @@ export class ContainerSubstrate implements Substrate {
     const disk = await this.machineDisks.make(spec);
     const rec: MachineRecord = { id: spec.id, resources: spec.resources, disk: disk.id, network: spec.network ?? 'none', place: 'reach' };
     if (rec.network === 'outbound') {
-      rec.address = this.bridge.reserve(this.usedAddresses());
+      rec.address = this.bridge.addresses.reserve(this.usedAddresses());
     }
     try {
       this.writeRecord(rec);
@@ -183,7 +183,7 @@ export class ContainerSubstrate implements Substrate {
       await this.destroy(spec.id).catch(() => {});
       throw e;
     } finally {
-      if (rec.address) this.bridge.release(rec.address);
+      if (rec.address) this.bridge.addresses.release(rec.address);
     }
     if (opts.start !== false) await this.start(spec.id);
   }
@@ -221,7 +221,7 @@ export class ContainerSubstrate implements Substrate {
     if (rec.network === 'outbound') {
       // The bridge is never used without the guard that keeps machines off the host's own services.
       await this.bridge.ensureRules();
-      const address = this.bridge.readdress(rec.address, this.usedAddresses());
+      const address = this.bridge.addresses.readdress(rec.address, this.usedAddresses());
       if (address !== null) {
         // A machine made before its root had its own subnet (or before addresses were fixed at create): a new
         // address in this root's subnet, and its container made again with it (the port guard needs both).

@@ -12,7 +12,8 @@ import { ERRORS } from '../../errors.js';
 import { forwardChainName, installOutboundRules, removeOutboundRules, type OutboundBridge } from './host-guard.js';
 import { guardPort, removeBridge, removePortGuard } from './host-net.js';
 import { machineNetFor, releaseMachineNet, type MachineNet } from './machine-net.js';
-import { allocateAddress, inSubnet, macFor } from './network.js';
+import { AddressBook } from './address-book.js';
+import { macFor } from './network.js';
 
 function bridgePorts(bridge: string): string[] {
   try {
@@ -40,31 +41,12 @@ export class ContainerBridge {
   private outboundRules: Promise<void> | null = null;
   /** Outbound starts one at a time: the port a start adds to the bridge is told apart from the others by that. */
   private portLock: Promise<unknown> = Promise.resolve();
-  /** Addresses handed out by creates still in flight. */
-  private readonly reserved = new Set<string>();
+  /** Its machines' addresses (those of creates in flight reserved). */
+  readonly addresses: AddressBook;
 
   constructor(private readonly at: { root: string; registry?: string }) {
     this.net = machineNetFor({ root: at.root, kind: 'container', ...(at.registry ? { registry: at.registry } : {}) });
-  }
-
-  /** A free address for a machine being created (`used`: those the records hold), held until released. */
-  reserve(used: string[]): string {
-    const address = allocateAddress(this.net, [...used, ...this.reserved]);
-    this.reserved.add(address);
-    return address;
-  }
-
-  release(address: string): void {
-    this.reserved.delete(address);
-  }
-
-  /**
-   * A new address for a machine made before its root had its own subnet (or before addresses were fixed at
-   * create), whose `current` is none or outside this root's subnet; null when `current` stands.
-   */
-  readdress(current: string | undefined, used: string[]): string | null {
-    if (current && inSubnet(this.net, current)) return null;
-    return allocateAddress(this.net, used.filter((a) => a !== current));
+    this.addresses = new AddressBook(this.net);
   }
 
   private outboundBridge(): OutboundBridge {

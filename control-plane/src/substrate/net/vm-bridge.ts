@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { IpHostNet, type HostNet } from './host-net.js';
 import { machineNetFor, releaseMachineNet } from './machine-net.js';
-import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from './network.js';
+import { AddressBook } from './address-book.js';
+import { nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from './network.js';
 
 export class VmBridge {
   readonly network: VmNetwork;
@@ -16,8 +17,8 @@ export class VmBridge {
   /** Whether the bridge is this root's own allocation (remove may delete it) or the operator's. */
   private readonly ownNetwork: boolean;
   private bridgeReady: Promise<void> | null = null;
-  /** Addresses handed out by creates still in flight (not yet in a machine.json). */
-  private readonly reserved = new Set<string>();
+  /** Its machines' addresses (those of creates in flight reserved). */
+  readonly addresses: AddressBook;
 
   constructor(private readonly at: { root: string; network?: VmNetworkConfig; registry?: string; hostNet?: HostNet }) {
     let hostDns: string[] = [];
@@ -31,24 +32,8 @@ export class VmBridge {
     const own = at.network?.bridge || at.network?.subnet ? null : machineNetFor({ root: at.root, kind: 'vm', ...(at.registry ? { registry: at.registry } : {}) });
     this.ownNetwork = own !== null;
     this.network = resolveVmNetwork(own ? { ...at.network, bridge: own.bridge, subnet: own.subnet } : at.network, hostDns, hostAddrs);
+    this.addresses = new AddressBook(this.network);
     this.hostNet = at.hostNet ?? new IpHostNet();
-  }
-
-  /** A free address (`used`: those the records hold), held until released; synchronous: no await between the scan and the reservation. */
-  reserve(used: string[]): string {
-    const a = allocateAddress(this.network, [...used, ...this.reserved]);
-    this.reserved.add(a);
-    return a;
-  }
-
-  release(address: string): void {
-    this.reserved.delete(address);
-  }
-
-  /** A new address when the operator moved the vm network since the machine last ran; null when `current` stands. */
-  readdress(current: string | undefined, used: string[]): string | null {
-    if (current && inSubnet(this.network, current)) return null;
-    return allocateAddress(this.network, [...used.filter((a) => a !== current), ...this.reserved]);
   }
 
   /** The machine's tap device name (whether or not it exists). */

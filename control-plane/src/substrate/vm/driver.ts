@@ -171,11 +171,11 @@ export class VmSubstrate implements Substrate {
     const dir = this.runDir(spec.id);
     if (this.records.has(spec.id)) throw ERRORS.machineExistsOnSubstrate();
     const network = spec.network ?? 'none';
-    const address = network === 'outbound' ? this.bridge.reserve(this.usedAddresses()) : undefined;
+    const address = network === 'outbound' ? this.bridge.addresses.reserve(this.usedAddresses()) : undefined;
     try {
       await this.prepare(spec, dir, network, address);
     } finally {
-      if (address) this.bridge.release(address);
+      if (address) this.bridge.addresses.release(address);
     }
     if (opts.start !== false) await this.start(spec.id);
   }
@@ -223,7 +223,7 @@ export class VmSubstrate implements Substrate {
     // a start, with nothing reading the disk yet, is when a long chain is flattened.
     await this.disks.compactDisk(rec.disk, Math.ceil(this.disks.maxDepth / 2));
     // The operator moved the vm network since this machine last ran: a new address in the new subnet.
-    const moved = rec.network === 'outbound' ? this.bridge.readdress(rec.address, this.usedAddresses()) : null;
+    const moved = rec.network === 'outbound' ? this.bridge.addresses.readdress(rec.address, this.usedAddresses()) : null;
     if (moved !== null) rec.address = moved;
     this.writeRecord(rec);
     this.starting.add(id);
