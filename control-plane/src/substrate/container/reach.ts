@@ -103,3 +103,17 @@ export function guestPassable(dir: string, guestRoot: number | null): void {
   fs.chownSync(dir, 0, guestRoot ?? 0);
   fs.chmodSync(dir, guestRoot === null ? 0o700 : 0o710);
 }
+
+/**
+ * A machine's directory in the reach dir: passable by guest root only. The channel directory in it is the
+ * agent's only door: 0700 guest root (host root otherwise). Nothing that opens it is stored there: a fresh
+ * agent gets a one-time secret just before its enrollment (issueEnrollment).
+ */
+export function makeMachinePlace(dirs: { root: string; reach: string }, id: string, guestRoot: number | null): void {
+  const at = machineDirs(dirs, id, 'reach');
+  fs.mkdirSync(at.dir, { recursive: true, mode: 0o700 });
+  guestPassable(at.dir, guestRoot);
+  fs.mkdirSync(at.merged, { recursive: true });
+  fs.mkdirSync(at.channel, { recursive: true, mode: 0o700 });
+  if (guestRoot !== null) fs.chownSync(at.channel, guestRoot, guestRoot);
+}

@@ -5,7 +5,6 @@
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { promisify } from 'node:util';
@@ -31,10 +30,10 @@ import {
   type SubstrateStatus,
 } from '../substrate.js';
 import { buildQemuArgv, vmFiles, vmProcessName } from './argv.js';
-import { IpHostNet, type HostNet } from '../net/host-net.js';
+import type { HostNet } from '../net/host-net.js';
 import { hostTscKhz, probeKvm, type KvmVerdict } from './kvm-probe.js';
-import { machineNetFor, releaseMachineNet } from '../net/machine-net.js';
-import { allocateAddress, inSubnet, nicFor, resolvConfNameservers, resolveVmNetwork, tapName, type VmNetwork, type VmNetworkConfig } from '../net/network.js';
+import { VmBridge } from '../net/vm-bridge.js';
+import { nicFor, type VmNetwork, type VmNetworkConfig } from '../net/network.js';
 import { Qmp } from './qmp.js';
 import { MachineRecords, machineDirOf } from '../records.js';
 import { ERRORS } from '../../errors.js';
@@ -107,12 +106,8 @@ export class VmSubstrate implements Substrate {
   readonly kvm: KvmVerdict;
   private readonly tscKhz: number | null;
   readonly network: VmNetwork;
-  private readonly hostNet: HostNet;
-  /** Whether the bridge is this root's own allocation (removeNetwork may delete it) or the operator's. */
-  private readonly ownNetwork: boolean;
-  private bridgeReady: Promise<void> | null = null;
-  /** Addresses handed out by creates still in flight (not yet in a machine.json). */
-  private readonly reserved = new Set<string>();
+  /** The root's bridge, its machines' addresses and taps (net/vm-bridge.ts). */
+  private readonly bridge: VmBridge;
   /** Machines between tap creation and QEMU's pid file: their tap has no process yet and must not be reaped. */
   private readonly starting = new Set<string>();
 
@@ -123,18 +118,13 @@ export class VmSubstrate implements Substrate {
     this.kvm = probeKvm();
     this.accel = cfg.accel ?? (this.kvm.usable ? 'kvm' : 'tcg');
     this.tscKhz = this.accel === 'tcg' ? hostTscKhz() : null;
-    let hostDns: string[] = [];
-    try {
-      hostDns = resolvConfNameservers(fs.readFileSync('/etc/resolv.conf', 'utf8'));
-    } catch {
-      /* no resolv.conf: no default nameservers */
-    }
-    const hostAddrs = Object.values(os.networkInterfaces()).flatMap((l) => (l ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address));
-    // Two roots on one bridge would hand out the same addresses: unless the operator chose, allocate host-wide.
-    const own = cfg.network?.bridge || cfg.network?.subnet ? null : machineNetFor({ root: cfg.root, kind: 'vm', ...(cfg.netRegistry ? { registry: cfg.netRegistry } : {}) });
-    this.ownNetwork = own !== null;
-    this.network = resolveVmNetwork(own ? { ...cfg.network, bridge: own.bridge, subnet: own.subnet } : cfg.network, hostDns, hostAddrs);
-    this.hostNet = cfg.hostNet ?? new IpHostNet();
+    this.bridge = new VmBridge({
+      root: cfg.root,
+      ...(cfg.network ? { network: cfg.network } : {}),
+      ...(cfg.netRegistry ? { registry: cfg.netRegistry } : {}),
+      ...(cfg.hostNet ? { hostNet: cfg.hostNet } : {}),
+    });
+    this.network = this.bridge.network;
     if (this.accel === 'tcg') cfg.warn?.(`vm substrate: KVM unusable (${this.kvm.usable ? 'forced tcg' : this.kvm.reason}); machines run under TCG emulation, much slower`);
   }
 
@@ -173,11 +163,8 @@ export class VmSubstrate implements Substrate {
    * Give this root's own bridge and subnet back (tests, operators removing a data directory; machines
    * destroyed first). A bridge the operator configured is left alone.
    */
-  async removeNetwork(): Promise<void> {
-    if (!this.ownNetwork) return;
-    await this.hostNet.removeBridge(this.network);
-    this.bridgeReady = null;
-    releaseMachineNet({ root: this.cfg.root, ...(this.cfg.netRegistry ? { registry: this.cfg.netRegistry } : {}) });
+  removeNetwork(): Promise<void> {
+    return this.bridge.remove();
   }
 
   async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
@@ -185,20 +172,13 @@ export class VmSubstrate implements Substrate {
     const dir = this.runDir(spec.id);
     if (this.records.has(spec.id)) throw ERRORS.machineExistsOnSubstrate();
     const network = spec.network ?? 'none';
-    const address = network === 'outbound' ? this.allocate() : undefined;
+    const address = network === 'outbound' ? this.bridge.addresses.reserve(this.usedAddresses()) : undefined;
     try {
       await this.prepare(spec, dir, network, address);
     } finally {
-      if (address) this.reserved.delete(address);
+      if (address) this.bridge.addresses.release(address);
     }
     if (opts.start !== false) await this.start(spec.id);
-  }
-
-  /** Addresses are allocated synchronously (no await between the scan and the reservation). */
-  private allocate(): string {
-    const a = allocateAddress(this.network, [...this.usedAddresses(), ...this.reserved]);
-    this.reserved.add(a);
-    return a;
   }
 
   private usedAddresses(): string[] {
@@ -215,7 +195,7 @@ export class VmSubstrate implements Substrate {
 
   /** The machine's tap device name (whether or not it exists). */
   tapName(id: string): string {
-    return tapName(this.cfg.root, id);
+    return this.bridge.tapName(id);
   }
 
   argv(id: string): string[] {
@@ -243,24 +223,21 @@ export class VmSubstrate implements Substrate {
     // Live captures lengthen a running disk's chain and cannot shorten it (QEMU reads the frozen files);
     // a start, with nothing reading the disk yet, is when a long chain is flattened.
     await this.disks.compactDisk(rec.disk, Math.ceil(this.disks.maxDepth / 2));
-    if (rec.network === 'outbound' && (!rec.address || !inSubnet(this.network, rec.address))) {
-      // The operator moved the vm network since this machine last ran: a new address in the new subnet.
-      rec.address = allocateAddress(this.network, [...this.usedAddresses().filter((a) => a !== rec.address), ...this.reserved]);
-    }
+    // The operator moved the vm network since this machine last ran: a new address in the new subnet.
+    const moved = rec.network === 'outbound' ? this.bridge.addresses.readdress(rec.address, this.usedAddresses()) : null;
+    if (moved !== null) rec.address = moved;
     this.writeRecord(rec);
-    const tap = this.tapName(id);
     this.starting.add(id);
     try {
       if (rec.network === 'outbound') {
-        await this.ensureBridge();
-        await this.hostNet.addTap(nicFor(this.network, this.cfg.root, id, rec.address!), this.network.bridge);
+        await this.bridge.addTap(id, rec.address!);
       }
       const [cmd, ...args] = this.argv(id);
       try {
         // -daemonize: the parent exits once the guest is set up; the VM outlives the control plane.
         await execFileP(cmd!, args);
       } catch (e) {
-        await this.hostNet.removeTap(tap);
+        await this.bridge.removeTap(id);
         throw ERRORS.qemuFailedToStart(e);
       }
     } finally {
@@ -270,23 +247,9 @@ export class VmSubstrate implements Substrate {
     this.writeRecord(rec);
   }
 
-  /**
-   * The bridge, NAT and guard; once per process, again if the bridge disappeared. A tap is never attached
-   * before the guard is in place.
-   */
-  private async ensureBridge(): Promise<void> {
-    if (this.bridgeReady && !fs.existsSync(`/sys/class/net/${this.network.bridge}`)) this.bridgeReady = null;
-    this.bridgeReady ??= this.hostNet.ensureBridge(this.network).catch((e) => {
-      this.bridgeReady = null;
-      throw e;
-    });
-    await this.bridgeReady;
-  }
-
   /** A tap whose QEMU is gone (stopped, killed, crashed) is removed. */
   private async reapTap(id: string): Promise<void> {
-    const tap = this.tapName(id);
-    if (!this.starting.has(id) && this.pid(id) === null && this.hostNet.tapExists(tap)) await this.hostNet.removeTap(tap);
+    if (!this.starting.has(id) && this.pid(id) === null && this.bridge.tapExists(id)) await this.bridge.removeTap(id);
   }
 
   private async waitExit(id: string, ms: number): Promise<boolean> {
