@@ -43,7 +43,7 @@ import { guestRange, preparePodman, rootDisks, type RootDisks } from './root-set
 import { assertGuestReaches, machineDirs, makeMachinePlace, makeReachDir, reachDirFor, type MachineDirs } from './reach.js';
 import { cniConflist, containerName, networkConfigDir, type PodmanEnv } from './podman-argv.js';
 import { readCgroupMemory, type CgroupMemory } from './memory.js';
-import { IMAGE_HOSTNAME, newIdentity, writeGuestIdentity } from '../identity.js';
+import { newIdentity, writeGuestIdentity } from '../identity.js';
 import { ERRORS } from '../../errors.js';
 
 const execFileP = promisify(execFile);
