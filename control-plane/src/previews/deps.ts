@@ -1,0 +1,38 @@
+/** What the preview proxy is given (PreviewProxyDeps) and what its parts share for its lifetime (ProxyContext). */
+import type { EgressMeter } from '../gateway/deps.js';
+import type { AgentTarget, OpenedStream, StreamRequest } from '../services/machine-agent/index.js';
+import type { LogSink } from '../log.js';
+import type { PortService } from '../services/ports.js';
+import type { PreviewAdmission, PreviewAdmissionLimits } from './admission.js';
+import type { PreviewConnections } from './connections.js';
+
+export interface PreviewProxyDeps {
+  ports: PortService;
+  /** The running machine's agent; throws AppError when it is not running. */
+  agentTarget(orgId: string, machineId: string): AgentTarget;
+  /** Opens an agent stream (the machine-agent service's streams). */
+  openStream(target: AgentTarget, req: StreamRequest): Promise<OpenedStream>;
+  /**
+   * Where bytes served to preview clients are counted, per machine (egress_bytes). main.ts passes the
+   * gateway's EgressCounter, so the metering flush sees one figure per machine.
+   */
+  egress: EgressMeter;
+  /** Set the cookie's Secure attribute (the public URL is https). */
+  secureCookies: boolean;
+  /** Take the client address from X-Forwarded-For's right-most entry (TRUST_PROXY). */
+  trustProxy: boolean;
+  log?: LogSink;
+  /** Deadline for the guest's response headers (default 100 s, as common TLS proxies use). */
+  headerTimeoutMs?: number;
+  /** Open connections per machine and the global byte budget (admission.ts; defaults there). */
+  limits?: PreviewAdmissionLimits;
+}
+
+/** One proxy's shared state, built once by createPreviewProxy and handed to each request's handler. */
+export interface ProxyContext {
+  deps: PreviewProxyDeps;
+  log: LogSink;
+  headerTimeoutMs: number;
+  admission: PreviewAdmission;
+  connections: PreviewConnections;
+}

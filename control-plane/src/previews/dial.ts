@@ -1,0 +1,57 @@
+/**
+ * The guest side of one proxied connection: one agent TCP stream (`POST /tcp/:port/connect`) to
+ * 127.0.0.1:port in the guest, and the request head the guest gets on it.
+ */
+import type { IncomingMessage } from 'node:http';
+import http2 from 'node:http2';
+import { AppError } from '../../../shared/errors.js';
+import { requestHeadersForGuest } from '../domain/preview-headers.js';
+import { streamRequest, type AgentTarget, type OpenedStream } from '../services/machine-agent/index.js';
+import type { PreviewRow } from '../store/repos/previews.js';
+import type { PreviewProxyDeps } from './deps.js';
+import { framingOf, requestHead, type BodyFraming } from './guest-request.js';
+import { NOTHING_LISTENING, STOPPED, UNREACHABLE, type Refusal } from './refusals.js';
+
+export type Dialed = { stream: http2.ClientHttp2Stream; machineId: string };
+
+/** The guest-side connection: one agent stream to the published port. */
+export async function dial(deps: PreviewProxyDeps, row: PreviewRow): Promise<Dialed | Refusal> {
+  let target: AgentTarget;
+  try {
+    target = deps.agentTarget(row.org_id, row.machine_id);
+  } catch (e) {
+    if (e instanceof AppError && (e.code === 'conflict' || e.code === 'compute_unavailable' || e.code === 'not_found')) return STOPPED();
+    throw e;
+  }
+  let opened: OpenedStream;
+  try {
+    opened = await deps.openStream(target, streamRequest('tcp.connect', { port: row.port }));
+  } catch {
+    return UNREACHABLE();
+  }
+  if (opened.status !== 200) {
+    // The agent's refusal (nothing listening, too many connections) is small; nothing of it is shown.
+    opened.stream.close(http2.constants.NGHTTP2_CANCEL);
+    return NOTHING_LISTENING();
+  }
+  return { stream: opened.stream, machineId: target.id };
+}
+
+function clientAddress(deps: PreviewProxyDeps, req: IncomingMessage): string {
+  if (deps.trustProxy) {
+    const xff = req.headers['x-forwarded-for'];
+    const last = (Array.isArray(xff) ? xff.join(',') : xff)?.split(',').map((s) => s.trim()).filter(Boolean).pop();
+    if (last) return last;
+  }
+  return req.socket.remoteAddress ?? 'unknown';
+}
+
+/** The request head for the guest: the client's request line and the forwarded headers, as bytes. */
+export function guestHead(deps: PreviewProxyDeps, req: IncomingMessage, upgrade: boolean, dropAuthorization: boolean): { head: Buffer; framing: BodyFraming } {
+  const headers = requestHeadersForGuest(req.rawHeaders, {
+    dropAuthorization,
+    upgrade,
+    forwarded: { for: clientAddress(deps, req), proto: deps.secureCookies ? 'https' : 'http', host: req.headers.host ?? '' },
+  });
+  return { head: requestHead(req.method ?? 'GET', req.url ?? '/', headers), framing: framingOf(headers) };
+}
