@@ -57,6 +57,18 @@ t.test('kvm argv uses the host cpu; outbound adds a tap NIC and the address on t
   t.equal(noDns[noDns.indexOf('-append') + 1], 'console=ttyS0 root=/dev/vda ro quiet loglevel=3 panic=-1 reboot=t tsc_early_khz=2000000 computer.net=10.201.0.7/16,10.201.0.1', 'no nameservers: no computer.dns');
 });
 
+t.test("the machine's identity is on the kernel command line, after its network", async (t) => {
+  const identity = { machineId: '0123456789abcdef0123456789abcdef', hostname: 'computer-0123456789ab' };
+  const nic = { tap: 'ctap0123456789', mac: '52:54:0a:c9:00:07', address: '10.201.0.7', prefix: 16, gateway: '10.201.0.1', dns: ['192.0.2.53'] };
+  const a = buildQemuArgv({ id: 'm', resources: { vcpu: 1, memory_mb: 512, disk_gb: 5 }, paths, accel: 'tcg', network: nic, diskNode: 'disk0', identity });
+  t.equal(
+    a[a.indexOf('-append') + 1],
+    'console=ttyS0 root=/dev/vda ro quiet loglevel=3 panic=-1 reboot=t computer.net=10.201.0.7/16,10.201.0.1 computer.dns=192.0.2.53 computer.machine_id=0123456789abcdef0123456789abcdef computer.hostname=computer-0123456789ab',
+  );
+  const none = buildQemuArgv({ id: 'm', resources: { vcpu: 1, memory_mb: 512, disk_gb: 5 }, paths, accel: 'tcg', network: 'none', diskNode: 'disk0', identity });
+  t.equal(none[none.indexOf('-append') + 1], 'console=ttyS0 root=/dev/vda ro quiet loglevel=3 panic=-1 reboot=t computer.machine_id=0123456789abcdef0123456789abcdef computer.hostname=computer-0123456789ab');
+});
+
 t.test('kvm decision', async (t) => {
   t.same(decideKvm({ devKvm: false, hwVirt: true, kvmModules: ['kvm', 'kvm_intel'] }), { usable: false, reason: 'no_dev_kvm' });
   t.same(decideKvm({ devKvm: true, hwVirt: false, kvmModules: ['kvm', 'kvm_pvm'] }), { usable: false, reason: 'pvm' }, 'this host kind');

@@ -3,6 +3,7 @@
  * microvm + direct kernel boot + a small initrd keep a TCG boot near 12 s; every device is virtio-mmio.
  */
 import path from 'node:path';
+import type { MachineIdentity } from '../identity.js';
 import type { MachineResources } from '../substrate.js';
 import { kernelNetArgs, type VmNic } from '../net/network.js';
 
@@ -31,6 +32,11 @@ export interface VmArgvSpec {
    * waits for timer ticks that never come (a boot hang at 0.000000); telling it the rate skips calibration.
    */
   tscKhz?: number;
+  /**
+   * The machine's own machine-id and hostname (identity.ts), from its record at every boot: the image's init
+   * writes them (computer-identity). Absent for a machine recorded before machines had their own (`computer`).
+   */
+  identity?: MachineIdentity;
 }
 
 export function vmFiles(runDir: string) {
@@ -44,6 +50,11 @@ export function vmFiles(runDir: string) {
 
 export function vmProcessName(id: string): string {
   return `computer-${id}`;
+}
+
+/** What the guest's computer-identity reads: it accepts exactly these two forms, or keeps the image's identity. */
+export function kernelIdentityArgs(identity: MachineIdentity): string[] {
+  return [`computer.machine_id=${identity.machineId}`, `computer.hostname=${identity.hostname}`];
 }
 
 export function buildQemuArgv(s: VmArgvSpec): string[] {
@@ -61,6 +72,7 @@ export function buildQemuArgv(s: VmArgvSpec): string[] {
     ...(s.tscKhz ? [`tsc_early_khz=${s.tscKhz}`] : []),
     // The guest's address, gateway and nameservers: static, no DHCP server on the host.
     ...(s.network === 'none' ? [] : kernelNetArgs(s.network)),
+    ...(s.identity ? kernelIdentityArgs(s.identity) : []),
   ].join(' ');
   const argv = [
     'qemu-system-x86_64',

@@ -36,6 +36,7 @@ import { VmBridge } from '../net/vm-bridge.js';
 import { nicFor, type VmNetwork, type VmNetworkConfig } from '../net/network.js';
 import { Qmp } from './qmp.js';
 import { MachineRecords, machineDirOf } from '../records.js';
+import { newIdentity, type MachineIdentity } from '../identity.js';
 import { ERRORS } from '../../errors.js';
 
 const execFileP = promisify(execFile);
@@ -77,6 +78,12 @@ interface VmRecord {
   captures: number;
   /** A live capture in flight: QEMU is being switched to node `node` on the file `blob` (see settleCapture). */
   pending?: { node: string; blob: string };
+  /**
+   * The guest's machine-id and hostname (identity.ts), given at create and passed at every boot, so a restart
+   * and a restore keep them whatever the disk holds; a fork is a create (a new one). Absent: recorded before
+   * machines had their own, and booted as the image's `computer`.
+   */
+  identity?: MachineIdentity;
 }
 
 /** A VM's agent socket under a substrate root (see containerChannelPath). */
@@ -190,7 +197,11 @@ export class VmSubstrate implements Substrate {
     // Only the control plane enters the run dir: it holds the agent and QMP sockets.
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     const disk = await this.machineDisks.make(spec);
-    this.writeRecord({ id: spec.id, resources: spec.resources, disk: disk.id, network, ...(address ? { address } : {}), desired: 'stopped', diskNode: 'disk0', captures: 0 });
+    this.writeRecord({
+      id: spec.id, resources: spec.resources, disk: disk.id, network, ...(address ? { address } : {}), desired: 'stopped', diskNode: 'disk0', captures: 0,
+      // Its own, never its source's (a fork's or template's disk holds its source's files: the guest replaces them).
+      identity: newIdentity(),
+    });
   }
 
   /** The machine's tap device name (whether or not it exists). */
@@ -208,6 +219,7 @@ export class VmSubstrate implements Substrate {
       network: rec.network === 'outbound' && rec.address ? nicFor(this.network, this.cfg.root, id, rec.address) : 'none',
       diskNode: rec.diskNode,
       ...(this.tscKhz ? { tscKhz: this.tscKhz } : {}),
+      ...(rec.identity ? { identity: rec.identity } : {}),
       paths: { kernel: this.cfg.kernel, initrd: this.cfg.initrd, disk: this.disks.blobPath(d.writable), runDir: this.runDir(id) },
     });
   }
@@ -397,7 +409,10 @@ export class VmSubstrate implements Substrate {
 
   /** QEMU's disks are files in the root: no shared volume, and a capture never freezes the machine. */
   thaw = (_id: string): Promise<void> => Promise.reject(cannotThaw());
-  /** A booted VM keeps the identity it booted with: a warm VM member is never handed out (the create boots cold). */
+  /**
+   * A booted VM keeps the identity it booted with (its guest writes it at boot): a warm VM member is never handed
+   * out (the create boots cold, with its own).
+   */
   reidentify = (_id: string): Promise<void> => Promise.reject(cannotReidentify());
   diskVolume = (): DiskVolume | null => null;
   remountDiskVolume = (): Promise<void> => Promise.reject(noDiskVolume());
