@@ -20,6 +20,7 @@ import { qcow2Codec } from '../../control-plane/src/substrate/disks/transfer/qco
 import { LayerSink, readTransfer, type ReceivedLayer } from '../../control-plane/src/substrate/disks/transfer/sink.js';
 import { LayerSource } from '../../control-plane/src/substrate/disks/transfer/source.js';
 import { totalBytes, type TransferHeader } from '../../control-plane/src/substrate/disks/transfer/wire.js';
+import { writePattern } from './qemu-io.js';
 
 interface Teardown {
   teardown(fn: () => Promise<void> | void): void;
@@ -51,7 +52,7 @@ function makeBase(dir: string, kind: LayerHostKind): string {
   if (kind === 'qcow2') {
     const base = path.join(dir, 'base.qcow2');
     execFileSync('qemu-img', ['create', '-q', '-f', 'qcow2', base, '64M']);
-    execFileSync('qemu-io', ['-f', 'qcow2', '-c', 'write -P 0x41 0 1M', base], { stdio: 'ignore' });
+    writePattern(base, 0x41, 0);
     return base;
   }
   const base = path.join(dir, 'base');

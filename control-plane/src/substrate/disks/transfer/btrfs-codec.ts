@@ -23,6 +23,7 @@ import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Writable } from 'node:stream';
 import { deleteSubvolume, isSubvolume, readOnlyFs, subvolumeIdentity, type SubvolumeIdentity } from '../btrfs.js';
 import type { LayerStore } from '../layer-store.js';
 import { tetheredArgv } from '../tethered.js';
@@ -50,6 +51,19 @@ export function pickDeltaBase(layer: SubvolumeIdentity, candidates: ReadonlyArra
   return siblings[0]?.id ?? null;
 }
 
+/** Until a writable can take more, or is gone (the command stopped reading). */
+function drainedOrClosed(w: Writable): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      w.off('drain', done);
+      w.off('close', done);
+      resolve();
+    };
+    w.on('drain', done);
+    w.on('close', done);
+  });
+}
+
 /** Spawn `btrfs args`, feeding stdin from `input` (if any) and handing stdout to `onStdout`; resolves on exit 0. */
 function runBtrfs(args: string[], io: { tethered: boolean; input?: AsyncIterable<Buffer>; onStdout?: (c: Buffer) => Promise<void> }): Promise<void> {
   const [file, ...argv] = io.tethered ? tetheredArgv(process.pid, 'btrfs', args) : ['btrfs', ...args];
@@ -67,7 +81,7 @@ function runBtrfs(args: string[], io: { tethered: boolean; input?: AsyncIterable
     try {
       for await (const c of io.input) {
         if (stdin.destroyed || !stdin.writable) return;
-        if (!stdin.write(c)) await new Promise<void>((r) => (stdin.once('drain', r), stdin.once('close', r)));
+        if (!stdin.write(c)) await drainedOrClosed(stdin);
       }
       stdin.end();
     } catch (e) {
