@@ -6,9 +6,12 @@ import t from 'tap';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import type { LayerStore } from '../../control-plane/src/substrate/disks/layer-store.js';
 import { mountOverlay, unmount } from '../../control-plane/src/substrate/disks/overlay-backend.js';
 import type { TransferProgress } from '../../control-plane/src/substrate/disks/transfer/endpoint.js';
+import { readTransfer } from '../../control-plane/src/substrate/disks/transfer/sink.js';
+import { encodeHeader } from '../../control-plane/src/substrate/disks/transfer/wire.js';
 import { layerHosts, type Moved } from '../helpers/layer-hosts.js';
 
 const MB = 1024 * 1024;
@@ -127,6 +130,18 @@ t.test('btrfs: layers move once, incrementally, and a bad stream registers nothi
   const trailing = await move(a, b, l3.id, 'snp_5', { mangle: (body) => Buffer.concat([body, Buffer.from('more')]) });
   t.same([trailing.status, trailing.answer], [400, { code: 'invalid_request', message: 'layer stream carries bytes after its last announced layer' }]);
   nothingLeft('bytes after the end');
+
+  // A stream of another layer under l3's header (digest and size its own): it would create that layer's
+  // subvolume, so it is refused before btrfs receive runs.
+  const other = await a.store.freeze('disk-m2', 'snp_6');
+  const otherBody = Buffer.concat(await (await a.source.export(other.id, [])).body.toArray());
+  const { header: otherHeader, payload: otherPayload } = await readTransfer(Readable.from([otherBody]));
+  const otherFrame = otherHeader.frames[0]!;
+  const forged = { ...otherHeader, layer: l3.id, frames: [{ ...otherFrame, layerId: l3.id, parent: l3.parent }] };
+  const otherStream = (await otherPayload.readExactly(otherFrame.bytes))!;
+  const swapped = await move(a, b, l3.id, 'snp_5', { mangle: () => Buffer.concat([encodeHeader(forged), otherStream]) });
+  t.same([swapped.status, swapped.answer], [400, { code: 'invalid_request', message: `layer stream for ${l3.id} could not be applied` }]);
+  nothingLeft('another layer\'s stream');
 
   const good = await move(a, b, l3.id, 'snp_5');
   t.same(received(good), [l3.id], 'the same layer moves whole afterwards');
