@@ -68,7 +68,15 @@ t.test('btrfs: layers move once, incrementally, and a bad stream registers nothi
   t.same([again.status, again.header.frames.length, again.sent, received(again)], [200, 0, 0, []], 'nothing sent the second time');
   t.same(b.store.layer(l1.id).pins, ['snp_1', 'tpl_1']);
 
-  // A child of l1 (a stopped capture: only its own diff) moves alone.
+  // Two moves of one layer at once (two forks on host b): one registers it, the other finds it and pins it.
+  await onDisk(a.store, 'disk-m1', mnt, (m) => fs.writeFileSync(path.join(m, 'home', 'twice.txt'), 'both forks\n'));
+  const lt = await a.store.freeze('disk-m1', 'snp_t');
+  const [t1, t2] = await Promise.all([move(a, b, lt.id, 'fork_1'), move(a, b, lt.id, 'fork_2')]);
+  t.same([t1.status, t2.status, t1.header.frames.length, t2.header.frames.length], [200, 200, 1, 1], 'both sent it (neither held it when asked)');
+  t.same([received(t1), received(t2)], [[lt.id], []], 'registered once');
+  t.same(b.store.layer(lt.id).pins, ['fork_1', 'fork_2'], 'pinned by both');
+
+  // A child of lt (a stopped capture: only its own diff) moves alone.
   await onDisk(a.store, 'disk-m1', mnt, (m) => fs.writeFileSync(path.join(m, 'home', 'small.bin'), small));
   const l2 = await a.store.freeze('disk-m1', 'snp_2');
   const m2 = await move(a, b, l2.id, 'snp_2');

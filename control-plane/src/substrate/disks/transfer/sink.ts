@@ -58,7 +58,7 @@ export class LayerSink {
     if (header.base !== base.id) throw ERRORS.transferOtherBase();
     const first = header.frames[0];
     if (!first && !store.hasLayer(header.layer)) throw ERRORS.transferHeaderInvalid('no frames for a layer this host lacks');
-    if (first && first.parent !== null && !store.hasLayer(first.parent)) throw ERRORS.transferHeaderInvalid('the chain stands on a layer this host lacks');
+    if (first && first.parent !== null && !this.have([first.parent]).length) throw ERRORS.transferHeaderInvalid('the chain stands on a layer this host lacks');
     header.frames.forEach((f, i) => {
       if (f.deltaFrom !== null && !store.hasLayer(f.deltaFrom) && !header.frames.slice(0, i).some((e) => e.layerId === f.deltaFrom))
         throw ERRORS.transferHeaderInvalid(`frame ${i} is a delta against a layer this host lacks`);
