@@ -92,7 +92,7 @@ function runBtrfs(args: string[], io: { tethered: boolean; input?: AsyncIterable
   })();
   const draining = (async () => {
     if (!io.onStdout || !child.stdout) return;
-    for await (const c of child.stdout) await io.onStdout(c as Buffer);
+    for await (const c of child.stdout as AsyncIterable<Buffer>) await io.onStdout(c);
   })();
   return (async () => {
     const [code, fed, drained] = await Promise.allSettled([exited, feeding, draining]);

@@ -3,15 +3,14 @@
  * bounded slice that yields exactly its announced bytes (never one more: the next frame's bytes stay for the
  * next slice) and reports how many it got when the body ends first.
  */
-import type { Readable } from 'node:stream';
-
 export class ByteReader {
   private readonly it: AsyncIterator<Buffer>;
   private pending: Buffer = Buffer.alloc(0);
   private ended = false;
 
-  constructor(source: AsyncIterable<Buffer | Uint8Array | string> | Readable) {
-    const inner = (source as AsyncIterable<Buffer | Uint8Array | string>)[Symbol.asyncIterator]();
+  /** `source`: an HTTP request, a Readable, any iterable of byte chunks. */
+  constructor(source: AsyncIterable<Buffer | Uint8Array | string>) {
+    const inner = source[Symbol.asyncIterator]();
     this.it = {
       next: async () => {
         const r = await inner.next();

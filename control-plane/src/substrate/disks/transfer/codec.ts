@@ -37,8 +37,7 @@ export interface LayerCodec {
 export async function digestFile(file: string): Promise<{ bytes: number; sha256: string }> {
   const hash = crypto.createHash('sha256');
   let bytes = 0;
-  for await (const c of fs.createReadStream(file)) {
-    const b = c as Buffer;
+  for await (const b of fs.createReadStream(file) as AsyncIterable<Buffer>) {
     hash.update(b);
     bytes += b.length;
   }

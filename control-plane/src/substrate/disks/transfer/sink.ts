@@ -8,7 +8,6 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import type { Readable } from 'node:stream';
 import { ERRORS } from '../../../errors.js';
 import { ByteReader } from './byte-reader.js';
 import type { OnProgress, TransferEndpoint } from './endpoint.js';
@@ -25,7 +24,7 @@ export interface ReceivedLayer {
 }
 
 /** The header at the start of a transfer body, and a reader left at its first payload byte. */
-export async function readTransfer(body: Readable | AsyncIterable<Buffer>): Promise<{ header: TransferHeader; payload: ByteReader }> {
+export async function readTransfer(body: AsyncIterable<Buffer | Uint8Array | string>): Promise<{ header: TransferHeader; payload: ByteReader }> {
   const payload = new ByteReader(body);
   return { header: await readHeader(payload), payload };
 }
@@ -70,11 +69,11 @@ export class LayerSink {
 
   private async receiveNow(header: TransferHeader, payload: ByteReader, opts: { holder: string; onProgress?: OnProgress }): Promise<ReceivedLayer> {
     const { store, codec, base } = this.ep;
-    this.admit(header);
     const total = totalBytes(header);
     let done = 0;
     const placed: FrameHeader[] = [];
     try {
+      this.admit(header);
       for (const frame of header.frames) {
         const hash = crypto.createHash('sha256');
         const count = (c: Buffer) => {
@@ -100,10 +99,12 @@ export class LayerSink {
         if (refused !== null) throw ERRORS.transferStreamRefused(frame.layerId, refused);
       }
       if (!(await payload.atEnd())) throw ERRORS.transferTrailingBytes();
-      const registered = header.frames.length
-        ? await store.adoptLayers(header.frames.map((f) => ({ id: f.layerId, parent: f.parent, created_at: f.created_at })), base.path, opts.holder)
-        : (await store.pin(header.layer, opts.holder), []);
-      return { layerId: header.layer, registered, bytes: done };
+      if (!header.frames.length) {
+        await store.pin(header.layer, opts.holder);
+        return { layerId: header.layer, registered: [], bytes: 0 };
+      }
+      const records = header.frames.map((f) => ({ id: f.layerId, parent: f.parent, created_at: f.created_at }));
+      return { layerId: header.layer, registered: await store.adoptLayers(records, base.path, opts.holder), bytes: done };
     } catch (e) {
       await payload.close().catch(() => {});
       for (const f of placed.reverse()) await codec.discard(store, f.layerId).catch(() => {});

@@ -66,8 +66,7 @@ export class LayerSource {
         yield head;
         opts.onProgress?.({ done, total });
         for (const p of payloads)
-          for await (const c of fs.createReadStream(p.path)) {
-            const b = c as Buffer;
+          for await (const b of fs.createReadStream(p.path) as AsyncIterable<Buffer>) {
             done += b.length;
             yield b;
             opts.onProgress?.({ done, total });
