@@ -262,6 +262,22 @@ export const ERRORS = {
     new AppError('conflict', `the running disk is at its limit of ${maxDepth} layers; stop the machine to compact it`),
   cannotCopyWritableBlob: () =>
     new AppError('unsupported_operation', 'this disk backend cannot copy a writable blob'),
+  transferHeaderInvalid: (reason: string | number) =>
+    new AppError('invalid_request', `layer transfer header refused: ${reason}`),
+  transferTruncated: (layerId: string | number, got: string | number, announced: string | number) =>
+    new AppError('invalid_request', `layer stream for ${layerId} ended after ${got} of its announced ${announced} bytes`),
+  transferTrailingBytes: () =>
+    new AppError('invalid_request', 'layer stream carries bytes after its last announced layer'),
+  transferChecksumMismatch: (layerId: string | number) =>
+    new AppError('invalid_request', `layer stream for ${layerId} does not match its announced SHA-256`),
+  transferStreamRefused: (layerId: string | number, cause?: unknown) =>
+    new AppError('invalid_request', `layer stream for ${layerId} could not be applied`, { cause }),
+  transferNoRoom: (announced: string | number, free: string | number) =>
+    new AppError('compute_unavailable', `no room for the layer transfer: ${announced} bytes announced, ${free} free`, { headers: retryAfter('lowDisk') }),
+  transferOtherBase: () =>
+    new AppError('conflict', 'the layer stands on a guest image this host does not have'),
+  transferUnsupported: () =>
+    new AppError('unsupported_operation', 'this layer store cannot move layers between hosts (no btrfs volume)'),
   qemuFailedToStart: (cause?: unknown) =>
     new AppError('compute_unavailable', 'qemu failed to start', { cause }),
   cannotThaw: () =>

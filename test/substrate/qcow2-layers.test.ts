@@ -7,22 +7,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { LayerStore } from '../../control-plane/src/substrate/disks/layer-store.js';
 import { Qcow2Backend } from '../../control-plane/src/substrate/disks/qcow2-backend.js';
+import { readsPattern as reads, writePattern as write } from '../helpers/qemu-io.js';
 
 const MB = 1024 * 1024;
-
-function write(file: string, pattern: number, offsetMb: number): void {
-  execFileSync('qemu-io', ['-f', 'qcow2', '-c', `write -P ${pattern} ${offsetMb}M 1M`, file], { stdio: 'ignore' });
-}
-
-/** Whether 1 MiB at the offset reads back as the pattern, through the image's whole backing chain. */
-function reads(file: string, pattern: number, offsetMb: number): boolean {
-  try {
-    execFileSync('qemu-io', ['-r', '-f', 'qcow2', '-c', `read -P ${pattern} ${offsetMb}M 1M`, file], { stdio: 'pipe' });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function backingDepth(file: string): number {
   const info = JSON.parse(execFileSync('qemu-img', ['info', '--backing-chain', '--output=json', '-U', file], { encoding: 'utf8' })) as unknown[];

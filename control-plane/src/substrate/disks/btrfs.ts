@@ -170,3 +170,29 @@ export async function setReadOnly(p: string): Promise<void> {
 export async function deleteSubvolume(p: string): Promise<void> {
   await runTethered('btrfs', ['-q', 'subvolume', 'delete', p]);
 }
+
+/** A subvolume's place among snapshots: its own UUID, the one it was snapshotted from, the one it was received as. */
+export interface SubvolumeIdentity {
+  uuid: string;
+  /** null: not a snapshot. */
+  parentUuid: string | null;
+  /** null: not received (made on this filesystem). */
+  receivedUuid: string | null;
+  generation: number;
+}
+
+/** `btrfs subvolume show` output as a SubvolumeIdentity (pure; pinned by a test). */
+export function parseSubvolumeShow(out: string): SubvolumeIdentity {
+  const field = (name: string): string | null => {
+    const m = new RegExp(`^\\s*${name}:\\s*(\\S+)\\s*$`, 'm').exec(out);
+    return m && m[1] !== '-' ? m[1]! : null;
+  };
+  const uuid = field('UUID');
+  if (!uuid) throw new Error('btrfs subvolume show printed no UUID');
+  return { uuid, parentUuid: field('Parent UUID'), receivedUuid: field('Received UUID'), generation: Number(field('Generation') ?? 0) };
+}
+
+export async function subvolumeIdentity(p: string): Promise<SubvolumeIdentity> {
+  const { stdout } = await run('btrfs', ['subvolume', 'show', p]);
+  return parseSubvolumeShow(stdout);
+}

@@ -392,6 +392,32 @@ export class LayerStore {
     });
   }
 
+  /**
+   * Register layers whose blobs were placed at their paths from outside (a transfer from another host), oldest
+   * first, in one state write: either all are named or none (a crash before the write leaves blobs the next
+   * open sweeps). Each parent must be registered already or come earlier in the list; a layer registered
+   * meanwhile is kept as it is. `holder` pins the last one. Returns the ids newly registered.
+   */
+  adoptLayers(records: ReadonlyArray<Pick<LayerRecord, 'id' | 'parent' | 'created_at'>>, base: string, holder: string): Promise<string[]> {
+    return this.serial(async () => {
+      const fresh: LayerRecord[] = [];
+      const known = (id: string) => this.hasLayer(id) || fresh.some((l) => l.id === id);
+      for (const r of records) {
+        if (this.hasLayer(r.id)) continue;
+        if (r.parent !== null && !known(r.parent)) throw ERRORS.layerNotFound();
+        fresh.push({ id: r.id, parent: r.parent, base, bytes: await this.backend.blobBytes(this.blobPath(r.id)), created_at: r.created_at, pins: [] });
+      }
+      const top = records[records.length - 1];
+      for (const l of fresh) this.state.layers[l.id] = l;
+      if (top) {
+        const l = this.layer(top.id);
+        if (!l.pins.includes(holder)) l.pins.push(holder);
+      }
+      this.save();
+      return fresh.map((l) => l.id);
+    });
+  }
+
   pin(layerId: string, holder: string): Promise<void> {
     return this.serial(async () => {
       const l = this.layer(layerId);
