@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -87,6 +87,30 @@ export async function startEdge(t: Test, address: string, o: { assertion?: Asser
     await closeServer(server);
   });
   return { port, forwarder, logs };
+}
+
+/** A TCP relay in front of `port` that keeps every byte sent towards it: what crossed the wire. */
+export async function wiretap(t: Test, port: number): Promise<{ address: string; sent(): string }> {
+  const chunks: Buffer[] = [];
+  const open = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(port, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      open.add(s);
+      s.on('close', () => open.delete(s));
+      s.on('error', () => {});
+    }
+    client.on('data', (c: Buffer) => chunks.push(c));
+    client.pipe(upstream).pipe(client);
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(async () => {
+    for (const s of open) s.destroy();
+    await new Promise<void>((r) => server.close(() => r()));
+  });
+  return { address: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, sent: () => Buffer.concat(chunks).toString('latin1') };
 }
 
 export interface Answer {
