@@ -6,6 +6,7 @@
  * process (forward-owner-child.ts) so a test can kill -9 it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { EventEmitter, once } from 'node:events';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -72,12 +73,22 @@ export interface Edge {
   port: number;
   forwarder: Forwarder;
   logs: LogLine[];
+  /** The first log line from index `from` on matching `pred`; waits for it (never on a clock). */
+  nextLog(pred: (l: LogLine) => boolean, from?: number): Promise<LogLine>;
 }
 
 /** A stand-in for another process's tenant-facing port: everything it receives goes to `address` as `assertion`. */
 export async function startEdge(t: Test, address: string, o: { assertion?: Assertion; authorization?: AuthorizationRule } = {}): Promise<Edge> {
   const logs: LogLine[] = [];
-  const forwarder = createForwarder({ key: KEY, processId: EDGE_ID, log: (l) => logs.push(l) });
+  const logged = new EventEmitter();
+  const forwarder = createForwarder({ key: KEY, processId: EDGE_ID, log: (l) => logged.emit('line', logs.push(l)) });
+  const nextLog = async (pred: (l: LogLine) => boolean, from = 0): Promise<LogLine> => {
+    for (;;) {
+      const found = logs.slice(from).find(pred);
+      if (found) return found;
+      await once(logged, 'line');
+    }
+  };
   const call: ForwardCall = { target: { kind: 'remote', processId: OWNER_ID, address }, assertion: o.assertion ?? TENANT, authorization: o.authorization ?? 'drop' };
   const server = http.createServer((req, res) => forwarder.request(req, res, call));
   server.on('upgrade', (req, socket, head) => forwarder.upgrade(req, socket, head, call));
@@ -86,7 +97,7 @@ export async function startEdge(t: Test, address: string, o: { assertion?: Asser
     forwarder.close();
     await closeServer(server);
   });
-  return { port, forwarder, logs };
+  return { port, forwarder, logs, nextLog };
 }
 
 /** A TCP relay in front of `port` that keeps every byte sent towards it: what crossed the wire. */

@@ -21,8 +21,8 @@ function head(status: number, raw: readonly string[]): string {
   return `${lines.join('\r\n')}\r\n\r\n`;
 }
 
-/** Pipes `a` and `b` both ways until either ends or fails; then both are destroyed. */
-function join(a: Duplex, b: Duplex, open: Set<Duplex>): void {
+/** Pipes `a` and `b` both ways until either closes; then both are destroyed and `ended` is called once. */
+function join(a: Duplex, b: Duplex, open: Set<Duplex>, ended: () => void): void {
   for (const s of [a, b]) {
     if (s instanceof net.Socket) {
       s.setNoDelay(true);
@@ -31,9 +31,10 @@ function join(a: Duplex, b: Duplex, open: Set<Duplex>): void {
   }
   open.add(a);
   const teardown = () => {
-    open.delete(a);
+    if (!open.delete(a)) return;
     a.destroy();
     b.destroy();
+    ended();
   };
   a.once('close', teardown);
   b.once('close', teardown);
@@ -48,7 +49,7 @@ export function forwardUpgrade(
   socket: Duplex,
   early: Buffer,
   call: ForwardCall,
-  o: { open: Set<Duplex>; failed: (e: unknown) => void },
+  o: { open: Set<Duplex>; failed: (e: unknown) => void; ended: () => void },
 ): void {
   socket.on('error', () => {});
   let up: ReturnType<Dial>;
@@ -70,7 +71,7 @@ export function forwardUpgrade(
     socket.write(head(101, responseHeadersForCaller(answer.rawHeaders, true)));
     if (ownerEarly.length) socket.write(ownerEarly);
     if (early.length) ownerSocket.write(early);
-    join(socket, ownerSocket, o.open);
+    join(socket, ownerSocket, o.open, o.ended);
   });
   up.on('response', (answer) => {
     socket.write(head(answer.statusCode ?? 502, [...responseHeadersForCaller(answer.rawHeaders), 'Connection', 'close']));

@@ -112,7 +112,11 @@ export function createForwarder(o: ForwarderOptions): Forwarder {
 
   return {
     request: (req, res, call) => forwardRequest(dial, req, res, call, (e) => failed(call, e)),
-    upgrade: (req, socket, head, call) => forwardUpgrade(dial, req, socket, head, call, { open, failed: (e) => failed(call, e) }),
+    upgrade: (req, socket, head, call) => {
+      const started = Date.now();
+      const ended = () => log({ event: 'forward_channel_closed', target: call.target.processId, request_id: call.assertion.request_id, ms: Date.now() - started });
+      forwardUpgrade(dial, req, socket, head, call, { open, failed: (e) => failed(call, e), ended });
+    },
     channels: () => open.size,
     close: () => {
       for (const s of open) s.destroy();
