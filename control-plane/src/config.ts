@@ -45,6 +45,13 @@ export const ConfigSchema = z
       .pipe(z.array(z.string().regex(/^price_[A-Za-z0-9_]+$/, 'entries are price ids'))),
     /** Prometheus /metrics on its own loopback listener (docs/operations.md); unset: off. 0: any free port. */
     METRICS_PORT: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535)).optional(),
+    /**
+     * The internal listener other control-plane processes forward machine requests to (docs/cluster.md): signed
+     * requests only, never the tenant-facing address. Default 127.0.0.1; on several hosts, a private address.
+     */
+    INTERNAL_HOST: z.string().min(1).default('127.0.0.1'),
+    /** Its port; 0 (the default): a free one, chosen at start and registered for the other processes. */
+    INTERNAL_PORT: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535)).default(0),
     /** Shown in quota errors as `upgrade_url`; null when unset. */
     UPGRADE_URL: z.url({ protocol: /^https?$/ }).optional(),
     /** When true, the client IP is the right-most X-Forwarded-For entry (one trusted proxy hop). */
@@ -81,6 +88,9 @@ export const ConfigSchema = z
       .optional(),
   })
   .superRefine((e, ctx) => {
+    if (e.INTERNAL_PORT !== 0 && (e.INTERNAL_PORT === e.PORT || e.INTERNAL_PORT === e.METRICS_PORT)) {
+      ctx.addIssue({ code: 'custom', path: ['INTERNAL_PORT'], message: 'must differ from PORT and METRICS_PORT: the internal listener is never the tenant-facing one' });
+    }
     if (e.BILLING_PROVIDER !== 'stripe') return;
     for (const k of ['STRIPE_SECRET_KEY', 'STRIPE_WEBHOOK_SECRET'] as const) {
       if (!e[k]) ctx.addIssue({ code: 'custom', path: [k], message: 'required when BILLING_PROVIDER=stripe' });
@@ -106,6 +116,7 @@ export const ConfigSchema = z
           ? { secretKey: e.STRIPE_SECRET_KEY!, webhookSecret: e.STRIPE_WEBHOOK_SECRET!, prices: e.STRIPE_PRICES, meteredPrices: e.STRIPE_METERED_PRICES }
           : null,
       metricsPort: e.METRICS_PORT ?? null,
+      internal: { host: e.INTERNAL_HOST, port: e.INTERNAL_PORT },
       upgradeUrl: e.UPGRADE_URL ?? null,
       trustProxy: e.TRUST_PROXY,
       substrate: e.SUBSTRATE ?? null,

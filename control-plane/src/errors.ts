@@ -40,6 +40,11 @@ export const RETRY_AFTER_S = {
   previewApp: 2,
   /** A preview's open connections are at their bound (the machine's or the service's): one ends soon. */
   previewBusy: 1,
+  /**
+   * The control-plane process that drives the machine's host did not answer over the internal channel, or the
+   * owner changed under a forwarded request: a killed owner is replaced within seconds (docs/cluster.md).
+   */
+  machineOwner: 2,
   /** The MCP sessions are at their limit (the organization's or the server's); idle ones are swept. */
   mcpSessions: 60,
 } as const;
@@ -447,6 +452,15 @@ export const ERRORS = {
     new AppError('invalid_request', `Give both ${width} and ${height}, or neither.`, { details: [{ field: missing, message: 'required with the other' }] }),
   outsideDisplay: (x: number, y: number, width: number, height: number, field: string) =>
     new AppError('invalid_request', `(${x}, ${y}) is outside the ${width}x${height} display.`, { details: [{ field, message: 'outside the display' }] }),
+  /** Any request on the internal channel that is not signed for this process, now, once: no detail, ever. */
+  forwardNotSigned: () =>
+    new AppError('unauthenticated', 'Unauthenticated.'),
+  /** The process serving the machine's host could not be reached (no host address or id is ever named). */
+  machineOwnerUnreachable: () =>
+    new AppError('compute_unavailable', "The machine's host is not reachable right now; retry shortly.", { headers: retryAfter('machineOwner') }),
+  /** A forwarded request reached a process that no longer serves the machine's host: never forwarded a second time. */
+  machineOwnerMoved: () =>
+    new AppError('compute_unavailable', "The machine's host changed while the request was on its way; retry.", { headers: retryAfter('machineOwner') }),
   pointerUnknown: () =>
     new AppError('compute_unavailable', 'The pointer position is unknown.'),
 };

@@ -6,12 +6,7 @@
  */
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../../../shared/schemas/auth.js';
 import { PREVIEW_COOKIE } from '../../../shared/schemas/ports.js';
-
-/** RFC 9110 §7.6.1 connection-specific fields, plus ones a proxy must not pass on. */
-const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer',
-  'transfer-encoding', 'upgrade', 'expect', 'http2-settings',
-]);
+import { HOP_BY_HOP, namedByConnection } from './hop-by-hop.js';
 
 /** Cookies that are ours, never the guest's. */
 const OUR_COOKIES = new Set([PREVIEW_COOKIE, SESSION_COOKIE, SECURE_SESSION_COOKIE]);
@@ -45,11 +40,7 @@ export interface ForwardOptions {
  * headers and the client's casing survive).
  */
 export function requestHeadersForGuest(raw: readonly string[], o: ForwardOptions): string[] {
-  // Headers named by Connection are hop-by-hop too (RFC 9110 §7.6.1).
-  const named = new Set<string>();
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    if (raw[i]!.toLowerCase() === 'connection') for (const t of raw[i + 1]!.split(',')) named.add(t.trim().toLowerCase());
-  }
+  const named = namedByConnection(raw);
   const chunked = raw.some((v, i) => i % 2 === 0 && v.toLowerCase() === 'transfer-encoding');
   const out: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {

@@ -1,0 +1,127 @@
+/**
+ * The forwarding side: a request or an upgrade this process received for a machine another process owns, sent to
+ * that process's internal listener with the tenant's credentials stripped and the channel's signature added.
+ * One keep-alive connection pool per owner for requests (a request's overhead is then one loopback or LAN round
+ * trip); a fresh connection per upgrade (it leaves the pool anyway). A connect deadline makes a black-holed owner
+ * a quick 503, never a hang.
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { causeChain, silentLog, type LogSink } from '../../log.js';
+import type { Assertion } from './assertion.js';
+import { forwardRequest } from './forward-request.js';
+import { forwardUpgrade } from './forward-upgrade.js';
+import { requestHeadersForOwner, type AuthorizationRule } from './headers.js';
+import type { DeploymentKey } from './key.js';
+import type { RemoteOwner } from './owner.js';
+import { signRequest } from './signature.js';
+
+/** One forward: to whom, for whom, and whether the caller's Authorization is the guest app's own (previews). */
+export interface ForwardCall {
+  target: RemoteOwner;
+  assertion: Assertion;
+  authorization: AuthorizationRule;
+}
+
+export interface ForwarderOptions {
+  key: DeploymentKey;
+  /** This process's id (the sender in every signature). */
+  processId: string;
+  log?: LogSink;
+  now?: () => number;
+  /** How long a connection to an owner may take to open (default 3000 ms). */
+  connectTimeoutMs?: number;
+}
+
+export interface Forwarder {
+  request(req: IncomingMessage, res: ServerResponse, call: ForwardCall): void;
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, call: ForwardCall): void;
+  /** Upgraded channels open now (each a pair of sockets). */
+  channels(): number;
+  /** Ends every open channel and pooled connection. */
+  close(): void;
+}
+
+/** Opens the signed request for one forward (its body, if any, still to be written). */
+export type Dial = (req: IncomingMessage, call: ForwardCall, upgrade: boolean) => http.ClientRequest;
+
+/** Owners' pools kept at most; the oldest is dropped past it (owners that went away leave their address behind). */
+const MAX_POOLS = 256;
+/** An idle pooled connection is closed after this long: below the listener's keep-alive (listener.ts). */
+const IDLE_MS = 30_000;
+
+interface Pool {
+  host: string;
+  port: number;
+  agent: http.Agent;
+}
+
+function parseAddress(address: string): { host: string; port: number } {
+  const u = new URL(address);
+  if (u.protocol !== 'http:' || !u.port) throw new TypeError('an internal address is http://host:port');
+  return { host: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(u.port) };
+}
+
+/** Destroys `req` unless its connection opens within `ms`. */
+function connectDeadline(req: http.ClientRequest, ms: number): void {
+  req.once('socket', (s) => {
+    if (!s.connecting) return;
+    const timer = setTimeout(() => req.destroy(Object.assign(new Error('connect timeout'), { code: 'ETIMEDOUT' })), ms);
+    s.once('connect', () => clearTimeout(timer));
+    s.once('close', () => clearTimeout(timer));
+  });
+}
+
+export function createForwarder(o: ForwarderOptions): Forwarder {
+  const log = o.log ?? silentLog;
+  const now = o.now ?? Date.now;
+  const pools = new Map<string, Pool>();
+  const open = new Set<Duplex>();
+
+  const poolOf = (address: string): Pool => {
+    let p = pools.get(address);
+    if (!p) {
+      p = { ...parseAddress(address), agent: new http.Agent({ keepAlive: true, timeout: IDLE_MS }) };
+      pools.set(address, p);
+      for (const [old, q] of pools) {
+        if (pools.size <= MAX_POOLS) break;
+        q.agent.destroy();
+        pools.delete(old);
+      }
+    }
+    return p;
+  };
+
+  const dial: Dial = (req, call, upgrade) => {
+    const pool = poolOf(call.target.address);
+    const method = req.method ?? 'GET';
+    const path = req.url ?? '/';
+    const signed = signRequest(o.key, { method, path, sender: o.processId, target: call.target.processId, assertion: call.assertion, now: now() });
+    const headers = [
+      ...requestHeadersForOwner(req.rawHeaders, { authorization: call.authorization, upgrade }),
+      'Host', call.assertion.client.host,
+      ...Object.entries(signed).flat(),
+    ];
+    const up = http.request({ host: pool.host, port: pool.port, method, path, headers, agent: upgrade ? false : pool.agent, setHost: false });
+    connectDeadline(up, o.connectTimeoutMs ?? 3000);
+    return up;
+  };
+
+  const failed = (call: ForwardCall, e: unknown) =>
+    log({ event: 'forward_failed', target: call.target.processId, request_id: call.assertion.request_id, cause: causeChain(e) });
+
+  return {
+    request: (req, res, call) => forwardRequest(dial, req, res, call, (e) => failed(call, e)),
+    upgrade: (req, socket, head, call) => {
+      const started = Date.now();
+      const ended = () => log({ event: 'forward_channel_closed', target: call.target.processId, request_id: call.assertion.request_id, ms: Date.now() - started });
+      forwardUpgrade(dial, req, socket, head, call, { open, failed: (e) => failed(call, e), ended });
+    },
+    channels: () => open.size,
+    close: () => {
+      for (const s of open) s.destroy();
+      for (const p of pools.values()) p.agent.destroy();
+      pools.clear();
+    },
+  };
+}
