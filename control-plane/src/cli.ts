@@ -42,12 +42,12 @@ export async function runCli(argv: string[], config: Config, out: (s: string) =>
   const db = openDb(path.join(config.dataDir, DB_FILENAME));
   try {
     // The keyring is opened here only for the command that needs it (others must work without one).
-    const s = createServices({ config, store: createStore(db), keyring: null, role: 'cli' });
+    const s = await createServices({ config, store: createStore(db), keyring: null, role: 'cli' });
     const [cmd, ...args] = argv;
     if (cmd === 'rotate-secrets-key') {
       let file;
       try {
-        file = openKeyring(config, out, { sealedSecrets: s.store.secrets.countAll() });
+        file = openKeyring(config, out, { sealedSecrets: await s.store.secrets.countAll() });
       } catch (e) {
         // These messages name the file and the problem, never key material.
         out(`keyring: ${(e as Error).message}`);
@@ -57,12 +57,12 @@ export async function runCli(argv: string[], config: Config, out: (s: string) =>
         out('SECRETS_KEYRING=off: there is no keyring to rotate');
         return 2;
       }
-      const r = s.secrets.rotateKey(file);
+      const r = await s.secrets.rotateKey(file);
       out(`active key ${r.key_id}; re-sealed ${r.resealed} secret(s); retired ${r.retired.length ? r.retired.join(', ') : 'no key'}` +
         (r.unreadable ? `; ${r.unreadable} secret(s) are sealed under a key this keyring lacks and were left as they are` : ''));
       return r.unreadable ? 1 : 0;
     }
-    if (!s.store.identity.orgById(args[0] ?? '') && cmd !== 'billing-sync') {
+    if (!(await s.store.identity.orgById(args[0] ?? '')) && cmd !== 'billing-sync') {
       out('no such organization');
       return 2;
     }
@@ -73,8 +73,8 @@ export async function runCli(argv: string[], config: Config, out: (s: string) =>
           out(`event must be one of: ${PROVIDER_EVENTS.join(', ')}`);
           return 2;
         }
-        s.billing.sink.apply(args[0]!, ev, args[2] ? { plan_id: args[2] } : {});
-        out(`account is now ${s.store.billing.account(args[0]!)!.state}`);
+        await s.billing.sink.apply(args[0]!, ev, args[2] ? { plan_id: args[2] } : {});
+        out(`account is now ${(await s.store.billing.account(args[0]!))!.state}`);
         return 0;
       }
       case 'agreement': {
@@ -85,11 +85,11 @@ export async function runCli(argv: string[], config: Config, out: (s: string) =>
           out('from/until must be ISO-8601 timestamps');
           return 2;
         }
-        out(`agreement ${s.billing.setOverride(args[0]!, e, from, until)} recorded`);
+        out(`agreement ${await s.billing.setOverride(args[0]!, e, from, until)} recorded`);
         return 0;
       }
       case 'billing-sync':
-        s.billing.provider.syncAll();
+        await s.billing.provider.syncAll();
         out('done');
         return 0;
       default:
@@ -100,7 +100,7 @@ export async function runCli(argv: string[], config: Config, out: (s: string) =>
     out(e instanceof AppError ? `${e.code}: ${e.message}` : `failed: ${(e as Error).name}`);
     return 1;
   } finally {
-    db.close();
+    await db.close();
   }
 }
 

@@ -54,6 +54,7 @@ export async function serve(
   const startedAt = new Date().toISOString();
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const db = openDb(path.join(config.dataDir, DB_FILENAME));
+  const closeDb = () => db.close().catch(() => undefined);
   // The entry point passes the picked substrate (its image builds in the background); without one,
   // machine operations answer 503 (identity-only use, tests of other areas).
   const given = opts.services?.substrate;
@@ -66,13 +67,13 @@ export async function serve(
   const store = createStore(db);
   let keyring;
   try {
-    keyring = opts.services?.keyring !== undefined ? opts.services.keyring : openKeyring(config, say, { sealedSecrets: store.secrets.countAll() });
+    keyring = opts.services?.keyring !== undefined ? opts.services.keyring : openKeyring(config, say, { sealedSecrets: await store.secrets.countAll() });
   } catch (e) {
-    db.close();
+    await closeDb();
     throw e;
   }
   if (!keyring) say('secrets: SECRETS_KEYRING=off, storing secrets is refused (501)');
-  const services = createServices({
+  const services = await createServices({
     onMachineFailure: (id, op, cause) => log(machineFailureLine(id, op, cause)),
     log,
     ...opts.services, keyring, substrate, config, store,
@@ -85,14 +86,14 @@ export async function serve(
   const metricsListener = metrics ? await metrics.listen(config.metricsPort!) : null;
   if (metricsListener) say(`metrics: ${metricsListener.url} (loopback only)`);
   // Time this server was not running is not metered; from now on usage is recorded every FLUSH_MS.
-  services.metering.resume();
+  await services.metering.resume();
   services.metering.start(undefined, (e) => log({ event: 'metering_flush_failed', cause: (e as Error)?.name ?? 'Error' }));
   // Machines a previous run left mid-operation are settled as soon as the substrate is there.
   const reconciled = (deferred ? deferred.ready : Promise.resolve()).then(
     () => (substrate ? services.machines.reconcile({ before: startedAt }) : []),
-    (e) => {
+    async (e) => {
       say(`substrate unavailable: ${(e as Error)?.message ?? String(e)}`);
-      services.machines.substrateUnavailable();
+      await services.machines.substrateUnavailable();
       return [];
     },
   );
@@ -111,23 +112,17 @@ export async function serve(
     }
   });
   const timer = setInterval(() => {
-    try {
-      services.billing.provider.syncAll();
+    void (async () => {
+      await services.billing.provider.syncAll();
       // Changes the operator CLI recorded (a cancellation) are acted on here, by the server.
-      services.enforceAll();
-    } catch (e) {
-      log({ event: 'billing_sync_failed', cause: (e as Error)?.name ?? 'Error' });
-    }
+      await services.enforceAll();
+    })().catch((e: unknown) => log({ event: 'billing_sync_failed', cause: (e as Error)?.name ?? 'Error' }));
   }, BILLING_SYNC_MS);
   timer.unref();
   // Sessions no client is attached to go idle, then expire (services/sessions.ts).
-  services.sessions.resume();
+  await services.sessions.resume();
   const sessionSweep = setInterval(() => {
-    try {
-      services.sessions.sweep();
-    } catch (e) {
-      log({ event: 'session_sweep_failed', cause: (e as Error)?.name ?? 'Error' });
-    }
+    services.sessions.sweep().catch((e: unknown) => log({ event: 'session_sweep_failed', cause: (e as Error)?.name ?? 'Error' }));
   }, SESSION_SWEEP_MS);
   sessionSweep.unref();
 
@@ -157,19 +152,14 @@ export async function serve(
       await gateway.close();
       gw.close();
       previews?.close();
+      clearInterval(timer);
+      clearInterval(sessionSweep);
+      services.metering.stop();
+      await services.metering.flush({ notify: false }).catch((e: unknown) => log({ event: 'metering_flush_failed', cause: (e as Error)?.name ?? 'Error' }));
       await new Promise<void>((resolve) => {
-        clearInterval(timer);
-        clearInterval(sessionSweep);
-        services.metering.stop();
-        try {
-          services.metering.flush({ notify: false });
-        } catch (e) {
-          log({ event: 'metering_flush_failed', cause: (e as Error)?.name ?? 'Error' });
-        }
         void services.pool.close();
         server.close(() => {
-          db.close();
-          resolve();
+          void closeDb().then(() => resolve());
         });
         (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
       });

@@ -20,8 +20,8 @@ export function createMetrics(s: Services) {
     help: 'Live machines by state',
     labelNames: ['state'],
     registers: [registry],
-    collect() {
-      const counts = new Map(s.store.db.all<{ state: string; n: number }>('SELECT state, COUNT(*) AS n FROM machines WHERE deleted_at IS NULL GROUP BY state').map((r) => [r.state, r.n]));
+    async collect() {
+      const counts = new Map((await s.store.machines.countByState()).map((r) => [r.state, r.n]));
       for (const st of MachineState.options) this.set({ state: st }, counts.get(st) ?? 0);
     },
   });
@@ -66,14 +66,8 @@ export function createMetrics(s: Services) {
     name: 'computer_layer_store_bytes',
     help: 'Bytes of the distinct layers held by ready snapshots and templates (as captured)',
     registers: [registry],
-    collect() {
-      const row = s.store.db.get<{ b: number | null }>(
-        `SELECT SUM(b) AS b FROM (SELECT layer_id, MAX(size_bytes) AS b FROM (
-           SELECT layer_id, size_bytes FROM snapshots WHERE state = 'ready' AND layer_id IS NOT NULL
-           UNION ALL SELECT layer_id, size_bytes FROM templates WHERE state = 'ready' AND layer_id IS NOT NULL
-         ) GROUP BY layer_id)`,
-      );
-      this.set(row?.b ?? 0);
+    async collect() {
+      this.set(await s.store.snapshots.layerBytes());
     },
   });
   new Counter({

@@ -275,9 +275,9 @@ async function tokenOf(dataDir: string, id: string): Promise<string> {
   const { openDb, DB_FILENAME } = await import('../../control-plane/src/store/db.js');
   const db = openDb(path.join(dataDir, DB_FILENAME));
   try {
-    return db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [id])!.agent_token;
+    return (await db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [id]))!.agent_token;
   } finally {
-    db.close();
+    await db.close();
   }
 }
 

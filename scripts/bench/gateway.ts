@@ -86,18 +86,18 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<void
   };
   const egress = new EgressCounter();
   const deps: GatewayDeps = {
-    authenticate: (req) => (req.headers.authorization === `Bearer ${KEY}` ? principal : null),
+    authenticate: async (req) => (req.headers.authorization === `Bearer ${KEY}` ? principal : null),
     isRecognisedOrigin: () => false,
-    getMachine: (_o, id) => ({ id, state: 'running' }),
+    getMachine: async (_o, id) => ({ id, state: 'running' }),
     openAgentStream: (_o, id, req) => dialer.open(id, token, req),
     callAgent: async (_o, id, req) => {
       const r = await pool.request(id, token, { method: req.method, path: req.path, body: req.body });
       return { status: r.status, body: r.body };
     },
-    leases: { checkSession: () => {}, checkFence: () => ({ ok: true }), watch: () => () => {} },
+    leases: { checkSession: async () => {}, checkFence: async () => ({ ok: true }), watch: () => () => {} },
     events: { validateCursor: () => {}, subscribe: () => () => {} },
     egress,
-    secretForTyping: () => {
+    secretForTyping: async () => {
       throw new Error('no secrets in this benchmark');
     },
   };

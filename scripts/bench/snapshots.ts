@@ -36,7 +36,7 @@ export async function benchSnapshots(opts: { repoRoot: string; samples?: number;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-snp-db-'));
   const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000, warn: print });
   const db = openDb(path.join(dataDir, DB_FILENAME));
-  const services = createServices({ config: parseConfig({ PUBLIC_BASE_URL: BASE, DATA_DIR: dataDir }), store: createStore(db), substrate, passwordCost: { N: 1024, r: 8, p: 1 } });
+  const services = await createServices({ config: parseConfig({ PUBLIC_BASE_URL: BASE, DATA_DIR: dataDir }), store: createStore(db), substrate, passwordCost: { N: 1024, r: 8, p: 1 } });
   const app = createApp({ services, log: () => {}, ops: ALL_OPS });
   const call = async (method: string, p: string, o: { key?: string; cookie?: string; body?: unknown } = {}) => {
     const headers: Record<string, string> = {};
@@ -127,7 +127,7 @@ export async function benchSnapshots(opts: { repoRoot: string; samples?: number;
   } finally {
     for (const id of machines) await substrate.destroy(id).catch(() => {});
     await services.pool.close();
-    db.close();
+    await db.close();
     await substrate.releaseMounts();
     fs.rmSync(root, { recursive: true, force: true });
     fs.rmSync(dataDir, { recursive: true, force: true });

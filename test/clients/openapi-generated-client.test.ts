@@ -46,7 +46,7 @@ export async function run(baseUrl: string, origin: string) {
 `;
 
 t.test('a client generated from the OpenAPI document', { timeout: 120_000 }, async (t) => {
-  const rig = makeMachinesRig({ substrate: new FakeSubstrate() });
+  const rig = await makeMachinesRig({ substrate: new FakeSubstrate() });
   const served = await serveWithGateway(rig);
   t.teardown(async () => {
     await served.close();

@@ -24,7 +24,7 @@ const fake = fakeSubstrateWithAgents({
     return [app];
   },
 });
-const rig = makeMachinesRig({ substrate: fake.substrate });
+const rig = await makeMachinesRig({ substrate: fake.substrate });
 t.teardown(async () => {
   fake.close();
   await rig.close();

@@ -7,7 +7,7 @@ import { IDENTITY_OPS } from '../../control-plane/src/api/v1/index.js';
 import { assertEnvelope, makeRig, PUBLIC_ORIGIN } from '../helpers/control-plane.js';
 
 t.test('signup, login, me, sessions, logout', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const email = 'Alice@Example.com';
   const password = 'a long enough password';
@@ -103,7 +103,7 @@ t.test('signup, login, me, sessions, logout', async (t) => {
 });
 
 t.test('secure cookie behind https', async (t) => {
-  const rig = makeRig({ env: { PUBLIC_BASE_URL: 'https://computer.example' } });
+  const rig = await makeRig({ env: { PUBLIC_BASE_URL: 'https://computer.example' } });
   t.teardown(() => rig.close());
   const r = await rig.call('POST', '/v1/auth/signup', { body: { email: 's@example.com', password: 'a long enough password' } });
   t.equal(r.status, 201);
@@ -111,7 +111,7 @@ t.test('secure cookie behind https', async (t) => {
 });
 
 t.test('switch organization', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const a = await rig.user('a');
   const b = await rig.user('b');
@@ -149,7 +149,7 @@ t.test('switch organization', async (t) => {
 });
 
 t.test('CSRF: cookie-authenticated writes need a recognised Origin', async (t) => {
-  const rig = makeRig({ env: { ALLOWED_ORIGINS: 'https://dash.example, http://localhost:3000' } });
+  const rig = await makeRig({ env: { ALLOWED_ORIGINS: 'https://dash.example, http://localhost:3000' } });
   t.teardown(() => rig.close());
   const u = await rig.user('u');
   await rig.subscribe(u.cookie);
@@ -189,7 +189,7 @@ t.test('CSRF: cookie-authenticated writes need a recognised Origin', async (t) =
 });
 
 t.test('a user in no organization', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const a = await rig.user('a');
   const b = await rig.user('b');
@@ -211,7 +211,7 @@ t.test('a user in no organization', async (t) => {
 });
 
 t.test('rate limits: signups per IP, failed logins per (e-mail, IP) with backoff', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const pw = 'a long enough password';
   for (let i = 0; i < 10; i++) {
@@ -262,7 +262,7 @@ t.test('rate limits: signups per IP, failed logins per (e-mail, IP) with backoff
 });
 
 t.test('TRUST_PROXY takes the right-most X-Forwarded-For', async (t) => {
-  const rig = makeRig({ env: { TRUST_PROXY: 'true' } });
+  const rig = await makeRig({ env: { TRUST_PROXY: 'true' } });
   t.teardown(() => rig.close());
   const pw = 'a long enough password';
   for (let i = 0; i < 10; i++) {
@@ -274,7 +274,7 @@ t.test('TRUST_PROXY takes the right-most X-Forwarded-For', async (t) => {
 });
 
 t.test('API keys: format, shown once, hashed at rest, last_used_at, revoke', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const u = await rig.user('k');
   await rig.subscribe(u.cookie);
@@ -310,7 +310,7 @@ t.test('API keys: format, shown once, hashed at rest, last_used_at, revoke', asy
 });
 
 t.test('errors: envelope, zod paths, unknown routes, unexpected failures, logging', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const boom = defineOp({
     name: 'test.boom',

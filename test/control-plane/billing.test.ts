@@ -25,7 +25,7 @@ async function checkout(rig: Rig, cookie: string, plan: string) {
 }
 
 t.test('plans catalog', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const r = await rig.call('GET', '/v1/plans');
   t.equal(r.status, 200, 'public');
@@ -56,7 +56,7 @@ t.test('plans catalog', async (t) => {
 });
 
 t.test('account states: checkout → trialing → provider events', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const u = await rig.user('o');
   // Browser sessions last 14 days, like the trial: read through a key, which does not expire, once the account
@@ -114,16 +114,16 @@ t.test('account states: checkout → trialing → provider events', async (t) =>
   t.same(a2.period, { start: new Date(rig.clock.t).toISOString(), end: new Date(rig.clock.t + 30 * DAY).toISOString() });
 
   const b = rig.services.builtin!;
-  b.emit(u.orgId, 'payment.failed');
+  await b.emit(u.orgId, 'payment.failed');
   const a3 = await acct();
   t.equal(a3.state, 'past_due');
   t.same(a3.plan, { id: 'pro', name: 'Pro' }, 'past_due keeps the plan');
   t.equal(a3.limits.find((l: any) => l.key === 'machines').limit, 20);
-  t.doesNotThrow(() => rig.services.quotas.check(u.orgId, 'machines', { current: 0 }), 'past_due still creates');
-  b.emit(u.orgId, 'payment.succeeded');
+  await t.resolves(rig.services.quotas.check(u.orgId, 'machines', { current: 0 }), 'past_due still creates');
+  await b.emit(u.orgId, 'payment.succeeded');
   t.equal((await acct()).state, 'active');
 
-  t.throws(() => b.emit(u.orgId, 'trial.converted'), { code: 'conflict' }, 'illegal move refused');
+  await t.rejects(b.emit(u.orgId, 'trial.converted'), { code: 'conflict' }, 'illegal move refused');
 
   // Cancel through the portal page.
   const portal = await rig.call('POST', '/v1/billing/portal', { cookie: u.cookie, body: { return_url: `${PUBLIC_ORIGIN}/billing` } });
@@ -142,9 +142,9 @@ t.test('account states: checkout → trialing → provider events', async (t) =>
   t.equal((await acct()).state, 'canceled');
   t.notMatch((await rig.call('GET', ppath)).text, /Cancel subscription/);
 
-  const refused = (() => {
+  const refused = await (async () => {
     try {
-      rig.services.quotas.check(u.orgId, 'machines', { current: 0 });
+      await rig.services.quotas.check(u.orgId, 'machines', { current: 0 });
     } catch (e) {
       return e as AppError;
     }
@@ -160,7 +160,7 @@ t.test('account states: checkout → trialing → provider events', async (t) =>
   const a4 = await acct();
   t.equal(a4.state, 'active');
   t.equal(a4.plan.id, 'startup');
-  t.same(rig.services.billing.events(u.orgId).map((e) => `${e.from_state}>${e.to_state}`), [
+  t.same((await rig.services.billing.events(u.orgId)).map((e) => `${e.from_state}>${e.to_state}`), [
     'unsubscribed>trialing', 'trialing>active', 'active>past_due', 'past_due>active', 'active>canceled', 'canceled>active',
   ]);
 
@@ -172,24 +172,24 @@ t.test('account states: checkout → trialing → provider events', async (t) =>
 });
 
 t.test('trial payment failure and trial cancel', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const u = await rig.user('o');
   const co = await checkout(rig, u.cookie, 'developer');
   await rig.call('GET', new URL(co.json.url).pathname);
   const a = await rig.call('GET', '/v1/billing', { cookie: u.cookie });
   t.same(a.json.trial, { days: 14, included_compute_standard_hours: 120, included_egress_gb: 0, overage_allowed: true }, 'developer trial differs');
-  rig.services.builtin!.emit(u.orgId, 'trial.payment_failed');
+  await rig.services.builtin!.emit(u.orgId, 'trial.payment_failed');
   t.equal((await rig.call('GET', '/v1/billing', { cookie: u.cookie })).json.state, 'past_due');
-  rig.services.builtin!.emit(u.orgId, 'subscription.canceled');
+  await rig.services.builtin!.emit(u.orgId, 'subscription.canceled');
   t.equal((await rig.call('GET', '/v1/billing', { cookie: u.cookie })).json.state, 'canceled');
 });
 
 t.test('quota engine: exact error shape over HTTP, limits, enterprise', async (t) => {
-  const rig = makeRig({ env: { UPGRADE_URL: 'https://cp.test/upgrade' } });
+  const rig = await makeRig({ env: { UPGRADE_URL: 'https://cp.test/upgrade' } });
   t.teardown(() => rig.close());
   let running = 0;
-  rig.services.quotas.registerCounter('running_machines', () => running);
+  rig.services.quotas.registerCounter('running_machines', async () => running);
   const start = defineOp({
     name: 'probe.start',
     method: 'post',
@@ -197,8 +197,8 @@ t.test('quota engine: exact error shape over HTTP, limits, enterprise', async (t
     auth: 'any',
     permission: 'machines:control',
     responses: { 200: z.object({ running: z.number().int() }) },
-    handler(c, s) {
-      s.quotas.check(c.get('principal').org_id!, 'running_machines');
+    async handler(c, s) {
+      await s.quotas.check(c.get('principal').org_id!, 'running_machines');
       running++;
       return c.json({ running });
     },
@@ -231,15 +231,15 @@ t.test('quota engine: exact error shape over HTTP, limits, enterprise', async (t
   t.same(limits.find((l: any) => l.key === 'running_machines'), { key: 'running_machines', current: 3, limit: 3 });
 
   // `adding` and caller-supplied counts.
-  t.throws(() => rig.services.quotas.check(u.orgId, 'machines', { current: 4, adding: 2 }), { code: 'quota_exceeded' });
-  t.doesNotThrow(() => rig.services.quotas.check(u.orgId, 'machines', { current: 4, adding: 1 }));
-  t.throws(() => rig.services.quotas.check(u.orgId, 'snapshots_per_machine', { current: 10 }), { quota: { limit: 'snapshots_per_machine', maximum: 10 } } as object as Error);
+  await t.rejects(rig.services.quotas.check(u.orgId, 'machines', { current: 4, adding: 2 }), { code: 'quota_exceeded' });
+  await t.resolves(rig.services.quotas.check(u.orgId, 'machines', { current: 4, adding: 1 }));
+  await t.rejects(rig.services.quotas.check(u.orgId, 'snapshots_per_machine', { current: 10 }), { quota: { limit: 'snapshots_per_machine', maximum: 10 } } as object as Error);
 
   // Enterprise: refused at checkout without an agreement; with one, its numbers apply; lapsed → refused.
   const e = await rig.user('ent');
   assertEnvelope(t, await checkout(rig, e.cookie, 'enterprise'), 'precondition_failed', 412);
   const now = new Date(rig.clock.t);
-  rig.services.billing.setOverride(e.orgId, {
+  await rig.services.billing.setOverride(e.orgId, {
     running_machines: 200, machines: 500, snapshots_per_machine: 100, templates: 300, members: 400, concurrent_sessions: 800,
     largest_size: 'large', included_compute_standard_hours: 10000, included_hot_storage_gb: 5000, overage_allowed: true,
   }, now, new Date(now.getTime() + 30 * DAY));
@@ -251,11 +251,11 @@ t.test('quota engine: exact error shape over HTTP, limits, enterprise', async (t
   const ea = (await rig.call('GET', '/v1/billing', { key: ekey })).json;
   t.equal(ea.state, 'active');
   t.equal(ea.limits.find((l: any) => l.key === 'machines').limit, 500);
-  t.doesNotThrow(() => rig.services.quotas.check(e.orgId, 'machines', { current: 499 }));
+  await t.resolves(rig.services.quotas.check(e.orgId, 'machines', { current: 499 }));
   rig.clock.t += 16 * DAY; // agreement lapses
   let err: AppError | null = null;
   try {
-    rig.services.quotas.check(e.orgId, 'machines', { current: 0 });
+    await rig.services.quotas.check(e.orgId, 'machines', { current: 0 });
   } catch (x) {
     err = x as AppError;
   }
@@ -265,7 +265,7 @@ t.test('quota engine: exact error shape over HTTP, limits, enterprise', async (t
 });
 
 t.test('operator CLI drives provider events and agreements on the same database', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const u = await rig.user('cli');
   const co = await checkout(rig, u.cookie, 'pro');
@@ -290,7 +290,7 @@ t.test('operator CLI drives provider events and agreements on the same database'
 
 t.test('another billing provider: the built-in pages answer unsupported_operation', async (t) => {
   const calls: string[] = [];
-  const rig = makeRig({
+  const rig = await makeRig({
     services: {
       // A real provider would keep the sink and call sink.apply from its webhook route.
       billingProvider: () => ({
@@ -302,8 +302,8 @@ t.test('another billing provider: the built-in pages answer unsupported_operatio
         async createPortal() {
           return { url: 'https://pay.example/p/1' };
         },
-        sync() {},
-        syncAll() {},
+        async sync() {},
+        async syncAll() {},
       }),
     },
   });
@@ -315,6 +315,6 @@ t.test('another billing provider: the built-in pages answer unsupported_operatio
   t.equal(rig.services.builtin, null);
   assertEnvelope(t, await rig.call('GET', '/v1/billing/checkout/whatever/complete'), 'unsupported_operation', 501);
   assertEnvelope(t, await rig.call('GET', '/v1/billing/portal/whatever'), 'unsupported_operation', 501);
-  rig.services.billing.sink.apply(u.orgId, 'checkout.completed', { plan_id: 'pro' });
+  await rig.services.billing.sink.apply(u.orgId, 'checkout.completed', { plan_id: 'pro' });
   t.equal((await rig.call('GET', '/v1/billing', { cookie: u.cookie })).json.state, 'trialing', 'events from any provider use the same table');
 });

@@ -41,7 +41,7 @@ t.test('config: defaults and bounds of the commit ratios', async (t) => {
 
 t.test('a free trial cannot put 24 GiB of machines on a 23.5 GiB host', async (t) => {
   const sub = new FakeSubstrate();
-  const rig = makeMachinesRig({ substrate: sub, services: { readyProbe: false, hostResources: HOST } });
+  const rig = await makeMachinesRig({ substrate: sub, services: { readyProbe: false, hostResources: HOST } });
   t.teardown(() => rig.close());
   const trial = await rig.tenant('developer');
   const other = await rig.tenant('pro');
@@ -77,7 +77,7 @@ t.test('a free trial cannot put 24 GiB of machines on a 23.5 GiB host', async (t
 t.test('concurrent boots never overshoot the host', async (t) => {
   const sub = new FakeSubstrate({ delays: { create: 20, start: 20 } });
   // Room for exactly 5 small machines (5 × 4096 ≤ floor(23000 × 0.9) = 20700 < 6 × 4096).
-  const rig = makeMachinesRig({ substrate: sub, services: { readyProbe: false, hostResources: { memory_mb: 23000, vcpu: 64 } } });
+  const rig = await makeMachinesRig({ substrate: sub, services: { readyProbe: false, hostResources: { memory_mb: 23000, vcpu: 64 } } });
   t.teardown(() => rig.close());
   const tenants = await Promise.all([rig.tenant('pro'), rig.tenant('pro'), rig.tenant('pro')]);
   const stopped = await rig.call('POST', '/v1/machines', { key: tenants[0]!.key, body: { name: 'st', size: 'small', start: false } });
@@ -89,5 +89,5 @@ t.test('concurrent boots never overshoot the host', async (t) => {
   const ok = res.filter((r) => r.status === 200 || r.status === 201).length;
   t.equal(ok, 5, 'exactly five boots admitted');
   t.equal(res.filter((r) => r.status === 503 && r.json?.error?.code === 'compute_unavailable').length, 5, 'the rest refused with 503');
-  t.equal(rig.store.machines.inStates(['creating', 'starting', 'running', 'stopping']).length, 5);
+  t.equal((await rig.store.machines.inStates(['creating', 'starting', 'running', 'stopping'])).length, 5);
 });

@@ -12,7 +12,7 @@ import { EgressTally } from '../../control-plane/src/services/metering.js';
 import { fakeAgentsRig } from '../helpers/machines-fake-agent.js';
 
 t.test('machine answers through /v1 count as the machine egress, byte for byte', async (t) => {
-  const { rig } = fakeAgentsRig(t);
+  const { rig } = await fakeAgentsRig(t);
   const a = await rig.tenant('pro');
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const egress = rig.services.metering.egress;

@@ -37,17 +37,17 @@ t.test('migration 10: a data dir with "Before restore" rows of origin restore mi
 
   const db = openDb(file);
   t.teardown(() => db.close());
-  t.equal(schemaVersion(db), 10);
-  t.same(db.all('SELECT id, org_id, machine_id, name, state, origin, layer_id, size_bytes, created_at, completed_at FROM snapshots ORDER BY id'), [
+  t.equal((await schemaVersion(db)), 10);
+  t.same((await db.all('SELECT id, org_id, machine_id, name, state, origin, layer_id, size_bytes, created_at, completed_at FROM snapshots ORDER BY id')), [
     { id: 'snp_1', org_id: 'org_a', machine_id: 'mch_1', name: 'mine', state: 'ready', origin: 'manual', layer_id: 'lyr_1', size_bytes: 10, created_at: '2026-01-01T00:00:01.000Z', completed_at: '2026-01-01T00:00:02.000Z' },
     { id: 'snp_2', org_id: 'org_a', machine_id: 'mch_1', name: 'Before restore', state: 'ready', origin: 'stop', layer_id: 'lyr_2', size_bytes: 20, created_at: '2026-01-01T00:00:03.000Z', completed_at: '2026-01-01T00:00:04.000Z' },
     { id: 'snp_3', org_id: 'org_a', machine_id: 'mch_1', name: 'Stopped by billing', state: 'error', origin: 'stop', layer_id: null, size_bytes: null, created_at: '2026-01-01T00:00:05.000Z', completed_at: '2026-01-01T00:00:06.000Z' },
     { id: 'snp_4', org_id: 'org_a', machine_id: 'mch_2', name: 'Before restore', state: 'pending', origin: 'stop', layer_id: null, size_bytes: null, created_at: '2026-01-01T00:00:07.000Z', completed_at: null },
     { id: 'snp_5', org_id: 'org_a', machine_id: 'mch_2', name: 'tpl', state: 'ready', origin: 'template', layer_id: 'lyr_5', size_bytes: 50, created_at: '2026-01-01T00:00:08.000Z', completed_at: '2026-01-01T00:00:09.000Z' },
   ]);
-  t.throws(() => db.run("INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,created_at) VALUES ('snp_6','org_a','mch_1','x','ready','restore','x')"), 'origin restore is no longer stored');
-  t.same(db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'snapshots' AND sql IS NOT NULL ORDER BY name").map((r) => r.name), ['snapshots_machine', 'snapshots_org']);
-  t.same(db.all('PRAGMA foreign_key_check'), [], 'no dangling reference');
+  await t.rejects(db.run("INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,created_at) VALUES ('snp_6','org_a','mch_1','x','ready','restore','x')"), 'origin restore is no longer stored');
+  t.same((await db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'snapshots' AND sql IS NOT NULL ORDER BY name")).map((r) => r.name), ['snapshots_machine', 'snapshots_org']);
+  t.same((await db.all('PRAGMA foreign_key_check')), [], 'no dangling reference');
 });
 
 t.test('database: pragmas, migrations, acknowledged writes survive a reopen', async (t) => {
@@ -55,30 +55,30 @@ t.test('database: pragmas, migrations, acknowledged writes survive a reopen', as
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'x.sqlite');
   const db = openDb(file);
-  t.equal(db.get<{ journal_mode: string }>('PRAGMA journal_mode')!.journal_mode, 'wal');
-  t.equal(db.get<{ synchronous: number }>('PRAGMA synchronous')!.synchronous, 2, 'synchronous = FULL');
-  t.equal(db.get<{ foreign_keys: number }>('PRAGMA foreign_keys')!.foreign_keys, 1);
-  t.equal(db.get<{ timeout: number }>('PRAGMA busy_timeout')!.timeout, 5000);
-  t.equal(schemaVersion(db), MIGRATIONS[MIGRATIONS.length - 1]!.version);
+  t.equal((await db.get<{ journal_mode: string }>('PRAGMA journal_mode'))!.journal_mode, 'wal');
+  t.equal((await db.get<{ synchronous: number }>('PRAGMA synchronous'))!.synchronous, 2, 'synchronous = FULL');
+  t.equal((await db.get<{ foreign_keys: number }>('PRAGMA foreign_keys'))!.foreign_keys, 1);
+  t.equal((await db.get<{ timeout: number }>('PRAGMA busy_timeout'))!.timeout, 5000);
+  t.equal((await schemaVersion(db)), MIGRATIONS[MIGRATIONS.length - 1]!.version);
   t.same(MIGRATIONS.map((m) => m.version), MIGRATIONS.map((_, i) => i + 1), 'versions are 1..n in order');
-  t.throws(() => db.run("INSERT INTO memberships (id, org_id, user_id, role, created_at) VALUES ('m','nope','nope','owner','x')"), 'foreign keys enforced');
-  t.throws(() => db.tx(() => {
-    db.run("INSERT INTO organizations (id, name, personal, created_at) VALUES ('o1','n',0,'x')");
+  await t.rejects(db.run("INSERT INTO memberships (id, org_id, user_id, role, created_at) VALUES ('m','nope','nope','owner','x')"), 'foreign keys enforced');
+  await t.rejects(db.tx(async () => {
+    await db.run("INSERT INTO organizations (id, name, personal, created_at) VALUES ('o1','n',0,'x')");
     throw new Error('roll back');
   }));
-  t.equal(db.get('SELECT * FROM organizations WHERE id = ?', ['o1']), undefined, 'a failed transaction leaves nothing');
-  db.close();
+  t.equal((await db.get('SELECT * FROM organizations WHERE id = ?', ['o1'])), undefined, 'a failed transaction leaves nothing');
+  await db.close();
   const again = openDb(file);
-  t.equal(schemaVersion(again), MIGRATIONS.length, 'reopening does not re-run migrations');
-  again.close();
+  t.equal((await schemaVersion(again)), MIGRATIONS.length, 'reopening does not re-run migrations');
+  await again.close();
 
   // Through the app: a signup acknowledged with 201 is there after the database is closed and reopened.
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const u = await rig.user('durable');
   const reopened = openDb(rig.store.db.path);
-  t.equal(reopened.get<{ email: string }>('SELECT email FROM users WHERE id = ?', [u.userId])?.email, u.email);
-  reopened.close();
+  t.equal((await reopened.get<{ email: string }>('SELECT email FROM users WHERE id = ?', [u.userId]))?.email, u.email);
+  await reopened.close();
 });
 
 t.test('passwords: scrypt at the default cost, constant-time verify', async (t) => {

@@ -11,7 +11,7 @@ function setup(t: Test) {
 }
 
 t.test('sessions: open, list, get, close; opener recorded; concurrent_sessions quota', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('developer'); // concurrent_sessions 10
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const s = await rig.call('POST', '/v1/sessions', { key: a.key, body: { machine_id: m.id, type: 'agent' } });
@@ -37,7 +37,7 @@ t.test('sessions: open, list, get, close; opener recorded; concurrent_sessions q
 });
 
 t.test('input lease: fence monotonic, renew, conflict, force, expiry, release', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro');
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const other = await rig.key(a.cookie, ['machines:control', 'sessions:write']);
@@ -110,7 +110,7 @@ t.test('input lease: fence monotonic, renew, conflict, force, expiry, release', 
 });
 
 t.test('proxied routes: lease enforcement on input, reads without lease, envelopes relayed', async (t) => {
-  const { rig, fake } = setup(t);
+  const { rig, fake } = await setup(t);
   const a = await rig.tenant('pro');
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const other = await rig.key(a.cookie, ['machines:control', 'sessions:write']);
@@ -188,32 +188,32 @@ t.test('proxied routes: lease enforcement on input, reads without lease, envelop
   t.equal((await rig.call('GET', `${base}/display`, { key: a.key })).status, 200);
 
   const all = rig.bodies.join('\n');
-  const token = rig.store.machines.byId(m.id)!.agent_token;
+  const token = (await rig.store.machines.byId(m.id))!.agent_token;
   t.notOk(all.includes(token), 'no response carries the guest token');
 });
 
 t.test('gateway hooks: checkSession, checkFence, watch', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro');
   const other = await rig.key(a.cookie, ['machines:control', 'sessions:write']);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const s1 = (await rig.call('POST', '/v1/sessions', { key: a.key, body: { machine_id: m.id, type: 'agent' } })).json.id;
   const s2 = (await rig.call('POST', '/v1/sessions', { key: other.key, body: { machine_id: m.id, type: 'agent' } })).json.id;
-  const pA = rig.services.identity.principalFromApiKey(a.key)!;
+  const pA = (await rig.services.identity.principalFromApiKey(a.key))!;
   const { leases, events } = rig.services;
-  t.doesNotThrow(() => leases.checkSession(pA, m.id, s1), 'own session');
-  t.throws(() => leases.checkSession(pA, m.id, s2), { code: 'permission_denied' }, "another key's session");
+  await t.resolves(leases.checkSession(pA, m.id, s1), 'own session');
+  await t.rejects(leases.checkSession(pA, m.id, s2), { code: 'permission_denied' }, "another key's session");
   t.throws(() => events.validateCursor('garbage'), { code: 'invalid_request' });
   const released: string[] = [];
   const unwatch = leases.watch(m.id, (sid) => released.push(sid));
   await rig.call('POST', `/v1/machines/${m.id}/input-lease`, { key: a.key, body: { session_id: s1 } });
-  t.same(leases.checkFence(pA, m.id, s1, 1), { ok: true });
-  t.same(leases.checkFence(pA, m.id, s1, 2), { ok: false, current: 1 });
+  t.same(await leases.checkFence(pA, m.id, s1, 1), { ok: true });
+  t.same(await leases.checkFence(pA, m.id, s1, 2), { ok: false, current: 1 });
   await rig.call('POST', `/v1/machines/${m.id}/input-lease`, { key: other.key, body: { session_id: s2, force: true } });
-  t.same(leases.checkFence(pA, m.id, s1, 1), { ok: false, current: 2 }, 'the old holder is told the current fence');
+  t.same(await leases.checkFence(pA, m.id, s1, 1), { ok: false, current: 2 }, 'the old holder is told the current fence');
   await rig.call('DELETE', `/v1/machines/${m.id}/input-lease`, { key: other.key });
   await new Promise((r) => setTimeout(r, 20));
   t.same(released, [s1, s2], 'takeover and release are both reported');
-  t.same(leases.checkFence(pA, m.id, s2, 2), { ok: false, current: null });
+  t.same(await leases.checkFence(pA, m.id, s2, 2), { ok: false, current: null });
   unwatch();
 });

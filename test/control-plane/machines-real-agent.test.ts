@@ -46,7 +46,7 @@ t.test('the /v1 machine routes against the real agent', { timeout: 180_000 }, as
       server.emit('connection', end);
     },
   });
-  const rig = makeMachinesRig({ substrate: sub });
+  const rig = await makeMachinesRig({ substrate: sub });
   t.teardown(async () => {
     await rig.close();
     server?.close();

@@ -17,13 +17,13 @@ async function createMachine(t: Test, rig: MachinesRig, key: string, name: strin
 
 t.test('substrate watch', async (t) => {
   const fake = new FakeSubstrate();
-  const rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
+  const rig = await makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
   t.teardown(() => rig.close());
   const { key } = await rig.tenant();
   const make = (name: string) => createMachine(t, rig, key, name);
   const types = async (id: string) =>
     ((await rig.call('GET', `/v1/machines/${id}/events`, { key })).json.data as Array<{ type: string; data: any }>).reverse();
-  const state = (id: string) => rig.store.machines.byId(id)!.state;
+  const state = async (id: string) => (await rig.store.machines.byId(id))!.state;
 
   const crashed = await make('crashed');
   const clean = await make('clean');
@@ -32,15 +32,15 @@ t.test('substrate watch', async (t) => {
   fake.exitFromOutside(clean, 'shutdown');
   const moved = await rig.services.machines.watchPass();
   t.same(moved.sort((a, b) => a.id.localeCompare(b.id)), [{ id: crashed, to: 'error' }, { id: clean, to: 'stopped' }].sort((a, b) => a.id.localeCompare(b.id)));
-  t.equal(state(crashed), 'error');
+  t.equal((await state(crashed)), 'error');
   t.match((await types(crashed)).at(-1), { type: 'machine.failed', data: { from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: 'exited' } });
-  t.equal(state(clean), 'stopped');
+  t.equal((await state(clean)), 'stopped');
   t.match((await types(clean)).at(-1), { type: 'machine.stopped', data: { from: 'running', to: 'stopped', reason: 'guest_shutdown' } });
-  t.equal(state(alive), 'running');
+  t.equal((await state(alive)), 'running');
   t.same(await rig.services.machines.watchPass(), [], 'a second pass finds nothing');
 
   t.equal((await rig.call('POST', `/v1/machines/${crashed}/start`, { key })).status, 200, 'start from error');
-  t.equal(state(crashed), 'running');
+  t.equal((await state(crashed)), 'running');
 
   // The watch has read the row and is probing (slowly) when a user's stop is decided: the stop's act takes the
   // disk lock first, and the watch's compare-and-set then finds the row moved.
@@ -51,13 +51,13 @@ t.test('substrate watch', async (t) => {
   t.equal(stop.status, 200);
   t.same(await pass, [], 'the watch reported nothing');
   fake.setDelay('liveness', 0);
-  t.equal(state(alive), 'stopped');
+  t.equal((await state(alive)), 'stopped');
   t.notOk((await types(alive)).some((e) => e.type === 'machine.failed'), 'no machine.failed after a user stop');
 });
 
 t.test('a substrate that stops answering: host.unhealthy once per episode', async (t) => {
   const fake = new FakeSubstrate();
-  const rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
+  const rig = await makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
   t.teardown(() => rig.close());
   const { key } = await rig.tenant();
   const id = (await rig.call('POST', '/v1/machines', { key, body: { name: 'm' } })).json.id as string;
@@ -73,7 +73,7 @@ t.test('a substrate that stops answering: host.unhealthy once per episode', asyn
   fake.failNext('liveness');
   await rig.services.machines.watchPass();
   t.equal((await unhealthy()).length, 2, 'again after it answered in between');
-  t.equal(rig.store.machines.byId(id)!.state, 'running', 'a probe failure moves no machine');
+  t.equal((await rig.store.machines.byId(id))!.state, 'running', 'a probe failure moves no machine');
 });
 
 /** The fake has no volume: the two optional substrate calls are added to this instance, driven by the test. */
@@ -98,13 +98,13 @@ t.test('a read-only disk volume: recovery waits for acts in flight, survives a f
   const fake = new FakeSubstrate();
   const vol = fakeVolume(fake);
   const { remounts } = vol;
-  const rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
+  const rig = await makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
   t.teardown(() => rig.close());
   const { key } = await rig.tenant();
   const make = (name: string, start = true) => createMachine(t, rig, key, name, start);
   const events = async (id: string) =>
     ((await rig.call('GET', `/v1/machines/${id}/events?limit=100`, { key })).json.data as Array<{ type: string; data: any }>).reverse();
-  const state = (id: string) => rig.store.machines.byId(id)!.state;
+  const state = async (id: string) => (await rig.store.machines.byId(id))!.state;
   const running = await make('running');
   const resting = await make('resting', false);
   const booting = await make('booting', false);
@@ -117,15 +117,15 @@ t.test('a read-only disk volume: recovery waits for acts in flight, survives a f
   vol.remountFails = 1;
   await rig.services.machines.watchPass();
   t.same(remounts, [], 'no recovery while a start is in flight');
-  t.equal(state(running), 'running');
+  t.equal((await state(running)), 'running');
   t.equal((await inFlight).status, 200, 'the start in flight completes');
   fake.setDelay('start', 0);
 
   // Space is there (the backing directory cannot be read: not low), nothing in flight: stop, remount (fails).
   await rig.services.machines.watchPass();
   t.same(remounts, ['failed']);
-  t.equal(state(running), 'stopped', 'stopped, honestly, while the volume could not be mounted again');
-  t.equal(state(booting), 'stopped');
+  t.equal((await state(running)), 'stopped', 'stopped, honestly, while the volume could not be mounted again');
+  t.equal((await state(booting)), 'stopped');
   const refused = await rig.call('POST', `/v1/machines/${running}/start`, { key });
   t.equal(refused.status, 503, 'a user start is refused while read-only');
   t.equal(refused.headers.get('retry-after'), '30');
@@ -134,14 +134,14 @@ t.test('a read-only disk volume: recovery waits for acts in flight, survives a f
   await rig.services.machines.watchPass();
   t.same(remounts, ['failed', 'ok']);
   for (const id of [running, booting]) {
-    t.equal(state(id), 'running');
+    t.equal((await state(id)), 'running');
     t.same((await events(id)).filter((e) => e.type === 'host.unhealthy').map((e) => e.data), [{ reason: 'disk_read_only' }]);
     t.match((await events(id)).filter((e) => ['machine.stopped', 'machine.started'].includes(e.type)).slice(-2), [
       { type: 'machine.stopped', data: { from: 'stopping', to: 'stopped', reason: 'disk_read_only' } },
       { type: 'machine.started', data: { from: 'starting', to: 'running', reason: 'host_recovered' } },
     ]);
   }
-  t.equal(state(resting), 'stopped', 'a machine that was stopped stays stopped');
+  t.equal((await state(resting)), 'stopped', 'a machine that was stopped stays stopped');
   t.same((await events(resting)).filter((e) => e.type === 'host.unhealthy').map((e) => e.data), [{ reason: 'disk_read_only' }]);
   t.same(await rig.services.machines.watchPass(), []);
   t.same(remounts, ['failed', 'ok'], 'nothing more once the volume is writable');
@@ -150,7 +150,8 @@ t.test('a read-only disk volume: recovery waits for acts in flight, survives a f
   vol.readOnly = true;
   fake.failNext('start');
   await rig.services.machines.watchPass();
-  const failedStart = [running, booting].filter((id) => state(id) === 'stopped');
+  const states = await Promise.all([running, booting].map(state));
+  const failedStart = [running, booting].filter((_, i) => states[i] === 'stopped');
   t.equal(failedStart.length, 1, 'one start failed');
   t.match((await events(failedStart[0]!)).at(-1), { type: 'machine.stopped', data: { reason: 'host_recovered', restarted: false, code: 'compute_unavailable' } });
   t.equal((await rig.call('POST', `/v1/machines/${failedStart[0]}/start`, { key })).status, 200, 'and a start works');
@@ -160,7 +161,7 @@ t.test('a read-only disk volume: recovery waits for acts in flight, survives a f
 t.test('a read-only disk volume: the starts a recovery owes survive a control-plane restart', async (t) => {
   const fake = new FakeSubstrate();
   const vol = fakeVolume(fake);
-  let rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
+  let rig = await makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
   const dir = rig.dir;
   t.teardown(() => rig.close());
   const { key } = await rig.tenant();
@@ -170,17 +171,17 @@ t.test('a read-only disk volume: the starts a recovery owes survive a control-pl
   vol.readOnly = true;
   vol.remountFails = 1;
   await rig.services.machines.watchPass();
-  t.same([a, b].map((id) => rig.store.machines.byId(id)!.state), ['stopped', 'stopped'], 'stopped; the remount failed');
+  t.same(await Promise.all([a, b].map(async (id) => (await rig.store.machines.byId(id))!.state)), ['stopped', 'stopped'], 'stopped; the remount failed');
 
   // The control plane goes away before the volume is back; the next one finds what it owes in the store.
   await rig.close({ keepDir: true });
-  rig = makeMachinesRig({ substrate: fake, dir, services: { readyProbe: false } });
+  rig = await makeMachinesRig({ substrate: fake, dir, services: { readyProbe: false } });
   await rig.services.machines.reconcile();
-  t.same([a, b].map((id) => rig.store.machines.byId(id)!.state), ['stopped', 'stopped'], 'resting until the volume is back');
+  t.same(await Promise.all([a, b].map(async (id) => (await rig.store.machines.byId(id))!.state)), ['stopped', 'stopped'], 'resting until the volume is back');
   await rig.services.machines.watchPass();
   t.equal(vol.readOnly, false, 'mounted again');
-  t.same([a, b].map((id) => rig.store.machines.byId(id)!.state), ['running', 'running'], 'both started again by the new control plane');
-  t.same(rig.store.volumeRestarts.all(), [], 'nothing more owed');
+  t.same(await Promise.all([a, b].map(async (id) => (await rig.store.machines.byId(id))!.state)), ['running', 'running'], 'both started again by the new control plane');
+  t.same(await rig.store.volumeRestarts.all(), [], 'nothing more owed');
 });
 
 t.test('a machine found frozen with no capture in flight: thawed and left running, or failed when it cannot be', async (t) => {
@@ -198,7 +199,7 @@ t.test('a machine found frozen with no capture in flight: thawed and left runnin
       frozen.delete(id);
     },
   });
-  const rig = makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
+  const rig = await makeMachinesRig({ substrate: fake, services: { readyProbe: false } });
   t.teardown(() => rig.close());
   const { key } = await rig.tenant();
   const events = async (id: string) =>
@@ -209,7 +210,7 @@ t.test('a machine found frozen with no capture in flight: thawed and left runnin
   frozen.add(a);
   t.same(await rig.services.machines.watchPass(), [], 'nothing moved');
   t.same(thaws, [a], 'thawed once');
-  t.equal(rig.store.machines.byId(a)!.state, 'running');
+  t.equal((await rig.store.machines.byId(a))!.state, 'running');
   t.notOk((await events(a)).some((e) => e.type === 'machine.failed'), 'no machine.failed: it runs on');
   t.same(await rig.services.machines.watchPass(), [], 'the next pass finds it running');
   t.same(thaws, [a]);

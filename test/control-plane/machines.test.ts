@@ -14,8 +14,8 @@ function setup(t: Test) {
 }
 
 /** No response ever carried a guest token or a substrate address. */
-function assertNoLeaks(t: Test, rig: MachinesRig) {
-  const tokens = rig.store.db.all<{ agent_token: string }>('SELECT agent_token FROM machines').map((r) => r.agent_token);
+async function assertNoLeaks(t: Test, rig: MachinesRig) {
+  const tokens = (await rig.store.db.all<{ agent_token: string }>('SELECT agent_token FROM machines')).map((r) => r.agent_token);
   t.ok(tokens.length > 0, 'there were machines');
   const all = rig.bodies.join('\n');
   for (const tok of tokens) t.notOk(all.includes(tok), 'no response contains a guest token');
@@ -25,7 +25,7 @@ function assertNoLeaks(t: Test, rig: MachinesRig) {
 }
 
 t.test('lifecycle through /v1 follows the transition table', async (t) => {
-  const { rig, fake } = setup(t);
+  const { rig, fake } = await setup(t);
   const a = await rig.tenant('pro');
   const create = await rig.call('POST', '/v1/machines', { key: a.key, body: { metadata: { team: 'qa', 'x-y': 'v'.repeat(1024) } } });
   t.equal(create.status, 201);
@@ -101,7 +101,7 @@ t.test('lifecycle through /v1 follows the transition table', async (t) => {
   t.equal(ev.json.data.length, 3);
   t.ok(Date.parse(ev.json.data[0].created_at) >= Date.parse(ev.json.data[2].created_at), 'newest first');
   // machine.ready is recorded in the background once the desktop answers.
-  for (let i = 0; i < 200 && !rig.store.db.get("SELECT 1 AS x FROM machine_events WHERE machine_id = ? AND type = 'machine.ready'", [m.id]); i++) {
+  for (let i = 0; i < 200 && !(await rig.store.db.get("SELECT 1 AS x FROM machine_events WHERE machine_id = ? AND type = 'machine.ready'", [m.id])); i++) {
     await new Promise((r) => setTimeout(r, 25));
   }
   const types: string[] = [];
@@ -119,15 +119,15 @@ t.test('lifecycle through /v1 follows the transition table', async (t) => {
   t.ok(types.every((x) => (EVENT_TYPES as readonly string[]).includes(x)), 'closed set');
   const failEvents = (await rig.call('GET', `/v1/machines/${cold.json.id}/events`, { key: a.key }));
   t.equal(failEvents.status, 404, 'a deleted machine has no event log');
-  const failedRow = rig.store.db.all<{ type: string; data: string }>("SELECT type, data FROM machine_events WHERE machine_id = ? AND type = 'machine.failed'", [cold.json.id]);
+  const failedRow = await rig.store.db.all<{ type: string; data: string }>("SELECT type, data FROM machine_events WHERE machine_id = ? AND type = 'machine.failed'", [cold.json.id]);
   t.equal(failedRow.length, 1, 'machine.failed recorded');
   t.match(JSON.parse(failedRow[0]!.data), { operation: 'start', code: 'compute_unavailable' });
 
-  assertNoLeaks(t, rig);
+  await assertNoLeaks(t, rig);
 });
 
 t.test('every refused move of the transition table answers 409 through the API', async (t) => {
-  const { rig, fake } = setup(t);
+  const { rig, fake } = await setup(t);
   const a = await rig.tenant('pro');
   const routes: Record<string, { method: string; path: (id: string) => string; trigger: string }> = {
     stop: { method: 'POST', path: (id) => `/v1/machines/${id}/stop`, trigger: 'stop' },
@@ -184,7 +184,7 @@ t.test('every refused move of the transition table answers 409 through the API',
 });
 
 t.test('1,000 rounds of concurrent conflicting lifecycle calls: exactly one winner each', async (t) => {
-  const { rig, fake } = setup(t);
+  const { rig, fake } = await setup(t);
   fake.substrate.setDelay('stop', 1);
   fake.substrate.setDelay('start', 1);
   const a = await rig.tenant('pro');
@@ -226,17 +226,17 @@ t.test('1,000 rounds of concurrent conflicting lifecycle calls: exactly one winn
 });
 
 t.test('compare-and-set in the store: a stale read never moves the row', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro');
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const at = new Date().toISOString();
-  t.ok(rig.store.machines.casState(m.id, 'running', 'stopping', at), 'first CAS moves');
-  t.notOk(rig.store.machines.casState(m.id, 'running', 'deleting', at), 'second CAS from the same read fails');
-  t.equal(rig.store.machines.byId(m.id)!.state, 'stopping');
+  t.ok((await rig.store.machines.casState(m.id, 'running', 'stopping', at)), 'first CAS moves');
+  t.notOk((await rig.store.machines.casState(m.id, 'running', 'deleting', at)), 'second CAS from the same read fails');
+  t.equal((await rig.store.machines.byId(m.id))!.state, 'stopping');
 });
 
 t.test('quotas: subscription, machines, running_machines, largest size', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const none = await rig.tenant('none');
   const refused = await rig.call('POST', '/v1/machines', { cookie: none.cookie, body: {} });
   assertEnvelope(t, refused, 'quota_exceeded', 402);
@@ -278,7 +278,7 @@ t.test('quotas: subscription, machines, running_machines, largest size', async (
 });
 
 t.test('organization scoping and permissions', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro');
   const b = await rig.tenant('pro');
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
@@ -304,12 +304,12 @@ t.test('organization scoping and permissions', async (t) => {
   t.equal((await rig.call('POST', '/v1/sessions', { key: sessOnly.key, body: { machine_id: m.id, type: 'view' } })).status, 201, 'sessions:write alone opens a session');
   const controlOnly = await rig.key(a.cookie, ['machines:control']);
   assertEnvelope(t, await rig.call('DELETE', `/v1/machines/${m.id}`, { key: controlOnly.key }), 'permission_denied', 403);
-  assertNoLeaks(t, rig);
+  await assertNoLeaks(t, rig);
 });
 
 t.test('reconciler settles transient states after a control-plane restart', async (t) => {
   const fake = fakeSubstrateWithAgents();
-  const rig1 = makeMachinesRig({ substrate: fake.substrate });
+  const rig1 = await makeMachinesRig({ substrate: fake.substrate });
   const a = await rig1.tenant('pro');
   const mk = async (body: object) => (await rig1.call('POST', '/v1/machines', { key: a.key, body })).json.id as string;
   const creating = await mk({});
@@ -320,47 +320,47 @@ t.test('reconciler settles transient states after a control-plane restart', asyn
   const lostCreating = await mk({});
   const rebooted = await mk({});
   await fake.substrate.start(starting);
-  const setState = (id: string, s: string) => rig1.store.db.run('UPDATE machines SET state = ? WHERE id = ?', [s, id]);
-  setState(creating, 'creating');
-  setState(starting, 'starting');
-  setState(stopping, 'stopping');
-  setState(deleting, 'deleting');
-  setState(lostCreating, 'creating');
+  const setState = async (id: string, s: string) => rig1.store.db.run('UPDATE machines SET state = ? WHERE id = ?', [s, id]);
+  await setState(creating, 'creating');
+  await setState(starting, 'starting');
+  await setState(stopping, 'stopping');
+  await setState(deleting, 'deleting');
+  await setState(lostCreating, 'creating');
   fake.substrate.lose(lost);
   fake.substrate.machines.delete(lostCreating);
   // A host reboot: the machine's runtime is gone but its disk and record are there (status stopped).
   await fake.substrate.stop(rebooted);
   await rig1.close({ keepDir: true });
 
-  const rig2 = makeMachinesRig({ substrate: fake.substrate, dir: rig1.dir });
+  const rig2 = await makeMachinesRig({ substrate: fake.substrate, dir: rig1.dir });
   t.teardown(async () => {
     fake.close();
     await rig2.close();
   });
   t.same(await rig2.services.machines.reconcile({ before: '2000-01-01T00:00:00.000Z' }), [], 'machines moved after the cut (by live callers) are left alone');
-  t.equal(rig2.store.machines.byId(creating)!.state, 'creating');
+  t.equal((await rig2.store.machines.byId(creating))!.state, 'creating');
   const moved = await rig2.services.machines.reconcile();
-  const state = (id: string) => rig2.store.machines.byId(id)?.state ?? 'deleted';
-  t.equal(state(creating), 'running');
-  t.equal(state(starting), 'running');
-  t.equal(state(stopping), 'stopped');
+  const state = async (id: string) => (await rig2.store.machines.byId(id))?.state ?? 'deleted';
+  t.equal(await state(creating), 'running');
+  t.equal(await state(starting), 'running');
+  t.equal(await state(stopping), 'stopped');
   t.equal(fake.substrate.machines.get(stopping)?.state, 'stopped', 'the reconciler finished the stop');
-  t.equal(state(deleting), 'deleted');
+  t.equal(await state(deleting), 'deleted');
   t.notOk(fake.substrate.machines.has(deleting));
-  t.equal(state(rebooted), 'running', 'a machine left running is started again after a host reboot');
+  t.equal(await state(rebooted), 'running', 'a machine left running is started again after a host reboot');
   t.equal(fake.substrate.machines.get(rebooted)?.state, 'running');
-  t.equal(state(lost), 'stopped', 'one whose start fails rests stopped');
-  t.equal(state(lostCreating), 'error');
+  t.equal(await state(lost), 'stopped', 'one whose start fails rests stopped');
+  t.equal(await state(lostCreating), 'error');
   t.equal(moved.length, 7);
-  const failed = rig2.store.db.all<{ machine_id: string }>("SELECT machine_id FROM machine_events WHERE type = 'machine.failed'");
+  const failed = await rig2.store.db.all<{ machine_id: string }>("SELECT machine_id FROM machine_events WHERE type = 'machine.failed'");
   t.same(new Set(failed.map((f) => f.machine_id)), new Set([lostCreating]));
-  const last = (id: string) => JSON.parse(rig2.store.db.get<{ data: string }>('SELECT data FROM machine_events WHERE machine_id = ? ORDER BY seq DESC LIMIT 1', [id])!.data);
-  t.match(last(rebooted), { from: 'starting', to: 'running', reason: 'host_restart' });
-  t.match(last(lost), { from: 'starting', to: 'stopped', reason: 'host_restart', restarted: false, code: 'compute_unavailable' });
+  const last = async (id: string) => JSON.parse((await rig2.store.db.get<{ data: string }>('SELECT data FROM machine_events WHERE machine_id = ? ORDER BY seq DESC LIMIT 1', [id]))!.data);
+  t.match(await last(rebooted), { from: 'starting', to: 'running', reason: 'host_restart' });
+  t.match(await last(lost), { from: 'starting', to: 'stopped', reason: 'host_restart', restarted: false, code: 'compute_unavailable' });
 });
 
 t.test('events: subscribe delivers in order, without gaps, from a cursor', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro');
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const head = rig.services.events.headCursor(m.id);
@@ -384,14 +384,14 @@ t.test('events: subscribe delivers in order, without gaps, from a cursor', async
   t.same(resumed, ['machine.started', 'machine.updated']);
   unsub2();
   const fromHead: string[] = [];
-  const unsub3 = rig.services.events.subscribe(m.id, head, (d) => d.event.type !== 'machine.ready' && fromHead.push(d.event.type));
+  const unsub3 = rig.services.events.subscribe(m.id, (await head), (d) => d.event.type !== 'machine.ready' && fromHead.push(d.event.type));
   await new Promise((r) => setTimeout(r, 10));
   t.same(fromHead, seen, 'head cursor taken before the calls replays them all');
   unsub3();
 });
 
 t.test('substrate failures during create', async (t) => {
-  const { rig, fake } = setup(t);
+  const { rig, fake } = await setup(t);
   const a = await rig.tenant('pro');
   fake.substrate.failNext('start');
   const r = await rig.call('POST', '/v1/machines', { key: a.key, body: { name: 'boom' } });

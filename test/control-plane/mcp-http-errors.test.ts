@@ -12,7 +12,7 @@ const INIT = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVe
 const BOTH = 'application/json, text/event-stream';
 
 t.test('every refusal outside MCP JSON-RPC answers is the envelope', async (t) => {
-  const { rig } = fakeAgentsRig(t);
+  const { rig } = await fakeAgentsRig(t);
   const a = await rig.tenant('developer', ['machines:read']);
   // Straight to the app: the rig's call() always sends content-type application/json, and one case must not.
   const post = async (headers: Record<string, string>, body: string) => {

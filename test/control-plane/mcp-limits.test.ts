@@ -39,7 +39,7 @@ async function flood(rig: Rig, key: string, n: number): Promise<{ statuses: numb
 const count = (xs: number[], v: number) => xs.filter((x) => x === v).length;
 
 t.test('MCP sessions: a cap per organization; revoked keys and departed members free theirs', async (t) => {
-  const rig = makeRig({ mcp: { maxSessions: 100 } });
+  const rig = await makeRig({ mcp: { maxSessions: 100 } });
   t.teardown(() => rig.close());
   const a = await rig.user('a');
   await subscribe(rig, a.cookie);

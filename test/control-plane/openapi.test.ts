@@ -18,7 +18,7 @@ import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig } from '../helpers/machines-rig.js';
 
 const fake = fakeSubstrateWithAgents();
-const rig = makeMachinesRig({ substrate: fake.substrate });
+const rig = await makeMachinesRig({ substrate: fake.substrate });
 t.teardown(async () => {
   fake.close();
   await rig.close();

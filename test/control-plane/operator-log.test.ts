@@ -34,7 +34,7 @@ t.test('cause chain and redaction', async (t) => {
 });
 
 t.test('request lines carry machine_id', async (t) => {
-  const rig = makeMachinesRig({ substrate: new FakeSubstrate(), services: { readyProbe: false } });
+  const rig = await makeMachinesRig({ substrate: new FakeSubstrate(), services: { readyProbe: false } });
   t.teardown(() => rig.close());
   const { key } = await rig.tenant();
   const c = await rig.call('POST', '/v1/machines', { key, body: { name: 'logged' } });

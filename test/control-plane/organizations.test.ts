@@ -2,7 +2,7 @@ import t from 'tap';
 import { assertEnvelope, join, makeRig, subscribe } from '../helpers/control-plane.js';
 
 t.test('members: roles, owner-only owner changes, last-owner protection', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const owner = await rig.user('owner');
   await subscribe(rig, owner.cookie);
@@ -49,7 +49,7 @@ t.test('members: roles, owner-only owner changes, last-owner protection', async 
 });
 
 t.test('invitations: pending, accepted, revoked, expired', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const owner = await rig.user('owner');
 
@@ -113,7 +113,7 @@ t.test('invitations: pending, accepted, revoked, expired', async (t) => {
 });
 
 t.test('members quota counts pending invitations', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const owner = await rig.user('owner');
   await subscribe(rig, owner.cookie, 'developer'); // 5 members
@@ -125,7 +125,7 @@ t.test('members quota counts pending invitations', async (t) => {
 });
 
 t.test('cross-organization isolation on every route', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const a = await rig.user('a');
   const b = await rig.user('b');

@@ -30,7 +30,7 @@ async function freePort(): Promise<number> {
 
 t.test('published ports on preview hostnames', { timeout: 120_000 }, async (t) => {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate });
+  const rig = await makeMachinesRig({ substrate: fake.substrate });
   // Gateway and preview log lines land in the rig's log, which the test scans for credentials.
   const served = await serveWithGateway(rig, { deps: { log: (l) => rig.logs.push(l) } });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ports-app-'));
@@ -218,7 +218,7 @@ t.test('published ports on preview hostnames', { timeout: 120_000 }, async (t) =
   t.equal((await previewRequest(port, host, { headers: bearer })).status, 404, 'the hostname stops answering');
   assertEnvelope(t, await rig.call('GET', `${base}/${pv.id}`, { key: a.key }), 'not_found', 404);
   assertEnvelope(t, await rig.call('DELETE', `${base}/${pv.id}`, { key: a.key }), 'not_found', 404);
-  t.equal(rig.store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM previews WHERE id = ?', [pv.id])!.n, 1, 'the row stays as a tombstone: the id is never issued again');
+  t.equal((await rig.store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM previews WHERE id = ?', [pv.id]))!.n, 1, 'the row stays as a tombstone: the id is never issued again');
 
   // Public: anyone, and Authorization passes through untouched.
   const pubNew = await rig.call('POST', base, { key: a.key, body: { port: appPort, access: 'public' } });
@@ -264,7 +264,7 @@ t.test('published ports on preview hostnames', { timeout: 120_000 }, async (t) =
 
 t.test('PREVIEW_DOMAIN=off: publishing is unsupported, and previews are not served', async (t) => {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate, env: { PREVIEW_DOMAIN: 'off' } });
+  const rig = await makeMachinesRig({ substrate: fake.substrate, env: { PREVIEW_DOMAIN: 'off' } });
   const served = await serveWithGateway(rig);
   t.teardown(async () => {
     await served.close();
@@ -280,7 +280,7 @@ t.test('PREVIEW_DOMAIN=off: publishing is unsupported, and previews are not serv
 
 t.test('a hostile app: malformed, oversized or missing answers are the unavailable page, and the control plane stays up', async (t) => {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate });
+  const rig = await makeMachinesRig({ substrate: fake.substrate });
   const served = await serveWithGateway(rig, { previews: { headerTimeoutMs: 500 } });
   const answers: Record<string, string | null> = {
     '/bad-char': 'HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok',

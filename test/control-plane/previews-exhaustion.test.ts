@@ -48,7 +48,7 @@ function stalledClient(port: number, host: string): Promise<{ status: number; so
 
 t.test('never-reading preview clients: the control plane holds a bounded number of bytes', { timeout: 180_000 }, async (t) => {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate });
+  const rig = await makeMachinesRig({ substrate: fake.substrate });
   const served = await serveWithGateway(rig, { previews: { limits: { perMachine: PER_MACHINE, budgetBytes: BUDGET } } });
   const proxy = served.previews!;
   let peak = 0;

@@ -81,7 +81,7 @@ async function team(rig: Rig) {
 }
 
 t.test('role × permission and role × scope × permission', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const app = createApp({ services: rig.services, log: () => {}, ops: [...IDENTITY_OPS, ...probeOps] });
   const probe = async (perm: string, auth: { cookie?: string; key?: string }) => {
@@ -177,7 +177,7 @@ t.test('role × permission and role × scope × permission', async (t) => {
 });
 
 t.test('a key loses a permission when its creator loses it', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const app = createApp({ services: rig.services, log: () => {}, ops: [...IDENTITY_OPS, ...probeOps] });
   const probe = async (perm: string, key: string) =>

@@ -20,10 +20,10 @@ import { makeMachinesRig } from '../helpers/machines-rig.js';
 
 const SCOPES = ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'secrets:write'];
 
-function setup(t: Test, services: Parameters<typeof makeMachinesRig>[0]['services'] = {}, agent: Parameters<typeof fakeSubstrateWithAgents>[0] = {}) {
+async function setup(t: Test, services: Parameters<typeof makeMachinesRig>[0]['services'] = {}, agent: Parameters<typeof fakeSubstrateWithAgents>[0] = {}) {
   const fake = fakeSubstrateWithAgents(agent);
   const serviceLog: LogLine[] = [];
-  const rig = makeMachinesRig({ substrate: fake.substrate, services: { log: (l) => serviceLog.push(l), secretsRetry: { delaysMs: [20, 40], giveUpMs: 5_000 }, ...services } });
+  const rig = await makeMachinesRig({ substrate: fake.substrate, services: { log: (l) => serviceLog.push(l), secretsRetry: { delaysMs: [20, 40], giveUpMs: 5_000 }, ...services } });
   t.teardown(async () => {
     fake.close();
     await rig.close();
@@ -46,7 +46,7 @@ function uniqueValue(tag: string): string {
 }
 
 t.test('store, replace, list, revoke: records carry names and versions, the agent gets the values', async (t) => {
-  const { rig, fake, serviceLog } = setup(t);
+  const { rig, fake, serviceLog } = await setup(t);
   const a = await rig.tenant('pro', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: { name: 'one' } })).json;
   const m2 = (await rig.call('POST', '/v1/machines', { key: a.key, body: { name: 'two' } })).json;
@@ -98,14 +98,14 @@ t.test('store, replace, list, revoke: records carry names and versions, the agen
   // Deleting a machine deletes its secrets.
   t.equal((await rig.call('DELETE', `/v1/machines/${m2.id}`, { key: a.key })).status, 204);
   t.same((await rig.call('GET', '/v1/secrets', { key: a.key })).json.data.map((s: any) => s.name), ['API_TOKEN']);
-  t.equal(rig.store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machine_secrets WHERE machine_id = ?', [m2.id])!.n, 0, 'no row left');
+  t.equal((await rig.store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machine_secrets WHERE machine_id = ?', [m2.id]))!.n, 0, 'no row left');
 
   const everything = [...rig.bodies, ...rig.logs.map((l) => JSON.stringify(l)), ...serviceLog.map((l) => JSON.stringify(l))].join('\n');
   for (const v of [v1, v2]) t.notOk(everything.includes(v), 'no answer or log line holds a value');
 });
 
 t.test('validation, limits and permissions; no refused value is echoed', async (t) => {
-  const { rig, serviceLog } = setup(t);
+  const { rig, serviceLog } = await setup(t);
   const a = await rig.tenant('pro', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const base = `/v1/machines/${m.id}/secrets`;
@@ -160,7 +160,7 @@ t.test('validation, limits and permissions; no refused value is echoed', async (
 });
 
 t.test('delivery state follows the machine: stored while stopped, delivered at start, cleared by a stop', async (t) => {
-  const { rig, fake } = setup(t);
+  const { rig, fake } = await setup(t);
   const a = await rig.tenant('pro', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: { start: false } })).json;
   const base = `/v1/machines/${m.id}/secrets`;
@@ -191,7 +191,7 @@ t.test('delivery state follows the machine: stored while stopped, delivered at s
 });
 
 t.test('typed by reference: the stored value reaches the keyboard, never an answer', async (t) => {
-  const { rig, fake, serviceLog } = setup(t);
+  const { rig, fake, serviceLog } = await setup(t);
   const a = await rig.tenant('pro', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const value = uniqueValue('typed') + " with 'quotes' and ünïcode";
@@ -226,7 +226,7 @@ t.test('typed by reference: the stored value reaches the keyboard, never an answ
 });
 
 t.test('at rest: sealed in the database, and the keyring rotates through the operator CLI', async (t) => {
-  const { rig, fake } = setup(t);
+  const { rig, fake } = await setup(t);
   const a = await rig.tenant('pro', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const values = { ALPHA: uniqueValue('alpha'), BETA: uniqueValue('beta') };
@@ -236,8 +236,8 @@ t.test('at rest: sealed in the database, and the keyring rotates through the ope
   t.equal(fs.statSync(keyringFile).mode & 0o777, 0o600, 'the default keyring was created 0600 in DATA_DIR');
   const before = JSON.parse(fs.readFileSync(keyringFile, 'utf8'));
   const rows = () => rig.store.db.all<{ name: string; key_id: string; sealed: Buffer; version: number }>('SELECT name, key_id, sealed, version FROM machine_secrets ORDER BY name');
-  t.same(rows().map((r) => r.key_id), [before.active, before.active], 'sealed under the active key');
-  rig.store.db.run('PRAGMA wal_checkpoint(FULL)');
+  t.same((await rows()).map((r) => r.key_id), [before.active, before.active], 'sealed under the active key');
+  await rig.store.db.run('PRAGMA wal_checkpoint(FULL)');
   for (const f of fs.readdirSync(rig.dir).filter((f) => f.startsWith('control-plane.sqlite'))) {
     const bytes = fs.readFileSync(path.join(rig.dir, f));
     for (const v of Object.values(values)) t.notOk(bytes.includes(Buffer.from(v)), `${f} holds no plaintext value`);
@@ -250,17 +250,17 @@ t.test('at rest: sealed in the database, and the keyring rotates through the ope
   t.not(after.active, before.active, 'a new active key');
   t.same(after.keys.map((k: any) => k.id), [after.active], 'the old key retired: nothing uses it');
   t.match(out[0], new RegExp(`active key ${after.active}; re-sealed 2 secret\\(s\\); retired ${before.active}`));
-  t.same(rows().map((r) => [r.key_id, r.version]), [[after.active, 1], [after.active, 1]], 're-sealed, versions unchanged');
+  t.same((await rows()).map((r) => [r.key_id, r.version]), [[after.active, 1], [after.active, 1]], 're-sealed, versions unchanged');
   t.equal(fs.statSync(keyringFile).mode & 0o777, 0o600, 'still 0600');
 
   // The running server picks the new keyring up: values open (delivery) and new ones seal under it.
   fake.secretsOf(m.id).clear();
   await rig.call('PUT', `/v1/machines/${m.id}/secrets`, { key: a.key, body: { name: 'GAMMA', value: 'g' } });
   t.same(Object.fromEntries(fake.secretsOf(m.id)), { ...values, GAMMA: 'g' }, 'every value opens after the rotation');
-  t.equal(rows().find((r) => r.name === 'GAMMA')!.key_id, after.active);
+  t.equal((await rows()).find((r) => r.name === 'GAMMA')!.key_id, after.active);
 
   // A row under a key the keyring lacks is reported, left alone, and kept out of deliveries.
-  rig.store.db.run("UPDATE machine_secrets SET key_id = 'kr_0000000000000000' WHERE name = 'BETA'");
+  await rig.store.db.run("UPDATE machine_secrets SET key_id = 'kr_0000000000000000' WHERE name = 'BETA'");
   const out2: string[] = [];
   t.equal(await runCli(['rotate-secrets-key'], rig.config, (l) => out2.push(l)), 1);
   t.match(out2[0], /re-sealed 2 secret\(s\).*1 secret\(s\) are sealed under a key this keyring lacks/);
@@ -270,7 +270,7 @@ t.test('at rest: sealed in the database, and the keyring rotates through the ope
 });
 
 t.test('a lost keyring: 503 while running, and a restart refuses to invent a new one while sealed secrets exist', async (t) => {
-  const { rig, fake, serviceLog } = setup(t);
+  const { rig, fake, serviceLog } = await setup(t);
   const a = await rig.tenant('pro', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   t.equal((await rig.call('PUT', `/v1/machines/${m.id}/secrets`, { key: a.key, body: { name: 'KEPT', value: uniqueValue('kept') } })).status, 200);
@@ -311,7 +311,7 @@ t.test('a lost keyring: 503 while running, and a restart refuses to invent a new
 });
 
 t.test('SECRETS_KEYRING=off: storing is 501, reading and revoking still work', async (t) => {
-  const { rig } = setup(t, { keyring: null });
+  const { rig } = await setup(t, { keyring: null });
   const a = await rig.tenant('pro', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const r = await rig.call('PUT', `/v1/machines/${m.id}/secrets`, { key: a.key, body: { name: 'X', value: 'y' } });
@@ -337,7 +337,7 @@ t.test('typed by reference against a hostile agent: nothing it echoes gets out',
     });
     return [app];
   };
-  const { rig } = setup(t, {}, { mountsFirst: hostile });
+  const { rig } = await setup(t, {}, { mountsFirst: hostile });
   const a = await rig.tenant('pro', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const value = uniqueValue('hostile');
@@ -360,7 +360,7 @@ t.test('typed by reference against a hostile agent: nothing it echoes gets out',
 });
 
 t.test('a delivery the machine cannot take is acknowledged, logged without the value, and retried', async (t) => {
-  const { rig, fake, serviceLog } = setup(t);
+  const { rig, fake, serviceLog } = await setup(t);
   const a = await rig.tenant('pro', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const base = `/v1/machines/${m.id}/secrets`;

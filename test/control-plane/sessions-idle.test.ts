@@ -15,7 +15,7 @@ const MIN = 60_000;
 
 t.test('idle and expiry of sessions', async (t) => {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate });
+  const rig = await makeMachinesRig({ substrate: fake.substrate });
   const served = await serveWithGateway(rig);
   t.teardown(async () => {
     await served.close();
@@ -69,8 +69,8 @@ t.test('idle and expiry of sessions', async (t) => {
   const lease = await rig.call('POST', `/v1/machines/${m.id}/input-lease`, { key: a.key, body: { session_id: restAgent, ttl_seconds: 3600 } });
   t.equal(lease.status, 200);
 
-  t.same(at(4, 59), { idled: [], expired: [] }, 'nothing idle before 5 minutes');
-  t.same(at(5), { idled: [viewer], expired: [] }, 'the unattached viewer is idle at 5 minutes');
+  t.same((await at(4, 59)), { idled: [], expired: [] }, 'nothing idle before 5 minutes');
+  t.same((await at(5)), { idled: [viewer], expired: [] }, 'the unattached viewer is idle at 5 minutes');
   t.equal(await state(viewer), 'idle');
   t.equal(await state(attachedAgent), 'active', 'an attached session stays active');
   t.equal(await state(restAgent), 'active', 'a live input lease keeps a session in use');
@@ -79,36 +79,36 @@ t.test('idle and expiry of sessions', async (t) => {
   // Attaching an idle session makes it active again; the clock restarts when its last client leaves.
   const back = await connect(viewer, a.key);
   t.equal(await state(viewer), 'active');
-  at(20);
+  await at(20);
   await new Promise<void>((r) => {
     back.once('close', () => r());
     back.close();
   });
   // The detach is recorded on the server's close handler; give it its turn.
   await new Promise((r) => setTimeout(r, 100));
-  t.same(at(24, 59), { idled: [], expired: [] });
-  t.same(at(25), { idled: [viewer], expired: [] }, 'idle 5 minutes after the last client left');
+  t.same((await at(24, 59)), { idled: [], expired: [] });
+  t.same((await at(25)), { idled: [viewer], expired: [] }, 'idle 5 minutes after the last client left');
 
   // The REST agent releases its lease at 30 (the last sweep that saw it leased was at 25).
   rig.clock.t = Date.parse('2026-11-22T08:30:00.000Z');
   t.equal((await rig.call('DELETE', `/v1/machines/${m.id}/input-lease`, { key: a.key })).status, 204);
-  t.same(at(30), { idled: [restAgent], expired: [] }, 'idle once its lease is gone (measured from the last sweep that saw it)');
-  t.same(at(79, 59), { idled: [], expired: [] });
-  t.same(at(80), { idled: [], expired: [viewer] }, 'expired 60 minutes after its last client left');
+  t.same((await at(30)), { idled: [restAgent], expired: [] }, 'idle once its lease is gone (measured from the last sweep that saw it)');
+  t.same((await at(79, 59)), { idled: [], expired: [] });
+  t.same((await at(80)), { idled: [], expired: [viewer] }, 'expired 60 minutes after its last client left');
   const closed = (await rig.call('GET', `/v1/sessions/${viewer}`, { key: a.key })).json;
   t.equal(closed.state, 'closed');
   t.equal(closed.closed_at, '2026-11-22T09:20:00.000Z');
   t.equal(await used(), 2, 'an expired session stops counting against concurrent_sessions');
-  t.same(at(85), { idled: [], expired: [restAgent] });
+  t.same((await at(85)), { idled: [], expired: [restAgent] });
   const ev = (await rig.call('GET', `/v1/machines/${m.id}/events?limit=200`, { key: a.key })).json.data.filter((e: any) => e.type === 'session.disconnected');
   t.same(ev.map((e: any) => `${e.data.session_id}:${e.data.reason}:${e.data.by.type}`).sort(), [`${viewer}:expired:system`, `${restAgent}:expired:system`].sort());
 
-  t.same(at(200), { idled: [], expired: [] }, 'the attached session never expires');
+  t.same((await at(200)), { idled: [], expired: [] }, 'the attached session never expires');
   t.equal(await state(attachedAgent), 'active');
   own.close();
   await new Promise((r) => setTimeout(r, 100));
-  t.same(at(205), { idled: [attachedAgent], expired: [] });
-  t.same(at(260), { idled: [], expired: [attachedAgent] });
+  t.same((await at(205)), { idled: [attachedAgent], expired: [] });
+  t.same((await at(260)), { idled: [], expired: [attachedAgent] });
   t.equal(await used(), 0);
   // A closed session cannot be attached.
   await t.rejects(connect(attachedAgent, a.key), /status 409/);

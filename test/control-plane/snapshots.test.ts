@@ -22,12 +22,12 @@ async function machine(rig: MachinesRig, key: string, body: object = {}) {
   return r.json;
 }
 
-function eventTypes(rig: MachinesRig, machineId: string): string[] {
-  return rig.store.db.all<{ type: string }>('SELECT type FROM machine_events WHERE machine_id = ? ORDER BY seq', [machineId]).map((e) => e.type);
+async function eventTypes(rig: MachinesRig, machineId: string): Promise<string[]> {
+  return (await rig.store.db.all<{ type: string }>('SELECT type FROM machine_events WHERE machine_id = ? ORDER BY seq', [machineId])).map((e) => e.type);
 }
 
 t.test('capture: 202 pending then ready, ?wait=true, list/get, events in order, newest-only delete', async (t) => {
-  const { rig, sub } = setup(t);
+  const { rig, sub } = await setup(t);
   const a = await rig.tenant('pro', ALL);
   const m = await machine(rig, a.key, { name: 'box' });
   sub.machines.get(m.id)!.files.set('/home/agent/notes.txt', 'v1');
@@ -56,7 +56,7 @@ t.test('capture: 202 pending then ready, ?wait=true, list/get, events in order, 
   const cold = await rig.call('POST', '/v1/snapshots?wait=true', { key: a.key, body: { machine_id: m.id, name: 'cold' } });
   t.equal(cold.json.state, 'ready');
 
-  t.same(eventTypes(rig, m.id).filter((e) => e.startsWith('snapshot.')), [
+  t.same((await eventTypes(rig, m.id)).filter((e) => e.startsWith('snapshot.')), [
     'snapshot.started', 'snapshot.completed', 'snapshot.started', 'snapshot.completed', 'snapshot.started', 'snapshot.completed',
   ]);
 
@@ -82,7 +82,7 @@ t.test('capture: 202 pending then ready, ?wait=true, list/get, events in order, 
   t.equal((await rig.call('DELETE', `/v1/snapshots/${pending.json.id}`, { key: a.key })).status, 204);
   assertEnvelope(t, await rig.call('GET', `/v1/snapshots/${pending.json.id}`, { key: a.key }), 'not_found', 404);
   t.equal(sub.layers.size, 0, 'every layer pin released');
-  t.equal(eventTypes(rig, m.id).filter((e) => e === 'snapshot.deleted').length, 3);
+  t.equal((await eventTypes(rig, m.id)).filter((e) => e === 'snapshot.deleted').length, 3);
 
   // a failed capture settles error with snapshot.failed, and wait answers 503 naming it
   await rig.call('POST', `/v1/machines/${m.id}/start`, { key: a.key });
@@ -91,12 +91,12 @@ t.test('capture: 202 pending then ready, ?wait=true, list/get, events in order, 
   assertEnvelope(t, failed, 'compute_unavailable', 503);
   const errId = /snp_[0-9a-z]+/.exec(failed.json.error.message)![0];
   t.match((await rig.call('GET', `/v1/snapshots/${errId}`, { key: a.key })).json, { state: 'error', size_bytes: null });
-  t.equal(eventTypes(rig, m.id).at(-1), 'snapshot.failed');
+  t.equal((await eventTypes(rig, m.id)).at(-1), 'snapshot.failed');
   t.equal((await rig.call('DELETE', `/v1/snapshots/${errId}`, { key: a.key })).status, 204, 'an error snapshot can be deleted');
 });
 
 t.test('bad input, unknown ids, other organizations, permissions', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro', ALL);
   const b = await rig.tenant('pro', ALL);
   const m = await machine(rig, a.key);
@@ -143,7 +143,7 @@ t.test('bad input, unknown ids, other organizations, permissions', async (t) => 
 });
 
 t.test('restore: lease refusal, Before restore, running comes back running on the restored disk, stopped boots into it', async (t) => {
-  const { rig, sub } = setup(t);
+  const { rig, sub } = await setup(t);
   const a = await rig.tenant('pro', ALL);
   const m = await machine(rig, a.key);
   const disk = () => sub.machines.get(m.id)!.files;
@@ -160,13 +160,13 @@ t.test('restore: lease refusal, Before restore, running comes back running on th
   t.equal((await rig.call('DELETE', `/v1/machines/${m.id}/input-lease?session_id=${sess.id}`, { key: a.key })).status, 204);
 
   const starts = sub.machines.get(m.id)!.starts;
-  const mark = eventTypes(rig, m.id).length;
+  const mark = (await eventTypes(rig, m.id)).length;
   const r = await rig.call('POST', `/v1/machines/${m.id}/restore`, { key: a.key, body: { snapshot_id: s.id } });
   t.equal(r.status, 200);
   t.equal(r.json.state, 'running', 'a running machine comes back running');
   t.equal(sub.machines.get(m.id)!.starts, starts + 1, 'it was restarted onto the disk');
   t.equal(disk().get('/f'), 'captured', 'the file reads back exactly as captured');
-  t.same(eventTypes(rig, m.id).slice(mark), [
+  t.same((await eventTypes(rig, m.id)).slice(mark), [
     'machine.restore_started', 'snapshot.started', 'snapshot.completed', 'machine.stopped', 'machine.started', 'machine.restore_completed',
   ]);
   // "Before restore" keeps its name and is one of the spec's three origins: stop (the restore stopped the machine
@@ -194,11 +194,11 @@ t.test('restore: lease refusal, Before restore, running comes back running on th
   assertEnvelope(t, failed, 'compute_unavailable', 503);
   t.equal(disk().get('/f'), 'changed');
   t.equal((await rig.call('GET', `/v1/machines/${m.id}`, { key: a.key })).json.state, 'running');
-  t.ok(eventTypes(rig, m.id).includes('machine.restore_failed'));
+  t.ok((await eventTypes(rig, m.id)).includes('machine.restore_failed'));
 });
 
 t.test('fork: from a snapshot or from now; forks survive their parent; quotas as for create', async (t) => {
-  const { rig, sub } = setup(t);
+  const { rig, sub } = await setup(t);
   const a = await rig.tenant('developer', ALL); // 5 machines, 3 running
   const p = await machine(rig, a.key, { name: 'parent', size: 'standard' });
   sub.machines.get(p.id)!.files.set('/f', 'at-snapshot');
@@ -213,7 +213,7 @@ t.test('fork: from a snapshot or from now; forks survive their parent; quotas as
   t.equal(f2.json.state, 'running');
   t.equal(sub.machines.get(f2.json.id)!.files.get('/f'), 'now', 'without a snapshot: the disk as it is now');
   t.equal((await rig.call('GET', `/v1/snapshots?machine_id=${p.id}`, { key: a.key })).json.data.length, 1, 'a fork from now keeps no snapshot');
-  t.match(eventTypes(rig, f1.json.id), ['machine.created', 'machine.started']);
+  t.match(await eventTypes(rig, f1.json.id), ['machine.created', 'machine.started']);
   t.same([...sub.layers.values()].flatMap((l) => [...l.pins]).sort(), [s.id], 'no pin left but the snapshot\'s');
 
   t.equal((await rig.call('DELETE', `/v1/machines/${p.id}`, { key: a.key })).status, 204);
@@ -229,7 +229,7 @@ t.test('fork: from a snapshot or from now; forks survive their parent; quotas as
 });
 
 t.test('templates: from a snapshot, a machine or a size; machines from them; delete leaves them; quotas', async (t) => {
-  const { rig, sub } = setup(t);
+  const { rig, sub } = await setup(t);
   const a = await rig.tenant('developer', ALL); // templates 5, snapshots_per_machine 10
   const m = await machine(rig, a.key, { size: 'standard' });
   sub.machines.get(m.id)!.files.set('/f', 'snap');
@@ -282,7 +282,7 @@ t.test('templates: from a snapshot, a machine or a size; machines from them; del
 });
 
 t.test('snapshots_per_machine quota, counted in billing; billing stop captures origin stop', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('developer', ALL); // 10 per machine
   const m = await machine(rig, a.key);
   const other = await machine(rig, a.key);
@@ -319,7 +319,7 @@ t.test('snapshots_per_machine quota, counted in billing; billing stop captures o
   const stops = (await rig.call('GET', `/v1/snapshots?origin=stop&machine_id=${other.id}`, { key: a.key })).json.data;
   t.equal(stops.length, 1);
   t.match(stops[0], { machine_id: other.id, state: 'ready', origin: 'stop' });
-  const ev = eventTypes(rig, other.id);
+  const ev = await eventTypes(rig, other.id);
   t.ok(ev.lastIndexOf('machine.stopped') < ev.lastIndexOf('snapshot.completed'), 'captured after the clean stop');
   assertEnvelope(t, await rig.call('POST', '/v1/snapshots', { key: a.key, body: { machine_id: other.id } }), 'quota_exceeded', 402);
   // A canceled account creates nothing: a restore (it would capture "Before restore") is refused with subscription.
@@ -333,21 +333,21 @@ t.test('snapshots_per_machine quota, counted in billing; billing stop captures o
 t.test('a crash mid-capture: the next run settles pending snapshots and releases stray pins', async (t) => {
   const fake = fakeSubstrateWithAgents();
   const sub = fake.substrate;
-  const rig1 = makeMachinesRig({ substrate: sub });
+  const rig1 = await makeMachinesRig({ substrate: sub });
   const a = await rig1.tenant('pro', ALL);
   const m = await machine(rig1, a.key);
   // Two captures "in flight" when the process died: one whose layer exists (it finished, its record did not)
   // and one that never produced a layer; plus a pin held for a fork that never completed.
   const done = (await rig1.call('POST', '/v1/snapshots?wait=true', { key: a.key, body: { machine_id: m.id } })).json;
-  rig1.store.db.run("UPDATE snapshots SET state = 'pending', layer_id = NULL, size_bytes = NULL, completed_at = NULL WHERE id = ?", [done.id]);
+  await rig1.store.db.run("UPDATE snapshots SET state = 'pending', layer_id = NULL, size_bytes = NULL, completed_at = NULL WHERE id = ?", [done.id]);
   // Crash points: after the deciding transaction, before the act (no layer) ...
-  const lost = { ...rig1.store.snapshots.byId(done.id)!, id: 'snp_' + 'l'.repeat(24), created_at: new Date(Date.now() - 1000).toISOString() };
-  rig1.store.snapshots.insert(lost);
+  const lost = { ...(await rig1.store.snapshots.byId(done.id))!, id: 'snp_' + 'l'.repeat(24), created_at: new Date(Date.now() - 1000).toISOString() };
+  await rig1.store.snapshots.insert(lost);
   // ... and in the middle of a fork (its pin taken, the new disk never made).
   const stray = (await sub.capture(m.id, 'mch_strayforkholder0000000000')).layerId;
   await rig1.close({ keepDir: true });
 
-  const rig2 = makeMachinesRig({ substrate: sub, dir: rig1.dir });
+  const rig2 = await makeMachinesRig({ substrate: sub, dir: rig1.dir });
   t.teardown(async () => {
     fake.close();
     await rig2.close();
@@ -358,5 +358,5 @@ t.test('a crash mid-capture: the next run settles pending snapshots and releases
   t.match(await get(lost.id), { state: 'error' }, 'a capture with no layer is error, not pending forever');
   t.notOk(sub.layers.has(stray), 'a pin whose holder never settled is released');
   t.same([...sub.layers.values()].flatMap((l) => [...l.pins]), [done.id], 'only the ready snapshot holds a layer');
-  t.same(eventTypes(rig2, m.id).slice(-2).sort(), ['snapshot.completed', 'snapshot.failed'], 'each settled with its event');
+  t.same((await eventTypes(rig2, m.id)).slice(-2).sort(), ['snapshot.completed', 'snapshot.failed'], 'each settled with its event');
 });

@@ -65,16 +65,16 @@ t.test('configuration: stripe needs its keys and prices; errors never echo a sec
 });
 
 t.test('the webhook answers 501 when the built-in provider is in use', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   assertEnvelope(t, await rig.call('POST', '/v1/billing/stripe/webhook', { rawBody: '{}', headers: { 'stripe-signature': 't=1,v1=00' } }), 'unsupported_operation', 501);
 });
 
 t.test('stripe provider end to end against the loopback fake', async (t) => {
   const fake = await startFakeStripe();
-  const rig = makeRig({ env: ENV, services: { stripeClient: fake.client } });
+  const rig = await makeRig({ env: ENV, services: { stripeClient: fake.client } });
   t.teardown(async () => {
-    rig.close();
+    await rig.close();
     await fake.close();
   });
   t.equal(rig.services.builtin, null);
@@ -108,7 +108,7 @@ t.test('stripe provider end to end against the loopback fake', async (t) => {
   t.equal(cust!.body['metadata[org_id]'], u.orgId);
   t.equal(cust!.idempotencyKey, `computer-customer-${u.orgId}`);
   t.equal(cust!.authorization, `Bearer ${SECRET_KEY}`, 'the key goes to Stripe (and only there)');
-  const customerId = rig.store.stripe.customer(u.orgId)!.customer_id;
+  const customerId = (await rig.store.stripe.customer(u.orgId))!.customer_id;
   t.match(customerId, /^cus_fake\d+$/);
   t.same(sess!.body, {
     mode: 'subscription', customer: customerId, client_reference_id: u.orgId,
@@ -135,7 +135,7 @@ t.test('stripe provider end to end against the loopback fake', async (t) => {
     t.equal(r.json.error.details[0].field, 'stripe-signature', what);
   }
   assertEnvelope(t, await call('POST', '/v1/billing/stripe/webhook', { rawBody: '{"id":"evt_x"}' }), 'invalid_request', 400);
-  t.equal(rig.store.stripe.event('evt_forged'), undefined, 'no forged event recorded');
+  t.equal((await rig.store.stripe.event('evt_forged')), undefined, 'no forged event recorded');
   t.equal((await acct()).state, 'unsubscribed', 'no forged event applied');
 
   // The checkout completes: the trial starts (the catalog's 14 days, on our clock).
@@ -147,7 +147,7 @@ t.test('stripe provider end to end against the loopback fake', async (t) => {
   t.same(a1.plan, { id: 'pro', name: 'Pro' });
   const replay = await deliver('checkout.session.completed', sessionObj, { id: 'evt_checkout' });
   t.same(replay.json, { received: true, id: 'evt_checkout', outcome: 'duplicate' }, 'a replay is ignored');
-  t.equal(rig.services.billing.events(u.orgId).length, 1, 'applied once');
+  t.equal((await rig.services.billing.events(u.orgId)).length, 1, 'applied once');
 
   const sub = (status: string, id = 'sub_A') => ({ id, object: 'subscription', status, customer: customerId, metadata: { org_id: u.orgId, plan_id: 'pro' }, items: { object: 'list', data: [{ id: 'si_1', price: { id: 'price_pro_month' } }] } });
   const T = 1_800_000_000;
@@ -157,9 +157,9 @@ t.test('stripe provider end to end against the loopback fake', async (t) => {
   const hour = new Date(rig.clock.t).toISOString();
   const add = (meter: 'compute_large_seconds' | 'hot_storage_byte_seconds' | 'egress_bytes', q: bigint, at = hour) =>
     rig.store.usage.add({ org_id: u.orgId, source_id: 'mch_a', machine_id: 'mch_a', template_id: null, meter, size: meter === 'compute_large_seconds' ? 'large' : null, hour: at, quantity: q }, at);
-  add('compute_large_seconds', 7200n);
-  add('hot_storage_byte_seconds', 50n * BigInt(GIB) * 7200n);
-  add('egress_bytes', 3n * BigInt(GIB) + 5n);
+  await add('compute_large_seconds', 7200n);
+  await add('hot_storage_byte_seconds', 50n * BigInt(GIB) * 7200n);
+  await add('egress_bytes', 3n * BigInt(GIB) + 5n);
   const meterCalls = () => fake.requests.filter((r) => r.path === '/v1/billing/meter_events');
   t.same(await rig.services.stripe!.reportUsage(), { sent: 3, failed: 0 });
   const periodStart = Math.floor(Date.parse(a1.period.start) / 1000);
@@ -169,10 +169,10 @@ t.test('stripe provider end to end against the loopback fake', async (t) => {
     ['computer_egress', '3072', customerId, `${u.orgId}:${periodStart}:computer_egress:3072`],
   ]);
   t.same(await rig.services.stripe!.reportUsage(), { sent: 0, failed: 0 }, 'nothing new, nothing sent');
-  add('egress_bytes', BigInt(2 ** 20));
+  await add('egress_bytes', BigInt(2 ** 20));
   fake.failNext('/v1/billing/meter_events');
   t.same(await rig.services.stripe!.reportUsage(), { sent: 0, failed: 1 }, 'Stripe down: kept pending');
-  add('egress_bytes', BigInt(2 ** 20));
+  await add('egress_bytes', BigInt(2 ** 20));
   t.same(await rig.services.stripe!.reportUsage(), { sent: 2, failed: 0 });
   t.same(meterCalls().slice(3).map((r) => [r.body['payload[value]'], r.body.identifier.split(':').pop()]), [
     ['1', '3073'], ['1', '3073'], ['1', '3074'],
@@ -193,11 +193,11 @@ t.test('stripe provider end to end against the loopback fake', async (t) => {
   t.equal((await deliver('customer.subscription.updated', sub('active'), { created: T + 50 })).json.outcome, 'applied');
 
   // The trial period's rest is reported when the reporter sees it closed; the new period separately.
-  add('egress_bytes', BigInt(2 ** 20), new Date(rig.clock.t).toISOString());
+  await add('egress_bytes', BigInt(2 ** 20), new Date(rig.clock.t).toISOString());
   t.same(await rig.services.stripe!.reportUsage(), { sent: 1, failed: 0 });
   const last = meterCalls().at(-1)!;
   t.equal(last.body.identifier, `${u.orgId}:${Math.floor(rig.clock.t / 1000)}:computer_egress:1`);
-  t.same(rig.store.stripe.reports(u.orgId).map((r) => [r.period_start === a1.period.start ? 'trial' : 'paid', r.meter, r.reported, r.closed]), [
+  t.same((await rig.store.stripe.reports(u.orgId)).map((r) => [r.period_start === a1.period.start ? 'trial' : 'paid', r.meter, r.reported, r.closed]), [
     ['trial', 'computer_cold_storage', 0, 1], ['trial', 'computer_compute', 14400000, 1], ['trial', 'computer_egress', 3074, 1], ['trial', 'computer_hot_storage', 100, 1],
     ['paid', 'computer_cold_storage', 0, 0], ['paid', 'computer_compute', 0, 0], ['paid', 'computer_egress', 1, 0], ['paid', 'computer_hot_storage', 0, 0],
   ]);
@@ -214,7 +214,7 @@ t.test('stripe provider end to end against the loopback fake', async (t) => {
   t.equal((await deliver('customer.subscription.updated', sub('active'), { created: T + 60 })).json.outcome, 'ignored', 'an update after the deletion moves nothing');
   t.equal((await deliver('customer.subscription.updated', sub('past_due'), { created: T + 61 })).json.outcome, 'ignored', 'nor a later one of the same subscription');
   t.equal((await acct()).state, 'canceled', 'the account stays canceled');
-  t.same(rig.services.billing.events(u.orgId).map((e) => `${e.type}:${e.to_state}`), [
+  t.same((await rig.services.billing.events(u.orgId)).map((e) => `${e.type}:${e.to_state}`), [
     'checkout.completed:trialing', 'trial.converted:active', 'payment.failed:past_due', 'payment.succeeded:active', 'subscription.canceled:canceled',
   ]);
 
@@ -228,10 +228,10 @@ t.test('stripe provider end to end against the loopback fake', async (t) => {
   const v = await rig.user('v');
   const vSub = { id: 'sub_V', object: 'subscription', status: 'active', customer: 'cus_elsewhere1', metadata: { org_id: v.orgId, plan_id: 'developer' }, items: { object: 'list', data: [] } };
   t.equal((await deliver('customer.subscription.created', vSub, { created: T + 70 })).json.outcome, 'applied');
-  t.same(rig.services.billing.events(v.orgId).map((e) => e.to_state), ['trialing', 'active']);
+  t.same((await rig.services.billing.events(v.orgId)).map((e) => e.to_state), ['trialing', 'active']);
   const vDone = await deliver('checkout.session.completed', { id: 'cs_v', object: 'checkout.session', mode: 'subscription', client_reference_id: v.orgId, customer: 'cus_elsewhere1', subscription: 'sub_V', metadata: { plan_id: 'developer' } }, { created: T + 65 });
   t.equal(vDone.json.outcome, 'unchanged', 'the late checkout event changes nothing');
-  t.equal(rig.store.billing.account(v.orgId)!.plan_id, 'developer');
+  t.equal((await rig.store.billing.account(v.orgId))!.plan_id, 'developer');
   // A portal for an account that never checked out.
   const w = await rig.user('w');
   assertEnvelope(t, await call('POST', '/v1/billing/portal', { cookie: w.cookie, body: {} }), 'precondition_failed', 412);

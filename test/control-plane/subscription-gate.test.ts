@@ -21,7 +21,7 @@ async function cancel(rig: MachinesRig, cookie: string): Promise<void> {
 }
 
 t.test('a canceled organization publishes no port, stores no secret, creates no API key; it reads and removes', async (t) => {
-  const { rig } = fakeAgentsRig(t);
+  const { rig } = await fakeAgentsRig(t);
   const a = await rig.tenant('developer', SCOPES);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: { name: 'box' } })).json;
   const ports = `/v1/machines/${m.id}/ports`;
@@ -73,7 +73,7 @@ t.test('a canceled organization publishes no port, stores no secret, creates no 
 });
 
 t.test('an unsubscribed organization creates no API key', async (t) => {
-  const { rig } = fakeAgentsRig(t);
+  const { rig } = await fakeAgentsRig(t);
   const u = await rig.tenant('none');
   const r = await rig.call('POST', '/v1/api-keys', { cookie: u.cookie, body: { name: 'first', scopes: ['machines:read'] } });
   assertEnvelope(t, r, 'quota_exceeded', 402);

@@ -21,9 +21,9 @@ const ALL = ['machines:read', 'machines:write', 'machines:control', 'sessions:wr
 const T0 = Date.parse('2026-11-22T06:00:00.000Z');
 const STANDARD_DISK = 26843545600; // 25 GiB
 
-function setup(t: Test, catalog?: readonly CatalogVersion[]) {
+async function setup(t: Test, catalog?: readonly CatalogVersion[]) {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate, services: catalog ? { catalog } : {} });
+  const rig = await makeMachinesRig({ substrate: fake.substrate, services: catalog ? { catalog } : {} });
   rig.clock.real = false;
   rig.clock.t = T0;
   t.teardown(async () => {
@@ -50,13 +50,13 @@ async function settle(rig: MachinesRig, key: string, id: string, state: string) 
 const set = (rig: MachinesRig, iso: string) => (rig.clock.t = Date.parse(iso));
 
 t.test('a machine through running, stopped and deleted: every meter to the second and byte', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro', ALL);
   const id = await running(rig, a.key, { size: 'standard' });
 
   set(rig, '2026-11-22T07:15:00.000Z');
   rig.services.metering.egress.add(id, 1234);
-  rig.services.metering.flush();
+  await rig.services.metering.flush();
   set(rig, '2026-11-22T07:30:10.500Z');
   t.equal((await rig.call('POST', `/v1/machines/${id}/stop`, { key: a.key })).status < 300, true);
   await settle(rig, a.key, id, 'stopped');
@@ -64,7 +64,7 @@ t.test('a machine through running, stopped and deleted: every meter to the secon
   t.equal((await rig.call('DELETE', `/v1/machines/${id}`, { key: a.key })).status < 300, true);
   await settle(rig, a.key, id, 'deleted');
   set(rig, '2026-11-22T09:30:00.000Z');
-  rig.services.metering.flush();
+  await rig.services.metering.flush();
 
   const all: any[] = [];
   let cursor: string | null = null;
@@ -132,7 +132,7 @@ t.test('a machine through running, stopped and deleted: every meter to the secon
 });
 
 t.test('a snapshot and a template deleted between flushes: their last stored seconds are recorded with the removal', async (t) => {
-  const { rig, fake } = setup(t);
+  const { rig, fake } = await setup(t);
   const a = await rig.tenant('pro', [...ALL, 'templates:read', 'templates:write']);
   const id = await running(rig, a.key, { size: 'small' });
   fake.substrate.machines.get(id)!.files.set('/home/agent/data', 'x'.repeat(5000));
@@ -141,12 +141,12 @@ t.test('a snapshot and a template deleted between flushes: their last stored sec
   t.equal(snap.json.state, 'ready');
   const tpl = await rig.call('POST', '/v1/templates?wait=true', { key: a.key, body: { name: 'tpl', snapshot_id: snap.json.id } });
   t.equal(tpl.json.state, 'ready');
-  const snapBytes = rig.store.db.get<{ size_bytes: number }>('SELECT size_bytes FROM snapshots WHERE id = ?', [snap.json.id])!.size_bytes;
-  const tplBytes = rig.store.db.get<{ size_bytes: number }>('SELECT size_bytes FROM templates WHERE id = ?', [tpl.json.id])!.size_bytes;
+  const snapBytes = (await rig.store.db.get<{ size_bytes: number }>('SELECT size_bytes FROM snapshots WHERE id = ?', [snap.json.id]))!.size_bytes;
+  const tplBytes = (await rig.store.db.get<{ size_bytes: number }>('SELECT size_bytes FROM templates WHERE id = ?', [tpl.json.id]))!.size_bytes;
   t.ok(snapBytes > 0 && tplBytes > 0, 'both are stored with a size');
 
   set(rig, '2026-11-22T06:10:10.000Z');
-  rig.services.metering.flush();
+  await rig.services.metering.flush();
   // Removed 15 s and 30 s after that flush; the next flush comes long after.
   set(rig, '2026-11-22T06:10:25.000Z');
   t.equal((await rig.call('DELETE', `/v1/templates/${tpl.json.id}`, { key: a.key })).status, 204);
@@ -154,7 +154,7 @@ t.test('a snapshot and a template deleted between flushes: their last stored sec
   t.equal((await rig.call('DELETE', `/v1/snapshots/${snap.json.id}`, { key: a.key })).status, 204);
   await until('the snapshot is gone', 100, async () => ((await rig.call('GET', `/v1/snapshots/${snap.json.id}`, { key: a.key })).status === 404 ? true : null));
   set(rig, '2026-11-22T06:20:00.000Z');
-  rig.services.metering.flush();
+  await rig.services.metering.flush();
 
   const cold = await rig.call('GET', '/v1/usage?start=2026-11-22T06:00:00Z&end=2026-11-22T07:00:00Z&meter=cold_storage_byte_seconds', { key: a.key });
   const by = (f: (r: any) => boolean) => cold.json.data.filter(f).reduce((n: bigint, r: any) => n + BigInt(r.quantity), 0n);
@@ -169,15 +169,15 @@ t.test('a paid plan with overage, then the period closes into a final summary', 
     ...base,
     plans: base.plans.map((p) => (p.id === 'pro' ? { ...p, entitlements: { ...p.entitlements, included_compute_standard_hours: 1, included_hot_storage_gb: 0 } } : p)),
   }];
-  const { rig } = setup(t, catalog);
+  const { rig } = await setup(t, catalog);
   const a = await rig.tenant('pro', ALL);
-  rig.services.builtin!.emit(a.orgId, 'trial.converted');
+  await rig.services.builtin!.emit(a.orgId, 'trial.converted');
   const id = await running(rig, a.key, { size: 'large' });
   set(rig, '2026-11-22T08:00:00.000Z');
   rig.services.metering.egress.add(id, 3 * 1073741824);
   t.ok((await rig.call('DELETE', `/v1/machines/${id}`, { key: a.key })).status < 300);
   await settle(rig, a.key, id, 'deleted');
-  rig.services.metering.flush();
+  await rig.services.metering.flush();
 
   const sum = (await rig.call('GET', '/v1/billing/usage-summary', { key: a.key })).json;
   t.match(sum, { status: 'estimate', trial: false, overage_allowed: true, period: { start: '2026-11-22T06:00:00.000Z', end: '2026-12-22T06:00:00.000Z' } });
@@ -205,14 +205,14 @@ t.test('a paid plan with overage, then the period closes into a final summary', 
 });
 
 t.test('a used-up trial: new work is refused 402 and running machines stop with disks captured', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro', ALL);
   const id = await running(rig, a.key, { size: 'standard' });
   set(rig, '2026-11-24T13:59:59.000Z'); // 55:59:59 of standard compute
-  rig.services.metering.flush();
+  await rig.services.metering.flush();
   t.equal((await rig.call('GET', `/v1/machines/${id}`, { key: a.key })).json.state, 'running', 'one second short: still running');
   set(rig, '2026-11-24T14:00:00.000Z'); // exactly 56 standard-hours
-  rig.services.metering.flush();
+  await rig.services.metering.flush();
   await settle(rig, a.key, id, 'stopped');
   const snaps = await until('the stop capture', 100, async () => {
     const r = await rig.call('GET', `/v1/snapshots?machine_id=${id}`, { key: a.key });
@@ -226,23 +226,23 @@ t.test('a used-up trial: new work is refused 402 and running machines stop with 
 });
 
 t.test('a billing event from the operator CLI is acted on by the server, never left half done', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro', ALL);
   const id = await running(rig, a.key, { size: 'small' });
   const out: string[] = [];
   t.equal(await runCli(['billing-event', a.orgId, 'subscription.canceled'], rig.config, (s) => out.push(s)), 0, out.join('\n'));
   t.same(out, ['account is now canceled']);
   t.equal((await rig.call('GET', `/v1/machines/${id}`, { key: a.key })).json.state, 'running', 'the CLI did not start a stop it cannot finish');
-  rig.services.enforceAll();
+  await rig.services.enforceAll();
   await settle(rig, a.key, id, 'stopped');
   t.pass('the server stopped it');
 });
 
 t.test('kill -9 while flushing: records and cursor always agree (nothing lost that was committed, nothing twice)', async (t) => {
-  const { rig } = setup(t);
+  const { rig } = await setup(t);
   const a = await rig.tenant('pro', ALL);
   const id = await running(rig, a.key, { size: 'standard' });
-  rig.services.metering.flush();
+  await rig.services.metering.flush();
   const dir = rig.dir;
   const child = path.join(dir, 'meter.mts');
   const { writeFileSync } = await import('node:fs');
@@ -267,13 +267,13 @@ for (;;) { k++; m.egress.add(${JSON.stringify(id)}, 7); m.flush(); process.stdou
 
   const db = openDb(path.join(dir, DB_FILENAME));
   t.teardown(() => db.close());
-  const until_ = db.get<{ metered_until: string }>('SELECT metered_until FROM meter_cursors WHERE source_id = ?', [id])!.metered_until;
+  const until_ = (await db.get<{ metered_until: string }>('SELECT metered_until FROM meter_cursors WHERE source_id = ?', [id]))!.metered_until;
   const k = (Date.parse(until_) - 300 - T0) / 1700;
   t.ok(Number.isInteger(k) && k >= acked, `the cursor is at a committed flush (${k} ≥ ${acked} acknowledged)`);
-  const sum = (meter: string) => BigInt(db.get<{ q: string }>('SELECT CAST(SUM(quantity) AS TEXT) AS q FROM usage_records WHERE source_id = ? AND meter = ?', [id, meter])!.q);
+  const sum = async (meter: string) => BigInt((await db.get<{ q: string }>('SELECT CAST(SUM(quantity) AS TEXT) AS q FROM usage_records WHERE source_id = ? AND meter = ?', [id, meter]))!.q);
   const secs = BigInt(Math.floor(Date.parse(until_) / 1000) - Math.floor(T0 / 1000));
-  t.equal(sum('compute_standard_seconds'), secs, 'compute = cursor − start, exactly');
-  t.equal(sum('hot_storage_byte_seconds'), secs * BigInt(STANDARD_DISK), 'hot storage likewise');
-  t.equal(sum('egress_bytes'), BigInt(7 * k), 'egress: 7 bytes per committed flush, none twice');
+  t.equal((await sum('compute_standard_seconds')), secs, 'compute = cursor − start, exactly');
+  t.equal((await sum('hot_storage_byte_seconds')), secs * BigInt(STANDARD_DISK), 'hot storage likewise');
+  t.equal((await sum('egress_bytes')), BigInt(7 * k), 'egress: 7 bytes per committed flush, none twice');
 });
 

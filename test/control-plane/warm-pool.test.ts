@@ -33,9 +33,9 @@ t.test('decisions: target from demand, capped; steps; which creates are eligible
   t.equal(poolLeftover(false), 'destroy', 'one no row took is destroyed');
 });
 
-function pooledRig(t: Test, dir?: string) {
+async function pooledRig(t: Test, dir?: string) {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate, env: { WARM_POOL_PER_SIZE: '1' }, services: { warmPool: { tickMs: 3_600_000 } }, ...(dir ? { dir } : {}) });
+  const rig = await makeMachinesRig({ substrate: fake.substrate, env: { WARM_POOL_PER_SIZE: '1' }, services: { warmPool: { tickMs: 3_600_000 } }, ...(dir ? { dir } : {}) });
   t.teardown(async () => {
     fake.close();
     await rig.close();
@@ -48,7 +48,7 @@ const counted = async (rig: MachinesRig, key: string) =>
   Object.fromEntries(((await rig.call('GET', '/v1/billing', { key })).json.limits as Array<{ key: string; current: number }>).map((l) => [l.key, l.current]));
 
 t.test('a member belongs to no organization until a plain create takes it', async (t) => {
-  const { fake, rig, pool } = pooledRig(t);
+  const { fake, rig, pool } = await pooledRig(t);
   const a = await rig.tenant('pro');
   const b = await rig.tenant('pro');
   pool.start();
@@ -61,13 +61,13 @@ t.test('a member belongs to no organization until a plain create takes it', asyn
   const [member] = pool.ready().small!;
   t.ok(member, 'one small member after one small create');
   t.equal(fake.substrate.machines.get(member!)?.state, 'running', 'started');
-  t.equal(rig.store.machines.byId(member!), undefined, 'no row: no organization holds it');
+  t.equal((await rig.store.machines.byId(member!)), undefined, 'no row: no organization holds it');
   t.same(await ids(rig, a.key), [first.id], "not in A's list");
   t.same(await ids(rig, b.key), [], "not in B's list");
   t.same(await counted(rig, b.key), { machines: 0, running_machines: 0, members: 1, templates: 0, concurrent_sessions: 0, snapshots_per_machine: 0 }, "not in B's quota counts");
   t.same(await counted(rig, a.key), { machines: 1, running_machines: 1, members: 1, templates: 0, concurrent_sessions: 0, snapshots_per_machine: 0 }, "A's counts are A's machine only");
-  rig.services.metering.flush();
-  const metered = rig.store.db.all<{ machine_id: string | null }>('SELECT machine_id FROM usage_records').map((r) => r.machine_id);
+  await rig.services.metering.flush();
+  const metered = (await rig.store.db.all<{ machine_id: string | null }>('SELECT machine_id FROM usage_records')).map((r) => r.machine_id);
   t.notOk(metered.includes(member!), 'no usage is recorded for a member');
 
   // Not from the pool: a stopped create, and a create of another size.
@@ -102,7 +102,7 @@ t.test('a member belongs to no organization until a plain create takes it', asyn
 
 t.test('the start-up reconcile destroys what a killed run\'s pool left, and leaves what a row took', async (t) => {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate, env: { WARM_POOL_PER_SIZE: '1' }, services: { warmPool: { tickMs: 3_600_000 } } });
+  const rig = await makeMachinesRig({ substrate: fake.substrate, env: { WARM_POOL_PER_SIZE: '1' }, services: { warmPool: { tickMs: 3_600_000 } } });
   t.teardown(() => fake.close());
   const a = await rig.tenant('pro');
   rig.services.machines.warmPool.start();
@@ -118,12 +118,12 @@ t.test('the start-up reconcile destroys what a killed run\'s pool left, and leav
   fileLedger(path.join(rig.dir, 'warm-pool.json')).add({ id: took, size: 'small' });
   // The control plane is killed (no drain); the next one opens the same data directory.
   await rig.services.pool.close();
-  rig.store.db.close();
-  const again = makeMachinesRig({ substrate: fake.substrate, dir: rig.dir, env: { WARM_POOL_PER_SIZE: '1' } });
+  await rig.store.db.close();
+  const again = await makeMachinesRig({ substrate: fake.substrate, dir: rig.dir, env: { WARM_POOL_PER_SIZE: '1' } });
   t.teardown(() => again.close());
   await again.services.machines.reconcile();
   t.equal(fake.substrate.machines.has(orphan!), false, 'the untaken member was destroyed');
   t.equal(fake.substrate.machines.get(took)?.state, 'running', "the taken one is the tenant's, untouched");
-  t.equal(again.store.machines.byId(took)?.state, 'running');
+  t.equal((await again.store.machines.byId(took))?.state, 'running');
   t.same(fileLedger(path.join(again.dir, 'warm-pool.json')).all(), [], 'the ledger is empty');
 });

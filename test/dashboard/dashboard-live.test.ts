@@ -14,7 +14,7 @@ import { serveWithGateway } from '../helpers/serve-gateway.js';
 
 const dashboardDir = await builtDashboard();
 const fake = fakeSubstrateWithAgents({ desktopsStartDown: true });
-const rig = makeMachinesRig({ substrate: fake.substrate, dashboardDir, services: { readyProbe: { intervalMs: 100, timeoutMs: 600_000 } } });
+const rig = await makeMachinesRig({ substrate: fake.substrate, dashboardDir, services: { readyProbe: { intervalMs: 100, timeoutMs: 600_000 } } });
 t.teardown(async () => {
   fake.close();
   await rig.close();

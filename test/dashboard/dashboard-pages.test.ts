@@ -11,7 +11,7 @@ import { makeMachinesRig } from '../helpers/machines-rig.js';
 import { serveWithGateway } from '../helpers/serve-gateway.js';
 
 const dashboardDir = await builtDashboard();
-const rig = makeMachinesRig({ substrate: new FakeSubstrate(), dashboardDir, services: { readyProbe: false } });
+const rig = await makeMachinesRig({ substrate: new FakeSubstrate(), dashboardDir, services: { readyProbe: false } });
 t.teardown(() => rig.close());
 const served = await serveWithGateway(rig);
 t.teardown(() => served.close());
@@ -81,7 +81,7 @@ t.test('sign up, trial checkout, machines, keys, sign out and in', async (t) => 
   hour.setUTCMinutes(0, 0, 0);
   const range = `start=${new Date(hour.getTime() - 3600_000).toISOString()}&end=${new Date(hour.getTime() + 3600_000).toISOString()}`;
   for (let i = 0; i < 40; i++) {
-    rig.services.metering.flush();
+    await rig.services.metering.flush();
     if ((await rig.call('GET', `/v1/usage/series?${range}`, { cookie })).json?.data?.length) break;
     await new Promise((r) => setTimeout(r, 250));
   }

@@ -17,7 +17,7 @@ const MiB = 1024 * 1024;
 t.test('a full DATA_DIR', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-full-'));
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=32m,mode=0700', 'tmpfs', dir]);
-  const rig = makeMachinesRig({ substrate: new FakeSubstrate(), dir, services: { readyProbe: false, diskReserveBytes: 8 * MiB } });
+  const rig = await makeMachinesRig({ substrate: new FakeSubstrate(), dir, services: { readyProbe: false, diskReserveBytes: 8 * MiB } });
   t.teardown(async () => {
     await rig.close({ keepDir: true });
     execFileSync('umount', [dir]);

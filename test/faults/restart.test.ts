@@ -38,7 +38,7 @@ t.test('control-plane restarts', { timeout: 900_000 }, async (t) => {
     const never = () => new Promise<never>(() => {});
     for (const early of [true, false]) {
       const deferred = new DeferredSubstrate('container', never, early ? containerEarlyChannel(cp.root) : undefined);
-      const rig = makeMachinesRig({ substrate: deferred, dir: cp.dir, services: { readyProbe: false } });
+      const rig = await makeMachinesRig({ substrate: deferred, dir: cp.dir, services: { readyProbe: false } });
       const r = await rig.call('POST', `/v1/machines/${keep}/exec`, { key, body: { command: ['echo', 'early'] } });
       if (early) {
         t.equal(r.status, 200, r.text);

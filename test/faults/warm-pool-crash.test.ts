@@ -25,7 +25,7 @@ t.test('crashes inside the warm pool', { timeout: 900_000 }, async (t) => {
 
   await t.test('killed while making a member', async (t) => {
     let named: string[] = [];
-    const { signal } = await cp.crashAt('pool.fill.before_substrate', key, 'GET', '/v1/machines', undefined, () => (named = ledger().all().map((e) => e.id)), warm);
+    const { signal } = await cp.crashAt('pool.fill.before_substrate', key, 'GET', '/v1/machines', undefined, () => void (named = ledger().all().map((e) => e.id)), warm);
     t.equal(signal, 'SIGKILL');
     t.equal(named.length, 1, 'the ledger named the member before it was made');
     await cp.rig.services.machines.reconcile();
@@ -37,7 +37,7 @@ t.test('crashes inside the warm pool', { timeout: 900_000 }, async (t) => {
 
   await t.test('killed with a member ready', async (t) => {
     let named: string[] = [];
-    const { signal } = await cp.crashAt('pool.fill.ready', key, 'GET', '/v1/machines', undefined, () => (named = ledger().all().map((e) => e.id)), warm);
+    const { signal } = await cp.crashAt('pool.fill.ready', key, 'GET', '/v1/machines', undefined, () => void (named = ledger().all().map((e) => e.id)), warm);
     t.equal(signal, 'SIGKILL');
     t.equal(named.length, 1);
     t.equal(await podmanState(cp.substrate, named[0]!), 'running', 'the dead run left its member running');

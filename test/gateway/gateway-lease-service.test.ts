@@ -12,7 +12,7 @@ import { serveWithGateway } from '../helpers/serve-gateway.js';
 
 t.test('the input channel follows the lease service exactly', async (t) => {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate, services: { readyProbe: false } });
+  const rig = await makeMachinesRig({ substrate: fake.substrate, services: { readyProbe: false } });
   const served = await serveWithGateway(rig);
   t.teardown(async () => {
     await served.close();
@@ -29,19 +29,19 @@ t.test('the input channel follows the lease service exactly', async (t) => {
   };
   const socket = (sid: string) => open(`${served.wsBase}/v1/machines/${m.id}/input?session_id=${sid}`, { authorization: `Bearer ${a.key}` });
   const move = (ws: WsClient, fence: number, id: string) => ws.sendJson({ type: 'mouse.move', x: 10, y: 20, fence, id });
-  const principal = rig.services.identity.principalFromApiKey(a.key)!;
+  const principal = (await rig.services.identity.principalFromApiKey(a.key))!;
   const service = (sid: string, fence: number) => rig.services.leases.checkFence(principal, m.id, sid, fence);
 
   // Current fence: applied.
   const s1 = await session();
   const f1 = await acquire(s1);
   const ws1 = await socket(s1);
-  t.same(service(s1, f1), { ok: true });
+  t.same(await service(s1, f1), { ok: true });
   move(ws1, f1, 'ok');
   await ws1.waitFor(() => ws1.text('ack').find((x) => x.id === 'ok'), 'ack');
 
   // A fence above the current one: the service refuses; the socket says lease_lost with the service's fence.
-  const decided = service(s1, f1 + 1);
+  const decided = await service(s1, f1 + 1);
   t.same(decided, { ok: false, current: f1 });
   move(ws1, f1 + 1, 'high');
   const lost1 = await ws1.waitFor(() => ws1.text('lease_lost')[0], 'lease_lost (stale fence)');
@@ -57,7 +57,7 @@ t.test('the input channel follows the lease service exactly', async (t) => {
   await ws2.waitFor(() => ws2.text('ack').find((x) => x.id === 'before-expiry'), 'ack before expiry');
   rig.clock.t = Date.now() + 10_000;
   rig.clock.real = false;
-  const expired = service(s1, f2);
+  const expired = await service(s1, f2);
   t.same(expired, { ok: false, current: null }, 'the service: nobody holds it');
   move(ws2, f2, 'expired');
   const lost2 = await ws2.waitFor(() => ws2.text('lease_lost')[0], 'lease_lost (expired)');
@@ -74,7 +74,7 @@ t.test('the input channel follows the lease service exactly', async (t) => {
   const f4 = await acquire(s2, true);
   t.equal(f4, f3 + 1, 'a takeover increments the fence');
   const lost3 = await ws3.waitFor(() => ws3.text('lease_lost')[0], 'lease_lost (takeover)');
-  t.same(service(s1, f3), { ok: false, current: f4 });
+  t.same(await service(s1, f3), { ok: false, current: f4 });
   t.equal(lost3.fence, f4, 'the new holder\'s fence, as the service says');
   const ws4 = await socket(s2);
   move(ws4, f4, 'new-holder');

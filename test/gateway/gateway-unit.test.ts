@@ -56,9 +56,9 @@ async function stubGateway(t: Test, over: Partial<GatewayDeps> = {}, opts: Param
   const lease = { holder: 'ses_1', fence: 4 };
   const watchers = new Set<(s: string, f: number) => void>();
   const deps: GatewayDeps = {
-    authenticate: (req) => (req.headers.authorization === `Bearer ${KEY}` ? principal(['machines:control']) : null),
+    authenticate: async (req) => (req.headers.authorization === `Bearer ${KEY}` ? principal(['machines:control']) : null),
     isRecognisedOrigin: () => false,
-    getMachine: (_org, id) => {
+    getMachine: async (_org, id) => {
       if (id !== MID) throw new AppError('not_found', 'No such machine.');
       return { id, state: 'running' };
     },
@@ -69,10 +69,10 @@ async function stubGateway(t: Test, over: Partial<GatewayDeps> = {}, opts: Param
       return { status: 200, body: Buffer.from(JSON.stringify({ display: { width: 1280, height: 800, up: true, resizable: true }, pointer: null })) };
     },
     leases: {
-      checkSession: (_p, _m, sid) => {
+      checkSession: async (_p, _m, sid) => {
         if (!sid.startsWith('ses_')) throw new AppError('not_found', 'No such session.');
       },
-      checkFence: (_p, _m, sid, fence) => (sid === lease.holder && fence === lease.fence ? { ok: true } : { ok: false, current: lease.fence }),
+      checkFence: async (_p, _m, sid, fence) => (sid === lease.holder && fence === lease.fence ? { ok: true } : { ok: false, current: lease.fence }),
       watch: (_m, fn) => {
         watchers.add(fn);
         return () => watchers.delete(fn);
@@ -80,7 +80,7 @@ async function stubGateway(t: Test, over: Partial<GatewayDeps> = {}, opts: Param
     },
     events: { validateCursor: () => {}, subscribe: () => () => {} },
     egress,
-    secretForTyping: (_o, _m, name) => {
+    secretForTyping: async (_o, _m, name) => {
       if (name === 'PW') return 'unit-secret-value-31f';
       throw new AppError('not_found', 'No such secret.');
     },

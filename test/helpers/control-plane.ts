@@ -37,14 +37,14 @@ export interface CallOpts {
   headers?: Record<string, string>;
 }
 
-export function makeRig(opts: { env?: Record<string, string>; services?: Partial<ServiceDeps>; start?: Date; mcp?: McpOptions } = {}) {
+export async function makeRig(opts: { env?: Record<string, string>; services?: Partial<ServiceDeps>; start?: Date; mcp?: McpOptions } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-test-'));
   const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, ...opts.env });
   const db = openDb(path.join(dir, DB_FILENAME));
   const store = createStore(db);
   const clock = { t: (opts.start ?? new Date('2026-11-22T06:00:00.000Z')).getTime() };
   const now = () => new Date(clock.t);
-  const services = createServices({ passwordCost: FAST_SCRYPT, now, ...opts.services, config, store });
+  const services = await createServices({ passwordCost: FAST_SCRYPT, now, ...opts.services, config, store });
   const logs: LogLine[] = [];
   const app = createApp({ services, log: (l) => logs.push(l), checkResponses: true, mcp: opts.mcp });
 
@@ -95,13 +95,13 @@ export function makeRig(opts: { env?: Record<string, string>; services?: Partial
 
   return {
     dir, config, store, services, app, logs, clock, call, user, subscribe,
-    close() {
-      db.close();
+    async close() {
+      await db.close();
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
 }
-export type Rig = ReturnType<typeof makeRig>;
+export type Rig = Awaited<ReturnType<typeof makeRig>>;
 
 /** Every error body has exactly the spec's envelope. */
 export function assertEnvelope(t: { equal: Function; type: Function; ok: Function; same: Function }, r: Reply, code: string, status: number): void {

@@ -11,7 +11,7 @@ import { makeMachinesRig } from './machines-rig.js';
 
 const o = JSON.parse(process.argv[2] ?? '{}') as { dir: string; root: string; rootfs: string; disks?: 'auto' | 'copy'; key: string; method: string; path: string; body?: unknown; warm?: boolean };
 const substrate = new ContainerSubstrate({ root: o.root, baseRootfs: o.rootfs, stopTimeoutMs: 5000, ...(o.disks ? { disks: o.disks } : {}) });
-const rig = makeMachinesRig({ substrate, dir: o.dir, services: { readyProbe: false, warmPool: { tickMs: 3_600_000 } }, env: { WARM_POOL_PER_SIZE: o.warm ? '1' : '0' } });
+const rig = await makeMachinesRig({ substrate, dir: o.dir, services: { readyProbe: false, warmPool: { tickMs: 3_600_000 } }, env: { WARM_POOL_PER_SIZE: o.warm ? '1' : '0' } });
 if (o.warm) {
   const pool = rig.services.machines.warmPool;
   pool.start();

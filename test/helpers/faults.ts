@@ -78,25 +78,25 @@ export async function restartableContainerRig(t: { teardown(fn: () => Promise<vo
   const image = await testImage('container');
   const root = fs.mkdtempSync('/tmp/cpk-');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-crash-'));
-  const open = () => {
+  const open = async () => {
     const substrate = new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000, ...(opts.disks ? { disks: opts.disks } : {}) });
-    const rig = makeMachinesRig({ substrate, dir, services: { readyProbe: false, agentTimeouts: { connectMs: 5000, requestMs: 60_000 } } });
+    const rig = await makeMachinesRig({ substrate, dir, services: { readyProbe: false, agentTimeouts: { connectMs: 5000, requestMs: 60_000 } } });
     return { substrate, rig };
   };
-  const cur = open();
+  const cur = await open();
   const self = {
     root, dir, ...cur,
     /** Close this control plane (nothing runs the reconciler) and open a new one on the same state. */
     async restart(): Promise<void> {
       await self.rig.close({ keepDir: true });
-      Object.assign(self, open());
+      Object.assign(self, await open());
     },
     /**
      * Runs `method path` in a child control plane killed at `point`; then this one is reopened (`beforeReopen`
      * looks at what the dead one left, before a new control plane touches it).
      */
     async crashAt(
-      point: string, key: string, method: string, p: string, body?: unknown, beforeReopen?: () => void, child0: { warm?: boolean } = {},
+      point: string, key: string, method: string, p: string, body?: unknown, beforeReopen?: () => void | Promise<void>, child0: { warm?: boolean } = {},
     ): Promise<{ signal: string | null; out: string }> {
       await self.rig.close({ keepDir: true });
       const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, disks: opts.disks, key, method, path: p, body, ...child0 })], {
@@ -105,13 +105,13 @@ export async function restartableContainerRig(t: { teardown(fn: () => Promise<vo
       let out = '';
       child.stdout.on('data', (b: Buffer) => (out += b.toString()));
       const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
-      beforeReopen?.();
-      Object.assign(self, open());
+      await beforeReopen?.();
+      Object.assign(self, await open());
       return { signal, out };
     },
   };
   t.teardown(async () => {
-    for (const m of self.rig.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error', 'deleting'])) {
+    for (const m of await self.rig.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error', 'deleting'])) {
       await self.substrate.destroy(m.id).catch(() => {});
     }
     await self.rig.close();

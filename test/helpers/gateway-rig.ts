@@ -63,7 +63,7 @@ export async function startGatewayRig(t: Test, opts: { gateway?: GatewayOptions;
       agentServer.emit('connection', end);
     },
   });
-  const rig = makeMachinesRig({ substrate: sub, services: { readyProbe: false }, ...(opts.dashboardDir ? { dashboardDir: opts.dashboardDir } : {}) });
+  const rig = await makeMachinesRig({ substrate: sub, services: { readyProbe: false }, ...(opts.dashboardDir ? { dashboardDir: opts.dashboardDir } : {}) });
   const egress = new EgressCounter();
   const gatewayLogs: LogLine[] = [];
   const served = await serveWithGateway(rig, { deps: { egress, log: (l) => gatewayLogs.push(l) }, gateway: opts.gateway });

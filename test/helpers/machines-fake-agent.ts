@@ -126,9 +126,9 @@ export function fakeSubstrateWithAgents(
 }
 
 /** The usual /v1 rig on fake machines with in-process agents, both torn down with the test. */
-export function fakeAgentsRig(t: { teardown(fn: () => unknown): void }) {
+export async function fakeAgentsRig(t: { teardown(fn: () => unknown): void }) {
   const fake = fakeSubstrateWithAgents();
-  const rig = makeMachinesRig({ substrate: fake.substrate });
+  const rig = await makeMachinesRig({ substrate: fake.substrate });
   t.teardown(async () => {
     fake.close();
     await rig.close();

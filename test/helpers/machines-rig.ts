@@ -27,7 +27,7 @@ export interface MachinesRigOptions {
   dashboardDir?: string;
 }
 
-export function makeMachinesRig(o: MachinesRigOptions) {
+export async function makeMachinesRig(o: MachinesRigOptions) {
   const dir = o.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cp-mch-'));
   // PUBLIC_BASE_URL is not loopback, so previews are named explicitly: on localhost, as `npm start` serves them.
   // No warm pool unless a test asks for one (WARM_POOL_PER_SIZE in `env`): machines appear only where a test made them.
@@ -37,7 +37,7 @@ export function makeMachinesRig(o: MachinesRigOptions) {
   const clock = { t: Date.parse('2026-11-22T06:00:00.000Z'), real: true };
   const now = () => (clock.real ? new Date() : new Date(clock.t));
   const failures: string[] = [];
-  const services = createServices({
+  const services = await createServices({
     // A host large enough that only tests about admission control (which pin their own) meet it.
     passwordCost: FAST_SCRYPT, now, substrate: o.substrate, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 },
     onMachineFailure: (id, op) => failures.push(`${op}:${id}`),
@@ -109,12 +109,12 @@ export function makeMachinesRig(o: MachinesRigOptions) {
     async close(opts: { keepDir?: boolean } = {}) {
       await services.machines.warmPool.drain();
       await services.pool.close();
-      db.close();
+      await db.close();
       if (!opts.keepDir) fs.rmSync(dir, { recursive: true, force: true });
     },
   };
 }
-export type MachinesRig = ReturnType<typeof makeMachinesRig>;
+export type MachinesRig = Awaited<ReturnType<typeof makeMachinesRig>>;
 
 /** Polls `fn` every half second until it returns non-null. */
 export async function until<T>(what: string, tries: number, fn: () => Promise<T | null>): Promise<T> {

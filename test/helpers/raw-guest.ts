@@ -133,7 +133,7 @@ export async function publicPreviewOf(
   o: { early?: Parameters<typeof rawGuest>[1]; mountsFirst?: () => Hono<AgentEnv>[] } = {},
 ) {
   const fake = fakeSubstrateWithAgents({ mountsFirst: o.mountsFirst });
-  const rig = makeMachinesRig({ substrate: fake.substrate });
+  const rig = await makeMachinesRig({ substrate: fake.substrate });
   const served = await serveWithGateway(rig);
   const guest = await rawGuest(answer, o.early);
   t.teardown(async () => {

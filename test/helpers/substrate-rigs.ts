@@ -29,7 +29,7 @@ export async function containerMachinesRig(
   const substrate = new ContainerSubstrate({
     root, baseRootfs: image.rootfs, stopTimeoutMs: 5000, ...(substrateOptions.volumeBytes ? { volumeBytes: substrateOptions.volumeBytes } : {}),
   });
-  const rig = makeMachinesRig({ ...rigOptions, substrate, services: { agentTimeouts: { connectMs: 5000, requestMs: 60_000 }, ...services } });
+  const rig = await makeMachinesRig({ ...rigOptions, substrate, services: { agentTimeouts: { connectMs: 5000, requestMs: 60_000 }, ...services } });
   const created: string[] = [];
   t.teardown(async () => {
     for (const id of created) await substrate.destroy(id).catch(() => {});
@@ -46,7 +46,7 @@ export async function vmMachinesRig(t: Teardown, prefix = '/tmp/cpv-'): Promise<
   const root = fs.mkdtempSync(prefix);
   const substrate = new VmSubstrate({ root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, stopTimeoutMs: 60_000 });
   const catalog = [{ ...CATALOG[0]!, sizes: CATALOG[0]!.sizes.map((s) => (s.id === 'small' ? { ...s, vcpu: 2, memory_mb: 2048, disk_gb: 6 } : s)) }];
-  const rig = makeMachinesRig({ substrate, services: { catalog, agentTimeouts: { connectMs: 10_000, requestMs: 120_000 } } });
+  const rig = await makeMachinesRig({ substrate, services: { catalog, agentTimeouts: { connectMs: 10_000, requestMs: 120_000 } } });
   const created: string[] = [];
   t.teardown(async () => {
     for (const id of created) await substrate.destroy(id).catch(() => {});

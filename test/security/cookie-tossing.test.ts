@@ -46,7 +46,7 @@ for (const scheme of ['https', 'http'] as const) {
   t.test(`cookie tossing from a sibling preview, ${scheme}`, { timeout: 180_000 }, async (t) => {
     const fake = fakeSubstrateWithAgents();
     // rig.call's cookie writes come from http://cp.test, the rigs' usual origin.
-    const rig = makeMachinesRig({ substrate: fake.substrate, env: { PUBLIC_BASE_URL: `${scheme}://${API}`, PREVIEW_DOMAIN: PREVIEWS, ALLOWED_ORIGINS: 'http://cp.test' } });
+    const rig = await makeMachinesRig({ substrate: fake.substrate, env: { PUBLIC_BASE_URL: `${scheme}://${API}`, PREVIEW_DOMAIN: PREVIEWS, ALLOWED_ORIGINS: 'http://cp.test' } });
     const served = await serveWithGateway(rig);
     const page = { script: '' };
     const app = await guestApp(page);

@@ -17,7 +17,7 @@ t.test('a replaced agent cannot hang, crash or lie through the control plane', a
   const hostile = await startHostileAgent();
   const replaced = new Map<string, (guestEnd: import('node:stream').Duplex) => void>();
   const fake = fakeSubstrateWithAgents({ replaced });
-  const rig = makeMachinesRig({
+  const rig = await makeMachinesRig({
     substrate: fake.substrate,
     services: { readyProbe: false, agentTimeouts: { connectMs: 1000, requestMs: 1500 }, agentMaxAnswerBytes: 1024 * 1024 },
   });

@@ -7,7 +7,7 @@ import t from 'tap';
 import { assertEnvelope, makeRig } from '../helpers/control-plane.js';
 
 t.test('failing on purpose cannot lock a user out', async (t) => {
-  const rig = makeRig();
+  const rig = await makeRig();
   t.teardown(() => rig.close());
   const password = 'the victim knows this';
   const victim = 'victim@example.com';

@@ -11,7 +11,7 @@ import { makeMachinesRig } from '../helpers/machines-rig.js';
 
 
 t.test('members close only their own sessions; admins and owners close any', async (t) => {
-  const rig = makeMachinesRig({ substrate: new FakeSubstrate(), services: { readyProbe: false } });
+  const rig = await makeMachinesRig({ substrate: new FakeSubstrate(), services: { readyProbe: false } });
   t.teardown(() => rig.close());
   const owner = await rig.tenant('pro');
   const machine = (await rig.call('POST', '/v1/machines', { key: owner.key, body: { name: 'shared' } })).json.id as string;

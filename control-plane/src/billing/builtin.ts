@@ -16,59 +16,59 @@ export const PORTAL_LINK_TTL_MS = 60 * 60 * 1000;
 
 export interface BuiltinProvider extends BillingProvider {
   /** Redeems a checkout token: one-time; returns where to send the browser, or null. */
-  completeCheckout(token: string): { successUrl: string } | null;
+  completeCheckout(token: string): Promise<{ successUrl: string } | null>;
   /** The portal link's account, or null if the token is unknown or expired. */
-  portalLink(token: string): BillingLinkRow | null;
+  portalLink(token: string): Promise<BillingLinkRow | null>;
   /** Delivers a provider event, as an external provider's webhook would. */
-  emit(orgId: string, event: ProviderEvent, data?: { plan_id?: string }): void;
+  emit(orgId: string, event: ProviderEvent, data?: { plan_id?: string }): Promise<void>;
 }
 
 export function createBuiltinProvider(deps: { store: Store; sink: BillingEventSink; publicBaseUrl: string; now: () => Date; hash: (t: string) => string }): BuiltinProvider {
   const { store, sink, now } = deps;
-  const link = (kind: BillingLinkRow['kind'], orgId: string, planId: string | null, returnUrl: string | null, ttl: number) => {
+  const link = async (kind: BillingLinkRow['kind'], orgId: string, planId: string | null, returnUrl: string | null, ttl: number) => {
     const { token, hash } = newOpaqueToken();
     const at = now();
-    store.billing.insertLink({
+    await store.billing.insertLink({
       token_hash: hash, kind, org_id: orgId, plan_id: planId, return_url: returnUrl,
       created_at: at.toISOString(), expires_at: new Date(at.getTime() + ttl).toISOString(), used_at: null,
     });
     return token;
   };
-  const liveLink = (token: string, kind: BillingLinkRow['kind']) => {
-    const row = store.billing.link(deps.hash(token), kind);
+  const liveLink = async (token: string, kind: BillingLinkRow['kind']) => {
+    const row = await store.billing.link(deps.hash(token), kind);
     return row && row.expires_at > now().toISOString() ? row : null;
   };
-  const convertDue = (rows: { org_id: string }[]) => {
-    for (const r of rows) sink.apply(r.org_id, 'trial.converted');
+  const convertDue = async (rows: { org_id: string }[]) => {
+    for (const r of rows) await sink.apply(r.org_id, 'trial.converted');
   };
 
   return {
     name: 'builtin',
     async createCheckout({ orgId, planId, successUrl }) {
-      const token = link('checkout', orgId, planId, successUrl, CHECKOUT_LINK_TTL_MS);
+      const token = await link('checkout', orgId, planId, successUrl, CHECKOUT_LINK_TTL_MS);
       return { url: `${deps.publicBaseUrl}/v1/billing/checkout/${token}/complete` };
     },
     async createPortal({ orgId, returnUrl }) {
-      const token = link('portal', orgId, null, returnUrl, PORTAL_LINK_TTL_MS);
+      const token = await link('portal', orgId, null, returnUrl, PORTAL_LINK_TTL_MS);
       return { url: `${deps.publicBaseUrl}/v1/billing/portal/${token}` };
     },
     completeCheckout(token) {
-      return store.db.tx(() => {
-        const row = liveLink(token, 'checkout');
+      return store.db.tx(async () => {
+        const row = await liveLink(token, 'checkout');
         if (!row || row.used_at) return null;
-        if (store.billing.useLink(row.token_hash, now().toISOString()).changes !== 1) return null;
-        sink.apply(row.org_id, 'checkout.completed', { plan_id: row.plan_id! });
+        if ((await store.billing.useLink(row.token_hash, now().toISOString())).changes !== 1) return null;
+        await sink.apply(row.org_id, 'checkout.completed', { plan_id: row.plan_id! });
         return { successUrl: row.return_url! };
       });
     },
     portalLink: (token) => liveLink(token, 'portal'),
     emit: (orgId, event, data) => sink.apply(orgId, event, data),
-    sync(orgId) {
-      const a = store.billing.account(orgId);
-      if (a && a.state === 'trialing' && a.trial_ends_at && a.trial_ends_at <= now().toISOString()) convertDue([a]);
+    async sync(orgId) {
+      const a = await store.billing.account(orgId);
+      if (a && a.state === 'trialing' && a.trial_ends_at && a.trial_ends_at <= now().toISOString()) await convertDue([a]);
     },
-    syncAll() {
-      convertDue(store.billing.dueTrials(now().toISOString()));
+    async syncAll() {
+      await convertDue(await store.billing.dueTrials(now().toISOString()));
     },
   };
 }

@@ -6,7 +6,7 @@ import type { ProviderEvent } from '../domain/billing-account.js';
 
 export interface BillingEventSink {
   /** Applies one provider event through the account state table (409 conflict on an illegal move). */
-  apply(orgId: string, event: ProviderEvent, data?: { plan_id?: string }): void;
+  apply(orgId: string, event: ProviderEvent, data?: { plan_id?: string }): Promise<void>;
 }
 
 export interface BillingProvider {
@@ -14,7 +14,7 @@ export interface BillingProvider {
   createCheckout(req: { orgId: string; planId: string; successUrl: string }): Promise<{ url: string }>;
   createPortal(req: { orgId: string; returnUrl: string | null }): Promise<{ url: string }>;
   /** Lets the provider report what its clock says is due for one account (e.g. a trial ending). */
-  sync(orgId: string): void;
+  sync(orgId: string): Promise<void>;
   /** Same, for every account; run periodically by main.ts. */
-  syncAll(): void;
+  syncAll(): Promise<void>;
 }

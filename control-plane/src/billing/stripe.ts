@@ -42,7 +42,7 @@ export type WebhookOutcome = 'applied' | 'unchanged' | 'ignored' | 'stale' | 'du
 
 export interface StripeProvider extends BillingProvider {
   /** Verifies and applies one webhook delivery. Throws 400 on a bad signature (nothing changes). */
-  handleWebhook(rawBody: string, signature: string | undefined): { id: string; outcome: WebhookOutcome };
+  handleWebhook(rawBody: string, signature: string | undefined): Promise<{ id: string; outcome: WebhookOutcome }>;
   /** Reports every account's unreported usage as meter events; resolves when done (errors per account are collected). */
   reportUsage(): Promise<{ sent: number; failed: number }>;
 }
@@ -54,9 +54,9 @@ export function createStripeProvider(deps: {
   now: () => Date;
   catalog: readonly CatalogVersion[];
   /** Period totals of an organization's usage records (services/usage.ts). */
-  totals: (orgId: string, startMs: number, endMs: number) => Totals;
+  totals: (orgId: string, startMs: number, endMs: number) => Promise<Totals>;
   /** A flush of the in-memory meters before reporting. */
-  flush?: () => void;
+  flush?: () => Promise<void>;
   client?: StripeClientOptions;
   log?: LogSink;
   /** Only the server reports usage in the background (the operator CLI's billing-sync does not). */
@@ -84,59 +84,61 @@ export function createStripeProvider(deps: {
   }
 
   async function customerFor(orgId: string): Promise<string> {
-    const row = store.stripe.customer(orgId);
+    const row = await store.stripe.customer(orgId);
     if (row) return row.customer_id;
     // The idempotency key makes a retried or concurrent first checkout create one customer, not two.
     const c = await call('customers.create', () => stripe.customers.create({ metadata: { org_id: orgId } }, { idempotencyKey: `computer-customer-${orgId}` }));
-    store.db.tx(() => {
-      if (!store.stripe.customer(orgId)) store.stripe.insertCustomer({ org_id: orgId, customer_id: c.id, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
+    return store.db.tx(async () => {
+      const known = await store.stripe.customer(orgId);
+      if (known) return known.customer_id;
+      await store.stripe.insertCustomer({ org_id: orgId, customer_id: c.id, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
+      return c.id;
     });
-    return store.stripe.customer(orgId)!.customer_id;
   }
 
   const idOf = (x: string | { id: string } | null | undefined): string | null => (x == null ? null : typeof x === 'string' ? x : x.id);
 
   /** Moves the account to `target` through the state table; 'unchanged' when already there, 'ignored' when no legal way. */
-  function reach(orgId: string, target: BillingState, planId: string | undefined): 'applied' | 'unchanged' | 'ignored' {
-    const a = store.billing.account(orgId)!;
+  async function reach(orgId: string, target: BillingState, planId: string | undefined): Promise<'applied' | 'unchanged' | 'ignored'> {
+    const a = (await store.billing.account(orgId))!;
     const path = eventsToReach(a.state, target);
     if (path === null) return 'ignored';
     if (path.length === 0) return 'unchanged';
-    for (const e of path) sink.apply(orgId, e as ProviderEvent, planId ? { plan_id: planId } : {});
+    for (const e of path) await sink.apply(orgId, e as ProviderEvent, planId ? { plan_id: planId } : {});
     return 'applied';
   }
 
-  function applyCheckout(ev: Stripe.CheckoutSessionCompletedEvent): { org: string | null; outcome: WebhookOutcome } {
+  async function applyCheckout(ev: Stripe.CheckoutSessionCompletedEvent): Promise<{ org: string | null; outcome: WebhookOutcome }> {
     const s = ev.data.object;
     const org = s.client_reference_id ?? s.metadata?.org_id ?? null;
-    if (!org || !store.billing.account(org) || s.mode !== 'subscription') return { org, outcome: 'ignored' };
+    if (!org || !(await store.billing.account(org)) || s.mode !== 'subscription') return { org, outcome: 'ignored' };
     const customer = idOf(s.customer);
-    const row = store.stripe.customer(org);
-    if (!row && customer) store.stripe.insertCustomer({ org_id: org, customer_id: customer, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
+    const row = await store.stripe.customer(org);
+    if (!row && customer) await store.stripe.insertCustomer({ org_id: org, customer_id: customer, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
     else if (row && customer && row.customer_id !== customer) return { org, outcome: 'ignored' };
-    const a = store.billing.account(org)!;
+    const a = (await store.billing.account(org))!;
     // The session completing is the checkout: a first subscription starts with the trial, a resubscription
     // is paid at once. If a subscription event already moved the account, this one changes nothing.
     const target: BillingState | null = a.state === 'unsubscribed' ? 'trialing' : a.state === 'canceled' ? 'active' : null;
     const sub = idOf(s.subscription);
     if (!target) return { org, outcome: 'unchanged' };
-    const outcome = reach(org, target, s.metadata?.plan_id);
-    if (sub) store.stripe.setSubscription(org, sub, ev.created);
+    const outcome = await reach(org, target, s.metadata?.plan_id);
+    if (sub) await store.stripe.setSubscription(org, sub, ev.created);
     return { org, outcome };
   }
 
-  function applySubscription(ev: Stripe.CustomerSubscriptionCreatedEvent | Stripe.CustomerSubscriptionUpdatedEvent | Stripe.CustomerSubscriptionDeletedEvent): { org: string | null; outcome: WebhookOutcome } {
+  async function applySubscription(ev: Stripe.CustomerSubscriptionCreatedEvent | Stripe.CustomerSubscriptionUpdatedEvent | Stripe.CustomerSubscriptionDeletedEvent): Promise<{ org: string | null; outcome: WebhookOutcome }> {
     const sub = ev.data.object;
     const customer = idOf(sub.customer);
-    let row = customer ? store.stripe.customerById(customer) : undefined;
+    let row = customer ? await store.stripe.customerById(customer) : undefined;
     const org = row?.org_id ?? sub.metadata?.org_id ?? null;
-    if (!org || !store.billing.account(org)) return { org, outcome: 'ignored' };
+    if (!org || !(await store.billing.account(org))) return { org, outcome: 'ignored' };
     if (!row && customer) {
-      if (store.stripe.customer(org)) return { org, outcome: 'ignored' }; // another customer's subscription claiming this org
-      store.stripe.insertCustomer({ org_id: org, customer_id: customer, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
-      row = store.stripe.customer(org);
+      if (await store.stripe.customer(org)) return { org, outcome: 'ignored' }; // another customer's subscription claiming this org
+      await store.stripe.insertCustomer({ org_id: org, customer_id: customer, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
+      row = await store.stripe.customer(org);
     }
-    const a = store.billing.account(org)!;
+    const a = (await store.billing.account(org))!;
     const current = row?.subscription_id ?? null;
     // Events of a subscription that is not the account's (an ended one, after a resubscription) move
     // nothing, unless the account has no live subscription for it to replace.
@@ -153,8 +155,8 @@ export function createStripeProvider(deps: {
     // A resubscription is never a trial: a canceled account's new subscription counts from `active`.
     const price = sub.items?.data?.map((i) => i.price?.id).find((p) => p && planOfPrice.has(p));
     const plan = sub.metadata?.plan_id ?? (price ? planOfPrice.get(price) : undefined);
-    const outcome = reach(org, target === 'trialing' && a.state === 'canceled' ? 'active' : target, plan);
-    if (outcome === 'applied' || !current || current === sub.id) store.stripe.setSubscription(org, sub.id, ev.created);
+    const outcome = await reach(org, target === 'trialing' && a.state === 'canceled' ? 'active' : target, plan);
+    if (outcome === 'applied' || !current || current === sub.id) await store.stripe.setSubscription(org, sub.id, ev.created);
     return { org, outcome };
   }
 
@@ -163,13 +165,13 @@ export function createStripeProvider(deps: {
   async function reportOrg(orgId: string, customerId: string): Promise<{ sent: number; failed: number }> {
     let sent = 0;
     let failed = 0;
-    const a = store.billing.account(orgId);
+    const a = await store.billing.account(orgId);
     if (!a) return { sent, failed };
     const nowMs = now().getTime();
     // Periods the reporter saw open that the account has since left: report them up to where they
     // ended (the new period's start), then close them.
     const periods = new Map<string, { start: string; end: string; close: boolean }>();
-    for (const r of store.stripe.reports(orgId)) {
+    for (const r of await store.stripe.reports(orgId)) {
       if (r.closed || r.period_start === a.period_start) continue;
       const end = a.period_start && a.period_start < r.period_end ? a.period_start : r.period_end;
       periods.set(r.period_start, { start: r.period_start, end, close: true });
@@ -180,16 +182,16 @@ export function createStripeProvider(deps: {
       // The hour in progress counts too: records grow in place, and what is reported is cumulative.
       const endMs = Math.min(Date.parse(p.end), nowMs + 3_600_000);
       const cat = catalogAt(new Date(startMs), deps.catalog);
-      const totals = deps.totals(orgId, startMs, endMs);
+      const totals = await deps.totals(orgId, startMs, endMs);
       const q = stripeMeterQuantities(computeMilliSeconds(cat, totals), totals);
       for (const meter of STRIPE_METERS) {
-        store.stripe.ensureReport(orgId, p.start, p.end, meter);
+        await store.stripe.ensureReport(orgId, p.start, p.end, meter);
         const cumulative = Number(q[meter]);
         // First a delta left in flight (resent under its identifier), then whatever is new since.
         for (;;) {
-          let row = store.stripe.reports(orgId).find((r) => r.period_start === p.start && r.meter === meter)!;
+          let row = (await store.stripe.reports(orgId)).find((r) => r.period_start === p.start && r.meter === meter)!;
           if (row.pending === null && cumulative > row.reported) {
-            if (store.stripe.setPending(orgId, p.start, meter, row.reported, cumulative).changes !== 1) break;
+            if ((await store.stripe.setPending(orgId, p.start, meter, row.reported, cumulative)).changes !== 1) break;
             row = { ...row, pending: cumulative };
           }
           if (row.pending === null) break;
@@ -203,7 +205,7 @@ export function createStripeProvider(deps: {
               timestamp: Math.floor(nowMs / 1000),
               payload: { stripe_customer_id: customerId, value: String(pending - row.reported) },
             });
-            store.stripe.acknowledge(orgId, p.start, meter, pending);
+            await store.stripe.acknowledge(orgId, p.start, meter, pending);
             sent++;
           } catch (e) {
             failed++;
@@ -212,7 +214,7 @@ export function createStripeProvider(deps: {
           }
         }
       }
-      if (p.close && failed === 0) store.stripe.closePeriod(orgId, p.start, p.end);
+      if (p.close && failed === 0) await store.stripe.closePeriod(orgId, p.start, p.end);
     }
     return { sent, failed };
   }
@@ -222,7 +224,7 @@ export function createStripeProvider(deps: {
     async createCheckout({ orgId, planId, successUrl }) {
       const price = settings.prices[planId];
       if (!price) throw invalid(`The ${planId} plan is not offered on this deployment.`, [{ field: 'plan_id', message: 'no Stripe price configured for this plan' }]);
-      const a = store.billing.account(orgId)!;
+      const a = (await store.billing.account(orgId))!;
       const customer = await customerFor(orgId);
       // Only a first subscription gets the trial (the state table: unsubscribed → trialing, canceled → active).
       const trialDays = a.state === 'unsubscribed' ? trialTerms(catalogAt(now(), deps.catalog), planId).days : 0;
@@ -242,14 +244,14 @@ export function createStripeProvider(deps: {
       return { url: session.url };
     },
     async createPortal({ orgId, returnUrl }) {
-      const row = store.stripe.customer(orgId);
+      const row = await store.stripe.customer(orgId);
       if (!row) throw ERRORS.noSubscriptionYet();
       const session = await call('billingPortal.sessions.create', () =>
         stripe.billingPortal.sessions.create({ customer: row.customer_id, ...(returnUrl ? { return_url: returnUrl } : {}) }),
       );
       return { url: session.url };
     },
-    handleWebhook(rawBody, signature) {
+    async handleWebhook(rawBody, signature) {
       if (!signature) throw invalid('Missing Stripe-Signature header.', [{ field: 'stripe-signature', message: 'required' }]);
       let ev: Stripe.Event;
       try {
@@ -258,22 +260,22 @@ export function createStripeProvider(deps: {
         // Security gate: nothing in an unverified body is looked at. The reason is not echoed.
         throw invalid('Webhook signature verification failed.', [{ field: 'stripe-signature', message: 'does not verify' }]);
       }
-      return store.db.tx(() => {
-        if (store.stripe.event(ev.id)) return { id: ev.id, outcome: 'duplicate' as const };
+      return store.db.tx(async () => {
+        if (await store.stripe.event(ev.id)) return { id: ev.id, outcome: 'duplicate' as const };
         let r: { org: string | null; outcome: WebhookOutcome };
         switch (ev.type) {
           case 'checkout.session.completed':
-            r = applyCheckout(ev);
+            r = await applyCheckout(ev);
             break;
           case 'customer.subscription.created':
           case 'customer.subscription.updated':
           case 'customer.subscription.deleted':
-            r = applySubscription(ev);
+            r = await applySubscription(ev);
             break;
           default:
             r = { org: null, outcome: 'ignored' };
         }
-        store.stripe.markEvent({ id: ev.id, type: ev.type, org_id: r.org, outcome: r.outcome, received_at: now().toISOString() });
+        await store.stripe.markEvent({ id: ev.id, type: ev.type, org_id: r.org, outcome: r.outcome, received_at: now().toISOString() });
         return { id: ev.id, outcome: r.outcome };
       });
     },
@@ -281,10 +283,10 @@ export function createStripeProvider(deps: {
       // One report at a time: two would race for the same pending rows.
       if (reporting) return reporting;
       reporting = (async () => {
-        deps.flush?.();
+        await deps.flush?.();
         let sent = 0;
         let failed = 0;
-        for (const c of store.stripe.customers()) {
+        for (const c of await store.stripe.customers()) {
           const r = await reportOrg(c.org_id, c.customer_id);
           sent += r.sent;
           failed += r.failed;
@@ -296,8 +298,8 @@ export function createStripeProvider(deps: {
       return reporting;
     },
     // Stripe's webhooks move accounts (a trial ends at Stripe); nothing is due by our clock.
-    sync() {},
-    syncAll() {
+    async sync() {},
+    async syncAll() {
       if (!deps.background) return;
       void this.reportUsage().catch((e) => deps.log?.({ event: 'stripe_meter_report_failed', type: (e as Error)?.name ?? 'Error' }));
     },

@@ -27,9 +27,9 @@ export interface GatewayLeases {
    * At the handshake: may this principal use `sessionId` for input on this machine at all (its own,
    * open, non-view session of this machine)? Throws AppError when not. Holding the lease is not needed yet.
    */
-  checkSession(p: OrgPrincipal, machineId: string, sessionId: string): void;
+  checkSession(p: OrgPrincipal, machineId: string, sessionId: string): Promise<void>;
   /** Per message: does `sessionId` hold the lease with exactly this fence now? */
-  checkFence(p: OrgPrincipal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null };
+  checkFence(p: OrgPrincipal, machineId: string, sessionId: string, fence: number): Promise<{ ok: true } | { ok: false; current: number | null }>;
   /**
    * Calls `onReleased(sessionId, fence)` whenever a session stops holding the machine's lease grant
    * `fence` (takeover, release, expiry noticed, stop). Returns the unsubscribe function.
@@ -50,11 +50,11 @@ export interface EgressMeter {
 
 export interface GatewayDeps {
   /** The caller from the upgrade request's Authorization header or session cookie; null when neither is valid. */
-  authenticate(req: IncomingMessage): Principal | null;
+  authenticate(req: IncomingMessage): Promise<Principal | null>;
   /** Whether a cookie-authenticated handshake comes from a recognised Origin. */
   isRecognisedOrigin(origin: string | undefined): boolean;
   /** Throws AppError not_found when the machine does not exist in the organization. */
-  getMachine(orgId: string, machineId: string): { id: string; state: string };
+  getMachine(orgId: string, machineId: string): Promise<{ id: string; state: string }>;
   /**
    * Open a stream to the machine's agent. Rejects with AppError (compute_unavailable when it cannot
    * be reached, conflict when the machine is not running). `duplex` keeps the request side open.
@@ -62,16 +62,16 @@ export interface GatewayDeps {
   openAgentStream(orgId: string, machineId: string, req: { method: 'GET' | 'POST'; path: string; duplex: boolean }): Promise<OpenedStream>;
   callAgent(orgId: string, machineId: string, req: AgentCall): Promise<AgentAnswer>;
   /** The value of a machine's stored secret, to type by reference (never sent to a client). Throws AppError. */
-  secretForTyping(orgId: string, machineId: string, name: string): string;
+  secretForTyping(orgId: string, machineId: string, name: string): Promise<string>;
   leases: GatewayLeases;
   events: GatewayEvents;
   egress: EgressMeter;
   /** Sessions a channel names (`session_id`): checked at the handshake, attached while the socket is open. */
   sessions?: {
     /** Throws AppError unless the caller may attach this session on this machine. */
-    checkAttach(p: OrgPrincipal, machineId: string, sessionId: string): void;
-    /** Returns the detach. */
-    attach(sessionId: string): () => void;
+    checkAttach(p: OrgPrincipal, machineId: string, sessionId: string): Promise<void>;
+    /** Resolves to the detach. */
+    attach(sessionId: string): Promise<() => void>;
   };
   /** Operator log (never bodies, paths or typed text). */
   log?: LogSink;

@@ -23,7 +23,7 @@ export interface FromServicesOptions {
 }
 
 /** The same credential rules as the API's authenticate middleware: a bad key never falls back to the cookie. */
-export function principalFromUpgrade(s: Services, req: IncomingMessage): Principal | null {
+export async function principalFromUpgrade(s: Services, req: IncomingMessage): Promise<Principal | null> {
   const authz = req.headers.authorization;
   if (authz !== undefined) {
     const m = /^Bearer (\S+)$/.exec(authz);
@@ -44,10 +44,10 @@ export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}
     isRecognisedOrigin: (origin) => isRecognisedOrigin(s.config, origin),
     getMachine: (orgId, id) => s.machines.get(orgId, id),
     async openAgentStream(orgId, id, req) {
-      return streams.open(s.agent.running(orgId, id), req);
+      return streams.open(await s.agent.running(orgId, id), req);
     },
     async callAgent(orgId, id, req) {
-      const r = await s.agent.forward(s.agent.running(orgId, id), { method: req.method, path: req.path, body: req.body });
+      const r = await s.agent.forward(await s.agent.running(orgId, id), { method: req.method, path: req.path, body: req.body });
       return { status: r.status, body: r.body };
     },
     secretForTyping: (orgId, id, name) => s.secrets.valueForTyping(orgId, id, name),

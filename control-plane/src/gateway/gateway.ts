@@ -114,14 +114,14 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
   const hub = new ScreenHub(deps, opts.screen);
   const alive = new WeakMap<WebSocket, boolean>();
   /** Per open socket: what the handshake admitted, re-evaluated on a timer. null = still admitted. */
-  const rechecks = new Map<WebSocket, () => CloseCode | null>();
+  const rechecks = new Map<WebSocket, () => Promise<CloseCode | null>>();
   let closing = false;
 
   /** Everything decidable before the upgrade; throws AppError. */
-  function admit(req: IncomingMessage, url: URL): { r: Route; p: OrgPrincipal; query: Record<string, unknown> } {
+  async function admit(req: IncomingMessage, url: URL): Promise<{ r: Route; p: OrgPrincipal; query: Record<string, unknown> }> {
     const r = route(url.pathname);
     if (!r) throw ERRORS.noSuchChannel();
-    const p = deps.authenticate(req);
+    const p = await deps.authenticate(req);
     if (!p) throw req.headers.authorization !== undefined ? ERRORS.badApiKey() : ERRORS.signInOrSendKey();
     // Browsers send cookies on cross-site WebSocket handshakes (no CORS applies to them), so a
     // cookie-authenticated handshake must come from our own pages: this is the CSWSH gate.
@@ -133,14 +133,14 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
     if (perm && !p.permissions.has(perm)) throw ERRORS.needsPermission(perm);
     // Another organization's machine is not found, never forbidden.
     if (!isMachineId(r.machineId)) throw ERRORS.noSuchMachine();
-    deps.getMachine(p.org_id, r.machineId);
+    await deps.getMachine(p.org_id, r.machineId);
     if (r.termId !== undefined && !TERM_ID_RE.test(r.termId)) throw ERRORS.noSuchTerminal();
     const raw = Object.fromEntries(url.searchParams);
     const schema = { screen: ScreenChannelQuery, events: EventsChannelQuery, input: InputChannelQuery, terminal: TerminalChannelQuery }[r.channel];
     const query = parseOrThrow(schema as { safeParse(v: unknown): { success: true; data: Record<string, unknown> } | { success: false; error: never } }, raw, 'query');
     if (r.channel === 'events' && typeof query.cursor === 'string') deps.events.validateCursor(query.cursor);
-    if (r.channel === 'input') deps.leases.checkSession(p, r.machineId, query.session_id as string);
-    else if (typeof query.session_id === 'string') deps.sessions?.checkAttach(p, r.machineId, query.session_id);
+    if (r.channel === 'input') await deps.leases.checkSession(p, r.machineId, query.session_id as string);
+    else if (typeof query.session_id === 'string') await deps.sessions?.checkAttach(p, r.machineId, query.session_id);
     return { r, p, query };
   }
 
@@ -148,11 +148,17 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
     if (opts.skip?.(req)) return;
     const requestId = newId('request');
     socket.on('error', () => {});
-    let admitted: ReturnType<typeof admit>;
+    void upgrade(req, socket, head, requestId).catch(() => socket.destroy());
+  };
+
+  async function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
+    let admitted: Awaited<ReturnType<typeof admit>>;
     try {
       if (closing) throw ERRORS.serverShuttingDown();
       const url = new URL(req.url ?? '/', 'http://gateway');
-      admitted = admit(req, url);
+      admitted = await admit(req, url);
+      // The admission awaited the store: a shutdown begun meanwhile opens no new channel.
+      if (closing) throw ERRORS.serverShuttingDown();
     } catch (e) {
       const err = e instanceof AppError ? e : ERRORS.channelNotOpened();
       if (!(e instanceof AppError)) log({ event: 'internal_error', operation: 'gateway.upgrade', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
@@ -167,13 +173,13 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
       alive.set(ws, true);
       // Security gate: the handshake's answer must stay true while the socket is open. The request's
       // headers (key or cookie) are authenticated again, against the same organization and permission.
-      rechecks.set(ws, () => {
-        const now = deps.authenticate(req);
+      rechecks.set(ws, async () => {
+        const now = await deps.authenticate(req);
         if (!now) return CLOSE_CODES.unauthenticated;
         const perm = PERMISSION[r.channel];
         if (now.org_id !== p.org_id || (perm && !now.permissions.has(perm))) return CLOSE_CODES.permission_denied;
         try {
-          deps.getMachine(p.org_id, r.machineId);
+          await deps.getMachine(p.org_id, r.machineId);
         } catch {
           return CLOSE_CODES.not_found;
         }
@@ -185,7 +191,11 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
       ws.once('close', (code) => log({ event: 'ws', channel: r.channel, request_id: requestId, close: code, ms: Date.now() - started }));
       const orgId = p.org_id;
       // The named session is attached while this socket is open (it cannot go idle or expire).
-      if (typeof query.session_id === 'string' && deps.sessions) ws.once('close', deps.sessions.attach(query.session_id));
+      if (typeof query.session_id === 'string' && deps.sessions) {
+        // Recorded in the background; the detach runs at close, whenever the attach has been recorded.
+        const attached = deps.sessions.attach(query.session_id).catch(() => null);
+        ws.once('close', () => void attached.then((detach) => detach?.()));
+      }
       try {
         switch (r.channel) {
           case 'screen': {
@@ -209,7 +219,7 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
         ws.close(4500, 'internal error');
       }
     });
-  };
+  }
   server.on('upgrade', onUpgrade);
 
   const heartbeat = setInterval(() => {
@@ -230,19 +240,27 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
   }, opts.heartbeatMs ?? 30_000);
   heartbeat.unref();
 
+  let checking = false;
   const credentialCheck = setInterval(() => {
-    for (const [ws, recheck] of rechecks) {
-      let code: CloseCode | null;
-      try {
-        code = recheck();
-      } catch {
-        code = CLOSE_CODES.internal_error;
+    // One pass at a time: a pass awaits the store for every socket.
+    if (checking) return;
+    checking = true;
+    void (async () => {
+      for (const [ws, recheck] of [...rechecks]) {
+        let code: CloseCode | null;
+        try {
+          code = await recheck();
+        } catch {
+          code = CLOSE_CODES.internal_error;
+        }
+        if (code !== null && rechecks.has(ws)) {
+          rechecks.delete(ws);
+          ws.close(code, code === CLOSE_CODES.unauthenticated ? 'credentials no longer valid' : 'access no longer allowed');
+        }
       }
-      if (code !== null) {
-        rechecks.delete(ws);
-        ws.close(code, code === CLOSE_CODES.unauthenticated ? 'credentials no longer valid' : 'access no longer allowed');
-      }
-    }
+    })().finally(() => {
+      checking = false;
+    });
   }, opts.credentialCheckMs ?? DEFAULT_CREDENTIAL_CHECK_MS);
   credentialCheck.unref();
 

@@ -66,16 +66,16 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: OrgPrincipal, ma
     readOnly = true;
     // Said after the message being applied right now (if any) is answered, so no `ack` ever follows
     // `lease_lost`; nothing queued behind it is applied.
-    chain = chain.then(() => {
-      const c = deps.leases.checkFence(p, machineId, sessionId, fence);
+    chain = chain.then(async () => {
+      const c = await deps.leases.checkFence(p, machineId, sessionId, fence);
       notify(c.ok ? null : c.current);
-    });
+    }).catch(() => undefined /* store closed: the socket is going away */);
   });
   ws.once('close', unwatch);
 
   const apply = async (msg: InputMessage): Promise<void> => {
     if (readOnly || ws.readyState !== WebSocket.OPEN) return;
-    const check = deps.leases.checkFence(p, machineId, sessionId, msg.fence);
+    const check = await deps.leases.checkFence(p, machineId, sessionId, msg.fence);
     if (!check.ok) {
       readOnly = true;
       return notify(check.current);
@@ -85,7 +85,7 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: OrgPrincipal, ma
     let res;
     let sensitive = false;
     try {
-      const agent = toAgent(msg, body);
+      const agent = await toAgent(msg, body);
       sensitive = agent.sensitive;
       res = await deps.callAgent(orgId, machineId, { method: 'POST', path: agentPath(type), body: agent.body });
     } catch (e) {
@@ -114,8 +114,8 @@ export function serveInput(ws: WebSocket, deps: GatewayDeps, p: OrgPrincipal, ma
    * no after-screenshot is taken (the field it was typed into may show it). An unknown secret throws its
    * AppError, answered as an `error`.
    */
-  const toAgent = (msg: InputMessage, body: Record<string, unknown>): { body: string; sensitive: boolean } => {
-    const bySecret = msg.type === 'keyboard.type' ? secretTypingBody(msg, (name) => deps.secretForTyping(orgId, machineId, name)) : null;
+  const toAgent = async (msg: InputMessage, body: Record<string, unknown>): Promise<{ body: string; sensitive: boolean }> => {
+    const bySecret = msg.type === 'keyboard.type' ? await secretTypingBody(msg, (name) => deps.secretForTyping(orgId, machineId, name)) : null;
     return bySecret === null ? { body: JSON.stringify(body), sensitive: false } : { body: bySecret, sensitive: true };
   };
 

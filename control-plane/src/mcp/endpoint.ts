@@ -70,7 +70,7 @@ export function mountMcp(
     sessions.delete(id);
     for (const sid of e.leases.sessionIds()) {
       try {
-        s.sessions.close(e.principal, sid); // releases the lease
+        await s.sessions.close(e.principal, sid); // releases the lease
       } catch {
         // Already gone with its machine, or the key lost sessions:write; the lease still expires on its own.
       }

@@ -13,14 +13,14 @@ import { NOT_FOUND, PRIVATE, sendPage, type Refusal } from './refusals.js';
 
 export type Admitted = { row: PreviewRow; dropAuthorization: boolean };
 
-export function lookup(ports: PortService, req: IncomingMessage): PreviewRow | null {
+export async function lookup(ports: PortService, req: IncomingMessage): Promise<PreviewRow | null> {
   const id = previewIdFromHost(req.headers.host, ports.domain);
   return id ? ports.resolve(id) : null;
 }
 
 /** Host → live preview → credential. */
-export function admit(ports: PortService, req: IncomingMessage): Admitted | Refusal {
-  const row = lookup(ports, req);
+export async function admit(ports: PortService, req: IncomingMessage): Promise<Admitted | Refusal> {
+  const row = await lookup(ports, req);
   if (!row) return NOT_FOUND();
   const cred = ports.authorize(row, { authorization: req.headers.authorization, cookie: req.headers.cookie, origin: req.headers.origin });
   if (!cred.ok) return PRIVATE();
@@ -31,9 +31,9 @@ export function admit(ports: PortService, req: IncomingMessage): Admitted | Refu
  * The one-shot access link: trade the token for a cookie on this hostname only, then go to `/`. A
  * browser that already holds a valid credential is just sent on.
  */
-export function access(ports: PortService, secureCookies: boolean, req: IncomingMessage, res: ServerResponse, row: PreviewRow, requestId: string): number {
+export async function access(ports: PortService, secureCookies: boolean, req: IncomingMessage, res: ServerResponse, row: PreviewRow, requestId: string): Promise<number> {
   const token = new URL(req.url ?? '/', 'http://preview').searchParams.get('token') ?? '';
-  const cookie = req.method === 'GET' || req.method === 'HEAD' ? ports.trade(row, token) : null;
+  const cookie = req.method === 'GET' || req.method === 'HEAD' ? await ports.trade(row, token) : null;
   const headers: Record<string, string> = { location: '/', 'cache-control': 'no-store', 'referrer-policy': 'no-referrer', 'x-request-id': requestId };
   if (cookie) {
     // Host-only (no Domain): the cookie goes to this one preview hostname and nowhere else.

@@ -9,7 +9,7 @@ import type { PreviewConnections } from './connections.js';
 export interface PreviewProxyDeps {
   ports: PortService;
   /** The running machine's agent; throws AppError when it is not running. */
-  agentTarget(orgId: string, machineId: string): AgentTarget;
+  agentTarget(orgId: string, machineId: string): Promise<AgentTarget>;
   /** Opens an agent stream (the machine-agent service's streams). */
   openStream(target: AgentTarget, req: StreamRequest): Promise<OpenedStream>;
   /**

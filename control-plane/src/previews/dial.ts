@@ -18,7 +18,7 @@ export type Dialed = { stream: http2.ClientHttp2Stream; machineId: string };
 export async function dial(deps: PreviewProxyDeps, row: PreviewRow): Promise<Dialed | Refusal> {
   let target: AgentTarget;
   try {
-    target = deps.agentTarget(row.org_id, row.machine_id);
+    target = await deps.agentTarget(row.org_id, row.machine_id);
   } catch (e) {
     if (e instanceof AppError && (e.code === 'conflict' || e.code === 'compute_unavailable' || e.code === 'not_found')) return STOPPED();
     throw e;

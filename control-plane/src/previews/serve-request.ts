@@ -37,12 +37,12 @@ export async function serveRequest(ctx: ProxyContext, req: IncomingMessage, res:
   const { deps, admission, connections, headerTimeoutMs } = ctx;
   const { ports } = deps;
   const accept = req.headers.accept;
-  const found = lookup(ports, req);
+  const found = await lookup(ports, req);
   // The access link is the one way in without a credential (private previews only).
   if (found?.access === 'private' && new URL(req.url ?? '/', 'http://preview').pathname === PREVIEW_ACCESS_PATH) {
     return access(ports, deps.secureCookies, req, res, found, requestId);
   }
-  const a = admit(ports, req);
+  const a = await admit(ports, req);
   if ('err' in a) return sendPage(res, a, requestId, accept);
   const { row } = a;
   const { head, framing } = guestHead(deps, req, false, a.dropAuthorization);

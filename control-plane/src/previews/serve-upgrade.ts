@@ -16,7 +16,7 @@ export async function serveUpgrade(ctx: ProxyContext, req: IncomingMessage, sock
   const { deps, admission, connections, headerTimeoutMs, log } = ctx;
   const { ports } = deps;
   const accept = req.headers.accept;
-  const a = admit(ports, req);
+  const a = await admit(ports, req);
   if ('err' in a) return writeRawPage(socket, a, requestId, accept);
   const { head } = guestHead(deps, req, true, a.dropAuthorization);
   ports.touch(a.row.id);

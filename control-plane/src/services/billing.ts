@@ -16,9 +16,9 @@ export const PERIOD_MS = 30 * 24 * 60 * 60 * 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** A period that ended (the account as it was, and when): usage.ts closes it into a final summary. */
-export type PeriodCloseListener = (old: BillingAccountRow, at: string) => void;
+export type PeriodCloseListener = (old: BillingAccountRow, at: string) => Promise<void>;
 
-export type StateChangeListener = (e: { org_id: string; from: BillingState; to: BillingState; event: ProviderEvent }) => void;
+export type StateChangeListener = (e: { org_id: string; from: BillingState; to: BillingState; event: ProviderEvent }) => Promise<void>;
 
 export interface BillingDeps {
   store: Store;
@@ -36,16 +36,16 @@ export function createBillingService(d: BillingDeps) {
   const periodListeners: PeriodCloseListener[] = [];
   let provider: BillingProvider | null = null;
 
-  function account(orgId: string): BillingAccountRow {
-    const a = store.billing.account(orgId);
+  async function account(orgId: string): Promise<BillingAccountRow> {
+    const a = await store.billing.account(orgId);
     if (!a) throw ERRORS.noBillingAccount();
     return a;
   }
 
   const sink: BillingEventSink = {
-    apply(orgId, event, data = {}) {
-      const change = store.db.tx(() => {
-        const a = account(orgId);
+    async apply(orgId, event, data = {}) {
+      const change = await store.db.tx(async () => {
+        const a = await account(orgId);
         const to = nextBillingState(a.state, event);
         if (!to) throw ERRORS.billingEventNotApplicable(event, a.state);
         const at = now();
@@ -70,19 +70,29 @@ export function createBillingService(d: BillingDeps) {
           next.trial_ends_at = null;
           if (to === 'active' && (event !== 'payment.succeeded' || !a.period_end || a.period_end <= at.toISOString())) newPeriod();
         }
-        if (store.billing.updateAccount(next, a.state).changes !== 1) {
+        if ((await store.billing.updateAccount(next, a.state)).changes !== 1) {
           throw ERRORS.billingAccountChanged();
         }
-        store.billing.insertEvent({ id: newId('event'), org_id: orgId, type: event, from_state: a.state, to_state: to, created_at: at.toISOString() });
+        await store.billing.insertEvent({ id: newId('event'), org_id: orgId, type: event, from_state: a.state, to_state: to, created_at: at.toISOString() });
         const closed = a.period_start && next.period_start !== a.period_start ? a : null;
         return { change: { org_id: orgId, from: a.state, to, event }, closed, at: at.toISOString() };
       });
       // Listeners act (stop machines, close a period) only once the move is committed: a provider call
       // wrapping this in a larger transaction (a checkout link's redemption) may still roll back.
+      const notify = async () => {
+        if (change.closed) for (const l of periodListeners) await l(change.closed, change.at);
+        for (const l of listeners) await l(change.change);
+      };
+      let notified: Promise<void> | null = null;
       store.db.afterCommit(() => {
-        if (change.closed) for (const l of periodListeners) l(change.closed, change.at);
-        for (const l of listeners) l(change.change);
+        notified = notify();
+        // Inside a larger transaction nobody awaits this (it runs once that commits); the listeners' own
+        // work (a period's summary, enforcement) is redone by their periodic passes if it failed.
+        notified.catch(() => undefined);
       });
+      // Not inside a larger transaction: the listeners ran now, and this resolves once they are done (as
+      // when they were synchronous).
+      if (notified) await notified;
     },
   };
 
@@ -95,9 +105,9 @@ export function createBillingService(d: BillingDeps) {
    * else the plan's from the catalog version the account was priced under. null when the plan is
    * negotiated and no override is in effect.
    */
-  function entitlements(a: BillingAccountRow): Entitlements | null {
+  async function entitlements(a: BillingAccountRow): Promise<Entitlements | null> {
     if (!a.plan_id) return null;
-    const o = store.billing.overrideAt(a.org_id, now().toISOString());
+    const o = await store.billing.overrideAt(a.org_id, now().toISOString());
     if (o) return JSON.parse(o.entitlements) as Entitlements;
     const plan = findPlan(catalogFor(a), a.plan_id);
     if (!plan || !plan.self_serve) return null;
@@ -126,15 +136,15 @@ export function createBillingService(d: BillingDeps) {
     onPeriodClose(l: PeriodCloseListener) {
       periodListeners.push(l);
     },
-    open(orgId: string): void {
-      store.billing.insertAccount({
+    async open(orgId: string): Promise<void> {
+      await store.billing.insertAccount({
         org_id: orgId, state: 'unsubscribed', plan_id: null, catalog_version: null, provider: d.providerName,
         trial_ends_at: null, period_start: null, period_end: null, updated_at: now().toISOString(),
       });
     },
     /** The account after letting the provider report anything due (e.g. a trial that ended). */
-    account(orgId: string): BillingAccountRow {
-      this.provider.sync(orgId);
+    async account(orgId: string): Promise<BillingAccountRow> {
+      await this.provider.sync(orgId);
       return account(orgId);
     },
     entitlements,
@@ -144,25 +154,25 @@ export function createBillingService(d: BillingDeps) {
       const plan = findPlan(cat, req.plan_id);
       if (!plan) throw invalid('Unknown plan.', [{ field: 'plan_id', message: 'no such plan in the current catalog' }]);
       checkReturnUrl(req.success_url, 'success_url');
-      const a = this.account(orgId);
+      const a = await this.account(orgId);
       if (a.state !== 'unsubscribed' && a.state !== 'canceled') {
         throw ERRORS.changeInBillingPortal(a.state);
       }
       // A negotiated plan cannot be bought: it needs an agreement (an operator-set override) in effect first.
-      if (!plan.self_serve && !store.billing.overrideAt(orgId, now().toISOString())) {
+      if (!plan.self_serve && !(await store.billing.overrideAt(orgId, now().toISOString()))) {
         throw ERRORS.planNeedsAgreement(plan.id);
       }
       return this.provider.createCheckout({ orgId, planId: plan.id, successUrl: req.success_url });
     },
     async portal(orgId: string, returnUrl: string | null): Promise<{ url: string }> {
       if (returnUrl) checkReturnUrl(returnUrl, 'return_url');
-      account(orgId);
+      await account(orgId);
       return this.provider.createPortal({ orgId, returnUrl });
     },
     /** Operator action: an effective-dated agreement (enterprise, or a negotiated raise on any plan). */
-    setOverride(orgId: string, e: Entitlements, from: Date, until: Date | null): string {
+    async setOverride(orgId: string, e: Entitlements, from: Date, until: Date | null): Promise<string> {
       const id = newId('event');
-      store.billing.insertOverride({
+      await store.billing.insertOverride({
         id, org_id: orgId, entitlements: JSON.stringify(e), effective_from: from.toISOString(),
         effective_until: until ? until.toISOString() : null, created_at: now().toISOString(),
       });

@@ -66,22 +66,24 @@ export function createEventService(d: { store: Store; now: () => Date }) {
 
   return {
     /**
-     * Records an event. Call inside the transaction that makes it true; subscribers are woken after
-     * the current synchronous work (the transaction) has finished.
+     * Records an event. Call inside the transaction that makes it true; subscribers are woken once it
+     * commits (never for an append that rolls back).
      */
-    append(orgId: string, machineId: string, type: EventType, data: Record<string, unknown> = {}): void {
-      store.events.insert({ id: newId('event'), org_id: orgId, machine_id: machineId, type, data: JSON.stringify(data), created_at: d.now().toISOString() });
-      if (!subscribers.has(machineId)) return;
-      pending.add(machineId);
-      if (!scheduled) {
-        scheduled = true;
-        queueMicrotask(wake);
-      }
+    async append(orgId: string, machineId: string, type: EventType, data: Record<string, unknown> = {}): Promise<void> {
+      await store.events.insert({ id: newId('event'), org_id: orgId, machine_id: machineId, type, data: JSON.stringify(data), created_at: d.now().toISOString() });
+      store.db.afterCommit(() => {
+        if (!subscribers.has(machineId)) return;
+        pending.add(machineId);
+        if (!scheduled) {
+          scheduled = true;
+          queueMicrotask(wake);
+        }
+      });
     },
 
-    list(machineId: string, q: { limit?: number; cursor?: string }): Page<MachineEvent> {
+    async list(machineId: string, q: { limit?: number; cursor?: string }): Promise<Page<MachineEvent>> {
       const limit = q.limit ?? DEFAULT_LIMIT;
-      const rows = store.events.pageDesc(machineId, decodeEventCursor(q.cursor), limit + 1);
+      const rows = await store.events.pageDesc(machineId, decodeEventCursor(q.cursor), limit + 1);
       const more = rows.length > limit;
       const shown = more ? rows.slice(0, limit) : rows;
       return { data: shown.map(view), next_cursor: more ? encodeEventCursor(shown[shown.length - 1]!.seq) : null };
@@ -93,20 +95,28 @@ export function createEventService(d: { store: Store; now: () => Date }) {
     },
 
     /** A cursor meaning "from now on": events appended after this call. */
-    headCursor(machineId: string): string {
-      return encodeEventCursor(store.events.lastSeq(machineId));
+    async headCursor(machineId: string): Promise<string> {
+      return encodeEventCursor(await store.events.lastSeq(machineId));
     },
 
     /**
      * Delivers every event of `machineId` after `fromCursor` (null: only new ones), in order, then live
      * ones as they commit. Returns the unsubscribe function.
+     *
+     * The head (for null) is read by a query issued within this call, so it queues on the store ahead of
+     * any append that starts after it. One drain runs at a time per subscriber (a wake during a drain
+     * makes it read once more), so deliveries stay in `seq` order without duplicates.
      */
     subscribe(machineId: string, fromCursor: string | null, deliver: (d: Delivered) => void): () => void {
-      let last = fromCursor === null ? store.events.lastSeq(machineId) : (decodeEventCursor(fromCursor) ?? 0);
+      const start = fromCursor === null ? store.events.lastSeq(machineId) : Promise.resolve(decodeEventCursor(fromCursor) ?? 0);
+      let last: number | null = null;
       let closed = false;
-      const drain = () => {
+      let draining = false;
+      let again = false;
+      const catchUp = async () => {
+        last ??= await start;
         while (!closed) {
-          const rows = store.events.after(machineId, last, CATCH_UP_BATCH);
+          const rows = await store.events.after(machineId, last, CATCH_UP_BATCH);
           for (const r of rows) {
             if (closed) return;
             last = r.seq;
@@ -115,10 +125,29 @@ export function createEventService(d: { store: Store; now: () => Date }) {
           if (rows.length < CATCH_UP_BATCH) return;
         }
       };
+      const drain = () => {
+        if (draining) {
+          again = true;
+          return;
+        }
+        draining = true;
+        void (async () => {
+          try {
+            do {
+              again = false;
+              await catchUp();
+            } while (again && !closed);
+          } catch {
+            /* store closed (shutdown): nothing more to deliver */
+          } finally {
+            draining = false;
+          }
+        })();
+      };
       let set = subscribers.get(machineId);
       if (!set) subscribers.set(machineId, (set = new Set()));
       set.add(drain);
-      queueMicrotask(drain);
+      drain();
       return () => {
         closed = true;
         const s = subscribers.get(machineId);

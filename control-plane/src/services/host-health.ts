@@ -41,10 +41,10 @@ export function createHostHealth(d: HostHealthDeps) {
   let readOnly = false;
 
   /** host.unhealthy to every live machine's log (the organizations with machines on this host). */
-  function tellEveryone(reason: 'disk_low' | 'substrate_unavailable' | 'disk_read_only'): void {
-    d.store.db.tx(() => {
-      for (const m of d.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error'])) {
-        d.events.append(m.org_id, m.id, 'host.unhealthy', { reason });
+  function tellEveryone(reason: 'disk_low' | 'substrate_unavailable' | 'disk_read_only'): Promise<void> {
+    return d.store.db.tx(async () => {
+      for (const m of await d.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error'])) {
+        await d.events.append(m.org_id, m.id, 'host.unhealthy', { reason });
       }
     });
   }
@@ -74,10 +74,12 @@ export function createHostHealth(d: HostHealthDeps) {
     },
 
     /** One check (the substrate watch runs it): on entering the low state, host.unhealthy to every live machine. */
-    check(): boolean {
+    async check(): Promise<boolean> {
       const now = isLow();
-      if (now && !low) tellEveryone('disk_low');
+      // The flag moves before the events are recorded, so a second check meanwhile does not tell twice.
+      const entered = now && !low;
       low = now;
+      if (entered) await tellEveryone('disk_low');
       return now;
     },
 
@@ -87,18 +89,20 @@ export function createHostHealth(d: HostHealthDeps) {
     },
 
     /** The machines' disk volume is read-only (or not): host.unhealthy {reason: disk_read_only} once per episode. */
-    volumeReadOnly(ro: boolean): void {
-      if (ro && !readOnly) tellEveryone('disk_read_only');
+    async volumeReadOnly(ro: boolean): Promise<void> {
+      const entered = ro && !readOnly;
       readOnly = ro;
+      if (entered) await tellEveryone('disk_read_only');
     },
 
     /**
      * The substrate answered (true) or did not (false: it failed to prepare, or every running machine's probe
      * failed in one watch pass): host.unhealthy {reason: substrate_unavailable} once per episode.
      */
-    substrateAnswered(ok: boolean): void {
-      if (!ok && !substrateDown) tellEveryone('substrate_unavailable');
+    async substrateAnswered(ok: boolean): Promise<void> {
+      const entered = !ok && !substrateDown;
       substrateDown = !ok;
+      if (entered) await tellEveryone('substrate_unavailable');
     },
   };
 }

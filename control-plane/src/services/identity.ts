@@ -26,7 +26,7 @@ export interface IdentityDeps {
   limiter: RateLimiter;
   passwordCost?: ScryptCost;
   /** Creates the organization's billing account inside the signup transaction. */
-  openBillingAccount: (orgId: string) => void;
+  openBillingAccount: (orgId: string) => Promise<void>;
 }
 
 export function createIdentityService(d: IdentityDeps) {
@@ -35,7 +35,7 @@ export function createIdentityService(d: IdentityDeps) {
   let dummy: Promise<string> | null = null;
   const iso = () => now().toISOString();
 
-  function newSession(userId: string, activeOrgId: string | null): { token: string; session: AuthSessionRow } {
+  async function newSession(userId: string, activeOrgId: string | null): Promise<{ token: string; session: AuthSessionRow }> {
     const { token, hash } = newOpaqueToken();
     const at = now();
     const session: AuthSessionRow = {
@@ -48,36 +48,35 @@ export function createIdentityService(d: IdentityDeps) {
       expires_at: new Date(at.getTime() + SESSION_TTL_MS).toISOString(),
       revoked_at: null,
     };
-    store.identity.insertSession(session);
+    await store.identity.insertSession(session);
     return { token, session };
   }
 
   /** The organization a session acts in: the chosen one while still a member, else the first membership. */
-  function activeMembership(userId: string, preferred: string | null) {
+  async function activeMembership(userId: string, preferred: string | null) {
     if (preferred) {
-      const m = store.identity.membership(preferred, userId);
+      const m = await store.identity.membership(preferred, userId);
       if (m) return m;
     }
-    return store.identity.membershipsOfUser(userId)[0] ?? null;
+    return (await store.identity.membershipsOfUser(userId))[0] ?? null;
   }
 
   return {
     async signup(req: SignupRequest, ip: string) {
-      d.limiter.assertAllowed('signup_ip', ip);
-      d.limiter.hit('signup_ip', ip);
+      await d.limiter.admit('signup_ip', ip);
       const passwordHash = await hashPassword(req.password, cost);
       const at = iso();
       const userId = newId('user');
       const orgId = newId('organization');
       const display = req.name ?? req.email.split('@')[0]!;
-      return store.db.tx(() => {
-        if (store.identity.userByEmail(req.email)) throw ERRORS.emailTaken();
-        store.identity.insertUser({ id: userId, email: req.email, name: req.name ?? null, password_hash: passwordHash, personal_org_id: null, created_at: at });
-        store.identity.insertOrg({ id: orgId, name: `${display}'s organization`.slice(0, 120), personal: 1, created_at: at });
-        store.identity.setPersonalOrg(userId, orgId);
-        store.identity.insertMembership({ id: newId('membership'), org_id: orgId, user_id: userId, role: 'owner', created_at: at });
-        d.openBillingAccount(orgId);
-        return { userId, orgId, ...newSession(userId, orgId) };
+      return store.db.tx(async () => {
+        if (await store.identity.userByEmail(req.email)) throw ERRORS.emailTaken();
+        await store.identity.insertUser({ id: userId, email: req.email, name: req.name ?? null, password_hash: passwordHash, personal_org_id: null, created_at: at });
+        await store.identity.insertOrg({ id: orgId, name: `${display}'s organization`.slice(0, 120), personal: 1, created_at: at });
+        await store.identity.setPersonalOrg(userId, orgId);
+        await store.identity.insertMembership({ id: newId('membership'), org_id: orgId, user_id: userId, role: 'owner', created_at: at });
+        await d.openBillingAccount(orgId);
+        return { userId, orgId, ...(await newSession(userId, orgId)) };
       });
     },
 
@@ -88,35 +87,35 @@ export function createIdentityService(d: IdentityDeps) {
      */
     async login(req: LoginRequest, ip: string) {
       const pair = `${req.email}\n${ip}`;
-      d.limiter.assertAllowed('login_failure_ip', ip);
-      d.limiter.assertAllowed('login_failure_email_ip', pair);
-      const user = store.identity.userByEmail(req.email);
+      await d.limiter.assertAllowed('login_failure_ip', ip);
+      await d.limiter.assertAllowed('login_failure_email_ip', pair);
+      const user = await store.identity.userByEmail(req.email);
       let ok = false;
       if (user) ok = await verifyPassword(req.password, user.password_hash);
       else await verifyPassword(req.password, await (dummy ??= makeDummyHash(cost)));
       if (!user || !ok) {
-        d.limiter.hit('login_failure_ip', ip);
-        d.limiter.hit('login_failure_email_ip', pair);
+        await d.limiter.hit('login_failure_ip', ip);
+        await d.limiter.hit('login_failure_email_ip', pair);
         throw ERRORS.wrongCredentials();
       }
       // Only the pair's counter: clearing the IP's would let a guesser reset it by logging in to an account of its own.
-      d.limiter.clear('login_failure_email_ip', pair);
-      const m = activeMembership(user.id, user.personal_org_id);
-      return { userId: user.id, ...newSession(user.id, m?.org_id ?? null) };
+      await d.limiter.clear('login_failure_email_ip', pair);
+      const m = await activeMembership(user.id, user.personal_org_id);
+      return { userId: user.id, ...(await newSession(user.id, m?.org_id ?? null)) };
     },
 
-    logout(sessionId: string): void {
-      store.identity.revokeSession(sessionId, iso());
+    async logout(sessionId: string): Promise<void> {
+      await store.identity.revokeSession(sessionId, iso());
     },
 
     /** Resolves a session cookie. Unknown, expired or revoked → null (the caller answers 401). */
-    principalFromCookie(token: string): Principal | null {
+    async principalFromCookie(token: string): Promise<Principal | null> {
       if (!OPAQUE_TOKEN_RE.test(token)) return null;
       const hash = sha256Hex(token);
-      const s = store.identity.sessionByTokenHash(hash);
+      const s = await store.identity.sessionByTokenHash(hash);
       if (!s || !sameDigest(s.token_hash, hash) || s.revoked_at || s.expires_at <= iso()) return null;
-      if (now().getTime() - Date.parse(s.last_used_at) >= TOUCH_INTERVAL_MS) store.identity.touchSession(s.id, iso());
-      const m = activeMembership(s.user_id, s.active_org_id);
+      if (now().getTime() - Date.parse(s.last_used_at) >= TOUCH_INTERVAL_MS) await store.identity.touchSession(s.id, iso());
+      const m = await activeMembership(s.user_id, s.active_org_id);
       return {
         kind: 'user',
         user_id: s.user_id,
@@ -135,15 +134,15 @@ export function createIdentityService(d: IdentityDeps) {
      * every request; a key whose creator has left the organization authenticates nobody. A key always
    * acts in its organization, so what it resolves to is org-scoped.
      */
-    principalFromApiKey(secret: string): OrgPrincipal | null {
+    async principalFromApiKey(secret: string): Promise<OrgPrincipal | null> {
       if (!API_KEY_RE.test(secret)) return null;
       const hash = sha256Hex(secret);
-      const k = store.access.apiKeyByHash(hash);
+      const k = await store.access.apiKeyByHash(hash);
       if (!k || !sameDigest(k.secret_hash, hash)) return null;
-      const m = store.identity.membership(k.org_id, k.created_by);
+      const m = await store.identity.membership(k.org_id, k.created_by);
       if (!m) return null;
       const at = now();
-      if (!k.last_used_at || at.getTime() - Date.parse(k.last_used_at) >= TOUCH_INTERVAL_MS) store.access.touchApiKey(k.id, at.toISOString());
+      if (!k.last_used_at || at.getTime() - Date.parse(k.last_used_at) >= TOUCH_INTERVAL_MS) await store.access.touchApiKey(k.id, at.toISOString());
       const scopes = parseScopes(k);
       return {
         kind: 'api_key',
@@ -168,29 +167,29 @@ export function createIdentityService(d: IdentityDeps) {
       }));
     },
 
-    revokeSession(userId: string, sessionId: string): void {
-      const s = store.identity.sessionOfUser(userId, sessionId);
+    async revokeSession(userId: string, sessionId: string): Promise<void> {
+      const s = await store.identity.sessionOfUser(userId, sessionId);
       if (!s || s.revoked_at || s.expires_at <= iso()) throw ERRORS.noSuchSession();
-      store.identity.revokeSession(s.id, iso());
+      await store.identity.revokeSession(s.id, iso());
     },
 
-    switchOrganization(p: Principal, orgId: string) {
-      const m = store.identity.membership(orgId, p.user_id);
+    async switchOrganization(p: Principal, orgId: string) {
+      const m = await store.identity.membership(orgId, p.user_id);
       // Not a member looks exactly like no such organization.
       if (!m) throw ERRORS.noSuchOrganization();
-      store.identity.setActiveOrg(p.auth_session_id!, orgId);
+      await store.identity.setActiveOrg(p.auth_session_id!, orgId);
       return m;
     },
 
-    me(p: Principal) {
-      const user = store.identity.userById(p.user_id)!;
-      const org = p.org_id ? store.identity.orgById(p.org_id)! : null;
+    async me(p: Principal) {
+      const user = (await store.identity.userById(p.user_id))!;
+      const org = p.org_id ? (await store.identity.orgById(p.org_id))! : null;
       return {
         user: { id: user.id, email: user.email, name: user.name, created_at: user.created_at },
         principal: p.kind === 'user' ? { type: 'user' as const, id: user.id, auth_session_id: p.auth_session_id } : { type: 'api_key' as const, id: p.api_key_id, scopes: p.scopes },
         organization: org ? { id: org.id, name: org.name, personal: org.personal === 1, role: p.role } : null,
         // A key is bound to one organization: it must not learn which others its creator belongs to.
-        organizations: p.kind === 'api_key' ? [] : store.identity.membershipsOfUser(user.id).map((m) => ({ id: m.org_id, name: m.org_name, role: m.role })),
+        organizations: p.kind === 'api_key' ? [] : (await store.identity.membershipsOfUser(user.id)).map((m) => ({ id: m.org_id, name: m.org_name, role: m.role })),
         permissions: [...p.permissions].sort(),
       };
     },

@@ -78,7 +78,7 @@ export interface ServiceDeps {
   secretsRetry?: { delaysMs: readonly number[]; giveUpMs: number };
 }
 
-export function createServices(d: ServiceDeps) {
+export async function createServices(d: ServiceDeps) {
   const now = d.now ?? (() => new Date());
   const { store, config } = d;
   const limiter = createRateLimiter(store, now, d.rateRules);
@@ -108,7 +108,7 @@ export function createServices(d: ServiceDeps) {
   if (!d.billingProvider && config.stripe) {
     stripe = createStripeProvider({
       store, sink: billing.sink, settings: config.stripe, now, catalog: d.catalog ?? CATALOG, totals: usage.totals,
-      flush: () => metering.flush(), client: d.stripeClient, log: d.log, background: (d.role ?? 'server') === 'server',
+      flush: async () => void (await metering.flush()), client: d.stripeClient, log: d.log, background: (d.role ?? 'server') === 'server',
     });
     billing.setProvider(stripe);
   }
@@ -134,7 +134,7 @@ export function createServices(d: ServiceDeps) {
   });
   const secrets = createSecretService({
     store, agent, now, quotas, log: d.log, retry: d.secretsRetry,
-    keyring: d.keyring === undefined ? openKeyring(config, undefined, { sealedSecrets: store.secrets.countAll() }) : d.keyring,
+    keyring: d.keyring === undefined ? openKeyring(config, undefined, { sealedSecrets: await store.secrets.countAll() }) : d.keyring,
   });
   machines.onBoot((m) => secrets.deliverAfterBoot(m));
   if (!d.counters?.machines) quotas.registerCounter('machines', (orgId) => store.machines.countLive(orgId));
@@ -147,11 +147,11 @@ export function createServices(d: ServiceDeps) {
    * trial without overage is used up are stopped, disks captured. Only the server acts: a CLI process
    * would exit mid-stop and leave machines in `stopping`.
    */
-  function enforce(orgIds: Iterable<string>): void {
+  async function enforce(orgIds: Iterable<string>): Promise<void> {
     for (const orgId of orgIds) {
-      const a = store.billing.account(orgId);
-      if (!a || store.machines.countRunning(orgId) === 0) continue;
-      if (!grantsEntitlements(a.state) || usage.exhaustion(orgId)) void machines.stopAllFor(orgId);
+      const a = await store.billing.account(orgId);
+      if (!a || (await store.machines.countRunning(orgId)) === 0) continue;
+      if (!grantsEntitlements(a.state) || (await usage.exhaustion(orgId))) void machines.stopAllFor(orgId);
     }
   }
   if ((d.role ?? 'server') === 'server') {
@@ -159,8 +159,8 @@ export function createServices(d: ServiceDeps) {
     metering.onFlush((orgs) => enforce(orgs));
   }
   // New compute in a used-up trial is refused like an account that grants nothing (spec: 402).
-  quotas.registerGate('running_machines', (orgId) => {
-    const ex = usage.exhaustion(orgId);
+  quotas.registerGate('running_machines', async (orgId) => {
+    const ex = await usage.exhaustion(orgId);
     if (!ex) return null;
     return ex.what === 'compute'
       ? { current: ex.used_hours, maximum: ex.included_hours, message: `The trial's ${ex.included_hours} included standard-hours of compute are used up; subscribe to a plan with overage to continue.` }
@@ -171,7 +171,7 @@ export function createServices(d: ServiceDeps) {
     config, store, now, limiter, billing, builtin, stripe, quotas, identity, orgs, substrate, pool, agent, events, leases, sessions, machines, snapshots, templates, secrets, ports,
     metering, usage,
     /** Server only: stop what billing no longer allows, for every organization running machines. */
-    enforceAll: () => enforce(new Set(store.machines.inStates(['running']).map((m) => m.org_id))),
+    enforceAll: async () => enforce(new Set((await store.machines.inStates(['running'])).map((m) => m.org_id))),
   };
 }
-export type Services = ReturnType<typeof createServices>;
+export type Services = Awaited<ReturnType<typeof createServices>>;

@@ -45,15 +45,15 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
   const { store, events } = d;
   const iso = (ms: number) => new Date(ms).toISOString();
 
-  function machineOf(orgId: string, machineId: string): MachineRow {
-    const m = store.machines.inOrg(orgId, machineId);
+  async function machineOf(orgId: string, machineId: string): Promise<MachineRow> {
+    const m = await store.machines.inOrg(orgId, machineId);
     if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
 
   /** The caller's own, open session on this machine, or the reason it cannot be used. */
-  function usableSession(p: OrgPrincipal, machineId: string, sessionId: string, field: string): SessionRow {
-    const s = store.sessions.inOrg(p.org_id, sessionId);
+  async function usableSession(p: OrgPrincipal, machineId: string, sessionId: string, field: string): Promise<SessionRow> {
+    const s = await store.sessions.inOrg(p.org_id, sessionId);
     if (!s) throw ERRORS.noSuchSession([{ field, message: 'no such session' }]);
     if (s.machine_id !== machineId) throw ERRORS.sessionOnAnotherMachine([{ field, message: 'session of another machine' }]);
     if (s.state === 'closed') throw ERRORS.sessionClosed();
@@ -62,9 +62,9 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
     return s;
   }
 
-  function holderView(row: LeaseRow | null, nowMs: number): LeaseView['holder'] {
+  async function holderView(row: LeaseRow | null, nowMs: number): Promise<LeaseView['holder']> {
     if (!isHeld(row, nowMs)) return null;
-    const s = store.sessions.byId(row.session_id);
+    const s = await store.sessions.byId(row.session_id);
     return s ? { session_id: s.id, type: s.type, opener: openerOf(s) } : null;
   }
 
@@ -73,41 +73,41 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
   }
 
   /** Inside a transaction: end whatever lease the machine has, recording why. */
-  function releaseInTx(orgId: string, machineId: string, reason: string, by: Actor): void {
+  async function releaseInTx(orgId: string, machineId: string, reason: string, by: Actor): Promise<void> {
     const nowMs = d.now().getTime();
-    const row = store.leases.get(machineId);
+    const row = await store.leases.get(machineId);
     if (!row || row.session_id === null) return;
     const wasHeld = isHeld(row, nowMs);
-    store.leases.put(machineId, row, { session_id: null, fence: row.fence, expires_at: nowMs }, d.now().toISOString());
-    events.append(orgId, machineId, 'session.control_released', {
+    await store.leases.put(machineId, row, { session_id: null, fence: row.fence, expires_at: nowMs }, d.now().toISOString());
+    await events.append(orgId, machineId, 'session.control_released', {
       session_id: row.session_id, fence: row.fence, reason: wasHeld ? reason : 'expired', by,
     });
   }
 
   return {
-    acquire(p: OrgPrincipal, machineId: string, req: LeaseRequest): Grant {
-      return store.db.tx(() => {
-        const m = machineOf(p.org_id, machineId);
+    acquire(p: OrgPrincipal, machineId: string, req: LeaseRequest): Promise<Grant> {
+      return store.db.tx(async () => {
+        const m = await machineOf(p.org_id, machineId);
         if (m.state !== 'running') throw ERRORS.leaseNeedsRunningMachine(m.state);
-        const session = usableSession(p, machineId, req.session_id, 'session_id');
+        const session = await usableSession(p, machineId, req.session_id, 'session_id');
         const nowMs = d.now().getTime();
         const at = d.now().toISOString();
-        const row = store.leases.get(machineId);
+        const row = await store.leases.get(machineId);
         const dec = decideAcquire(row, { session_id: session.id, ttl_seconds: req.ttl_seconds, force: req.force, now: nowMs });
         if (dec.kind === 'conflict') {
           throw ERRORS.leaseHeld(heldMessage({ machine_id: machineId, session_id: dec.holder, fence: dec.fence, expires_at: dec.expires_at }), [{ field: 'session_id', message: `lease held by ${dec.holder}` }]);
         }
-        if (!store.leases.put(machineId, row, dec.lease, at)) throw ERRORS.leaseChangedWhileAcquiring();
+        if (!(await store.leases.put(machineId, row, dec.lease, at))) throw ERRORS.leaseChangedWhileAcquiring();
         const by = actorOf(p);
         if (dec.kind === 'granted') {
           if (row && row.session_id !== null && row.session_id !== dec.revoked) {
             // The previous holder's lease ran out before this grant: say so, once.
-            events.append(p.org_id, machineId, 'session.control_released', { session_id: row.session_id, fence: row.fence, reason: 'expired', by: { type: 'system', id: null } });
+            await events.append(p.org_id, machineId, 'session.control_released', { session_id: row.session_id, fence: row.fence, reason: 'expired', by: { type: 'system', id: null } });
           }
           if (dec.revoked) {
-            events.append(p.org_id, machineId, 'session.control_released', { session_id: dec.revoked, fence: row!.fence, reason: 'revoked', by });
+            await events.append(p.org_id, machineId, 'session.control_released', { session_id: dec.revoked, fence: row!.fence, reason: 'revoked', by });
           }
-          events.append(p.org_id, machineId, 'session.control_acquired', {
+          await events.append(p.org_id, machineId, 'session.control_acquired', {
             session_id: session.id, session_type: session.type, fence: dec.lease.fence, forced: dec.revoked !== null, opener: openerOf(session), by,
           });
         }
@@ -115,10 +115,10 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
       });
     },
 
-    get(orgId: string, machineId: string): LeaseView {
-      machineOf(orgId, machineId);
+    async get(orgId: string, machineId: string): Promise<LeaseView> {
+      await machineOf(orgId, machineId);
       const nowMs = d.now().getTime();
-      const row = store.leases.get(machineId);
+      const row = await store.leases.get(machineId);
       const held = isHeld(row, nowMs);
       return {
         machine_id: machineId,
@@ -126,43 +126,43 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
         session_id: held ? row.session_id : null,
         fence: row?.fence ?? 0,
         expires_at: held ? iso(row.expires_at) : null,
-        holder: holderView(row, nowMs),
+        holder: await holderView(row, nowMs),
       };
     },
 
     /** Release by the holder (`sessionId` given) or by any controller of the machine (null). */
-    release(p: OrgPrincipal, machineId: string, sessionId: string | null): void {
-      store.db.tx(() => {
-        machineOf(p.org_id, machineId);
+    release(p: OrgPrincipal, machineId: string, sessionId: string | null): Promise<void> {
+      return store.db.tx(async () => {
+        await machineOf(p.org_id, machineId);
         const nowMs = d.now().getTime();
-        const row = store.leases.get(machineId);
+        const row = await store.leases.get(machineId);
         const dec = decideRelease(row, sessionId, nowMs);
         if (dec.kind === 'not_holder') throw ERRORS.leaseHeldByOther(dec.holder, sessionId);
         if (dec.kind === 'not_held') return;
-        releaseInTx(p.org_id, machineId, 'released', actorOf(p));
+        await releaseInTx(p.org_id, machineId, 'released', actorOf(p));
       });
     },
 
     /** Inside a transaction (stop, delete, session close): end the lease if `sessionId` (or anyone) holds it. */
-    releaseInTx(orgId: string, machineId: string, reason: string, by: Actor, sessionId: string | null = null): void {
-      const row = store.leases.get(machineId);
+    async releaseInTx(orgId: string, machineId: string, reason: string, by: Actor, sessionId: string | null = null): Promise<void> {
+      const row = await store.leases.get(machineId);
       if (!row || row.session_id === null) return;
       if (sessionId !== null && row.session_id !== sessionId) return;
-      releaseInTx(orgId, machineId, reason, by);
+      await releaseInTx(orgId, machineId, reason, by);
     },
 
     /**
      * For the gateway's input channel handshake: may `p` use `sessionId` for input on this machine at
      * all (its own, open, non-view session of this machine)? Holding the lease is not required yet.
      */
-    checkSession(p: OrgPrincipal, machineId: string, sessionId: string): void {
-      machineOf(p.org_id, machineId);
-      usableSession(p, machineId, sessionId, 'session_id');
+    async checkSession(p: OrgPrincipal, machineId: string, sessionId: string): Promise<void> {
+      await machineOf(p.org_id, machineId);
+      await usableSession(p, machineId, sessionId, 'session_id');
     },
 
     /** Per input message: does `sessionId` hold the lease with exactly this fence now? */
-    checkFence(_p: OrgPrincipal, machineId: string, sessionId: string, fence: number): { ok: true } | { ok: false; current: number | null } {
-      const row = store.leases.get(machineId);
+    async checkFence(_p: OrgPrincipal, machineId: string, sessionId: string, fence: number): Promise<{ ok: true } | { ok: false; current: number | null }> {
+      const row = await store.leases.get(machineId);
       const r = checkInput(row, sessionId, fence, d.now().getTime());
       return r.ok ? { ok: true } : { ok: false, current: isHeld(row, d.now().getTime()) ? row!.fence : null };
     },
@@ -175,38 +175,39 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
     watch(machineId: string, onReleased: (sessionId: string, fence: number) => void): () => void {
       let timer: NodeJS.Timeout | null = null;
       let closed = false;
+      // Each arm reads the lease asynchronously: only the latest one may set the timer.
+      let generation = 0;
       const told = new Set<string>();
       const tell = (sid: string, fence: number) => {
         const k = `${sid}:${fence}`;
-        if (told.has(k)) return;
+        if (closed || told.has(k)) return;
         told.add(k);
         onReleased(sid, fence);
       };
-      const arm = () => {
+      const arm = async (): Promise<void> => {
         if (timer) clearTimeout(timer);
         timer = null;
-        const row = store.leases.get(machineId);
-        if (closed || !isHeld(row, d.now().getTime())) return;
+        const mine = ++generation;
+        const row = await store.leases.get(machineId);
+        if (closed || mine !== generation || !isHeld(row, d.now().getTime())) return;
         const held = { session_id: row.session_id, fence: row.fence };
         // A renewal records no event and may shorten the lease: look again at least every WATCH_RECHECK_MS.
         const delay = Math.min(WATCH_RECHECK_MS, Math.max(1, row.expires_at - d.now().getTime() + 1));
-        timer = setTimeout(() => {
-          try {
-            const now = store.leases.get(machineId);
-            if (!isHeld(now, d.now().getTime()) || now.session_id !== held.session_id || now.fence !== held.fence) tell(held.session_id, held.fence);
-            else arm();
-          } catch {
-            /* store closed: nothing to watch any more */
-          }
-        }, delay);
+        timer = setTimeout(() => void recheck(held).catch(() => undefined /* store closed: nothing to watch any more */), delay);
         timer.unref?.();
       };
+      const recheck = async (held: { session_id: string; fence: number }) => {
+        const now = await store.leases.get(machineId);
+        if (!isHeld(now, d.now().getTime()) || now.session_id !== held.session_id || now.fence !== held.fence) tell(held.session_id, held.fence);
+        else await arm();
+      };
+      const rearm = () => void arm().catch(() => undefined /* store closed */);
       const unsub = events.subscribe(machineId, null, ({ event }) => {
         const data = event.data as { session_id?: unknown; fence?: unknown };
         if (event.type === 'session.control_released' && typeof data.session_id === 'string') tell(data.session_id, Number(data.fence));
-        if (event.type === 'session.control_acquired' || event.type === 'session.control_released') arm();
+        if (event.type === 'session.control_acquired' || event.type === 'session.control_released') rearm();
       });
-      arm();
+      rearm();
       return () => {
         closed = true;
         if (timer) clearTimeout(timer);
@@ -215,15 +216,15 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
     },
 
     /** Is any lease in force on the machine (restore refuses while one is)? */
-    isHeld(machineId: string): boolean {
-      return isHeld(store.leases.get(machineId), d.now().getTime());
+    async isHeld(machineId: string): Promise<boolean> {
+      return isHeld(await store.leases.get(machineId), d.now().getTime());
     },
 
     /**
      * Security gate for input routes: the caller's own session named in X-Session-Id must hold the
      * lease, and a given X-Lease-Fence must be the current fence.
      */
-    checkInput(p: OrgPrincipal, machineId: string, sessionHeader: string | undefined, fenceHeader: string | undefined): { session_id: string; fence: number } {
+    async checkInput(p: OrgPrincipal, machineId: string, sessionHeader: string | undefined, fenceHeader: string | undefined): Promise<{ session_id: string; fence: number }> {
       if (!sessionHeader) {
         throw ERRORS.inputNeedsSessionHeader([{ field: 'x-session-id', message: 'required' }]);
       }
@@ -232,8 +233,8 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
         if (!/^\d{1,15}$/.test(fenceHeader)) throw ERRORS.badLeaseFence([{ field: 'x-lease-fence', message: 'must be an integer' }]);
         fence = Number(fenceHeader);
       }
-      const session = usableSession(p, machineId, sessionHeader, 'x-session-id');
-      const row = store.leases.get(machineId);
+      const session = await usableSession(p, machineId, sessionHeader, 'x-session-id');
+      const row = await store.leases.get(machineId);
       const r = checkInput(row, session.id, fence, d.now().getTime());
       if (r.ok) return { session_id: session.id, fence: r.fence };
       if (r.reason === 'no_lease') throw ERRORS.noLeaseHolder();

@@ -45,76 +45,76 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
   const { store } = d;
   const catalog = d.catalog ?? CATALOG;
   const egress = new EgressTally();
-  const flushListeners: Array<(orgIds: Set<string>) => void> = [];
+  const flushListeners: Array<(orgIds: Set<string>) => Promise<void>> = [];
   let timer: NodeJS.Timeout | null = null;
 
   const diskBytes = (size: MachineSize, atMs: number) =>
     BigInt(catalogAt(new Date(atMs), catalog).sizes.find((s) => s.id === size)?.disk_gb ?? 0) * GIB;
 
-  function record(orgId: string, source: { source_id: string; machine_id: string | null; template_id: string | null }, acc: Accrual[], at: string) {
+  async function record(orgId: string, source: { source_id: string; machine_id: string | null; template_id: string | null }, acc: Accrual[], at: string): Promise<void> {
     for (const a of acc) {
-      store.usage.add({ org_id: orgId, ...source, meter: a.meter, size: a.size, hour: new Date(a.hour).toISOString(), quantity: a.quantity }, at);
+      await store.usage.add({ org_id: orgId, ...source, meter: a.meter, size: a.size, hour: new Date(a.hour).toISOString(), quantity: a.quantity }, at);
     }
   }
 
   /** Inside a transaction: the machine's usage from its cursor to `at`, spent in `state`. */
-  function meterMachine(m: { id: string; org_id: string; size: MachineSize }, state: MachineState, at: string): void {
-    const since = store.usage.cursor(m.id) ?? store.machines.anyById(m.id)?.created_at ?? at;
+  async function meterMachine(m: { id: string; org_id: string; size: MachineSize }, state: MachineState, at: string): Promise<void> {
+    const since = (await store.usage.cursor(m.id)) ?? (await store.machines.anyById(m.id))?.created_at ?? at;
     const from = Date.parse(since);
     const to = Date.parse(at);
     if (to <= from) return;
-    record(m.org_id, { source_id: m.id, machine_id: m.id, template_id: null }, accrue(machineRates(state, m.size, diskBytes(m.size, from)), from, to), at);
-    store.usage.setCursor(m.id, 'machine', at);
+    await record(m.org_id, { source_id: m.id, machine_id: m.id, template_id: null }, accrue(machineRates(state, m.size, diskBytes(m.size, from)), from, to), at);
+    await store.usage.setCursor(m.id, 'machine', at);
   }
 
-  store.machines.onMove((m, from, to, at) => {
-    meterMachine(m, from, at);
+  store.machines.onMove(async (m, from, to, at) => {
+    await meterMachine(m, from, at);
     // A deleted machine accrues nothing more: its cursor goes.
-    if (to === null) store.usage.dropCursor(m.id);
+    if (to === null) await store.usage.dropCursor(m.id);
   });
 
   /** Inside a transaction: a stored snapshot's or template's cold storage from its cursor to `at`. */
-  function meterCold(c: ColdSubject, at: string): void {
-    const from = Date.parse(store.usage.cursor(c.id) ?? c.since);
+  async function meterCold(c: ColdSubject, at: string): Promise<void> {
+    const from = Date.parse((await store.usage.cursor(c.id)) ?? c.since);
     const to = Date.parse(at);
     if (to <= from) return;
     const acc = accrue([{ meter: 'cold_storage_byte_seconds', size: null, rate: BigInt(c.size_bytes) }], from, to);
     const source = c.kind === 'snapshot'
       ? { source_id: c.machine_id!, machine_id: c.machine_id, template_id: null }
       : { source_id: c.id, machine_id: null, template_id: c.id };
-    record(c.org_id, source, acc, at);
-    store.usage.setCursor(c.id, c.kind, at);
+    await record(c.org_id, source, acc, at);
+    await store.usage.setCursor(c.id, c.kind, at);
   }
 
   // A snapshot or template removed between two flushes: its last interval is recorded with the removal.
-  const removed = (kind: 'snapshot' | 'template', id: string) => {
-    const c = store.usage.coldSubject(kind, id);
-    if (c) meterCold(c, d.now().toISOString());
-    store.usage.dropCursor(id);
+  const removed = async (kind: 'snapshot' | 'template', id: string) => {
+    const c = await store.usage.coldSubject(kind, id);
+    if (c) await meterCold(c, d.now().toISOString());
+    await store.usage.dropCursor(id);
   };
   store.snapshots.onRemove(removed);
   store.templates.onRemove(removed);
 
-  function flush(opts: { notify?: boolean } = {}): Set<string> {
+  async function flush(opts: { notify?: boolean } = {}): Promise<Set<string>> {
     const at = d.now().toISOString();
     const served = egress.take();
     const touched = new Set<string>();
     try {
-      store.db.tx(() => {
-        for (const m of store.machines.inStates(MachineState.options)) {
-          meterMachine(m, m.state, at);
+      await store.db.tx(async () => {
+        for (const m of await store.machines.inStates(MachineState.options)) {
+          await meterMachine(m, m.state, at);
           touched.add(m.org_id);
         }
-        for (const c of store.usage.coldSubjects()) {
-          meterCold(c, at);
+        for (const c of await store.usage.coldSubjects()) {
+          await meterCold(c, at);
           touched.add(c.org_id);
         }
-        for (const o of store.usage.orphanCursors()) store.usage.dropCursor(o.source_id);
+        for (const o of await store.usage.orphanCursors()) await store.usage.dropCursor(o.source_id);
         const hour = new Date(hourOf(Date.parse(at))).toISOString();
         for (const [machineId, bytes] of served) {
-          const m = store.machines.anyById(machineId);
+          const m = await store.machines.anyById(machineId);
           if (!m) continue;
-          store.usage.add({ org_id: m.org_id, source_id: m.id, machine_id: m.id, template_id: null, meter: 'egress_bytes', size: null, hour, quantity: BigInt(bytes) }, at);
+          await store.usage.add({ org_id: m.org_id, source_id: m.id, machine_id: m.id, template_id: null, meter: 'egress_bytes', size: null, hour, quantity: BigInt(bytes) }, at);
           touched.add(m.org_id);
         }
       });
@@ -123,7 +123,7 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
       for (const [id, n] of served) egress.add(id, n);
       throw e;
     }
-    if (opts.notify !== false) for (const l of flushListeners) l(touched);
+    if (opts.notify !== false) for (const l of flushListeners) await l(touched);
     return touched;
   }
 
@@ -131,26 +131,20 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
     egress,
     flush,
     /** After a flush, with the organizations that accrued usage (trial limits are checked there). */
-    onFlush(l: (orgIds: Set<string>) => void): void {
+    onFlush(l: (orgIds: Set<string>) => Promise<void>): void {
       flushListeners.push(l);
     },
     /** Start-up: the downtime before `at` is not metered. */
-    resume(at: Date = d.now()): void {
+    resume(at: Date = d.now()): Promise<void> {
       const iso = at.toISOString();
-      store.db.tx(() => {
-        store.usage.resumeAll(iso);
-        for (const m of store.machines.inStates(MachineState.options)) if (!store.usage.cursor(m.id)) store.usage.setCursor(m.id, 'machine', iso);
+      return store.db.tx(async () => {
+        await store.usage.resumeAll(iso);
+        for (const m of await store.machines.inStates(MachineState.options)) if ((await store.usage.cursor(m.id)) === null) await store.usage.setCursor(m.id, 'machine', iso);
       });
     },
     start(intervalMs = FLUSH_MS, onError: (e: unknown) => void = () => {}): void {
       if (timer) return;
-      timer = setInterval(() => {
-        try {
-          flush();
-        } catch (e) {
-          onError(e);
-        }
-      }, intervalMs);
+      timer = setInterval(() => void flush().catch(onError), intervalMs);
       timer.unref();
     },
     stop(): void {

@@ -34,8 +34,8 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
   const { store, now } = d;
   const iso = () => now().toISOString();
 
-  function member(p: OrgPrincipal, membershipId: string): MemberView {
-    const m = store.identity.membershipInOrg(p.org_id, membershipId);
+  async function member(p: OrgPrincipal, membershipId: string): Promise<MemberView> {
+    const m = await store.identity.membershipInOrg(p.org_id, membershipId);
     if (!m) throw ERRORS.noSuchMember();
     return m;
   }
@@ -47,8 +47,8 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
   }
 
   /** An organization never loses its last owner. Runs inside the writing transaction. */
-  function assertNotLastOwner(orgId: string, m: MemberView): void {
-    if (m.role === 'owner' && store.identity.countOwners(orgId) <= 1) {
+  async function assertNotLastOwner(orgId: string, m: MemberView): Promise<void> {
+    if (m.role === 'owner' && (await store.identity.countOwners(orgId)) <= 1) {
       throw ERRORS.lastOwner();
     }
   }
@@ -72,87 +72,87 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
     listMembers: (p: OrgPrincipal, q: PageQuery) => pageOf(q, (after, limit) => store.identity.membersPage(p.org_id, after, limit), memberView),
 
     changeRole(p: OrgPrincipal, membershipId: string, role: Role) {
-      return store.db.tx(() => {
-        const m = member(p, membershipId);
+      return store.db.tx(async () => {
+        const m = await member(p, membershipId);
         if (m.role === role) return memberView(m);
         assertCanAssign(p, m.role, role);
-        assertNotLastOwner(p.org_id, m);
-        store.identity.setRole(m.id, role);
+        await assertNotLastOwner(p.org_id, m);
+        await store.identity.setRole(m.id, role);
         return memberView({ ...m, role });
       });
     },
 
     /** Removing a member takes a member's power away at once, including that of keys they created. */
-    removeMember(p: OrgPrincipal, membershipId: string): void {
-      const userId = store.db.tx(() => {
-        const m = member(p, membershipId);
+    async removeMember(p: OrgPrincipal, membershipId: string): Promise<void> {
+      const userId = await store.db.tx(async () => {
+        const m = await member(p, membershipId);
         const self = m.user_id === p.user_id && p.kind === 'user';
         if (!self) {
           if (!p.permissions.has('members:manage')) throw ERRORS.removingMemberNeedsManage();
           assertCanAssign(p, m.role, null);
         }
-        assertNotLastOwner(p.org_id, m);
-        store.identity.deleteMembership(m.id);
+        await assertNotLastOwner(p.org_id, m);
+        await store.identity.deleteMembership(m.id);
         return m.user_id;
       });
       keysLost({ org_id: p.org_id, user_id: userId });
     },
 
-    listInvitations(p: OrgPrincipal, q: PageQuery) {
-      store.access.expireInvitations(iso());
+    async listInvitations(p: OrgPrincipal, q: PageQuery) {
+      await store.access.expireInvitations(iso());
       return pageOf(q, (after, limit) => store.access.invitationsPage(p.org_id, after, limit), invitationView);
     },
 
     createInvitation(p: OrgPrincipal, req: CreateInvitationRequest) {
       assertCanAssign(p, null, req.role);
       const orgId = p.org_id;
-      return store.db.tx(() => {
-        store.access.expireInvitations(iso());
-        const existing = store.identity.userByEmail(req.email);
-        if (existing && store.identity.membership(orgId, existing.id)) throw ERRORS.addressIsMember();
-        if (store.access.pendingInvitationFor(orgId, req.email)) throw ERRORS.invitationPendingForAddress();
+      return store.db.tx(async () => {
+        await store.access.expireInvitations(iso());
+        const existing = await store.identity.userByEmail(req.email);
+        if (existing && (await store.identity.membership(orgId, existing.id))) throw ERRORS.addressIsMember();
+        if (await store.access.pendingInvitationFor(orgId, req.email)) throw ERRORS.invitationPendingForAddress();
         // Pending invitations hold seats: otherwise accepting them all could overshoot the members limit.
-        d.quotas.check(orgId, 'members', { current: store.identity.countMembers(orgId) + store.access.countPendingInvitations(orgId) });
+        await d.quotas.check(orgId, 'members', { current: (await store.identity.countMembers(orgId)) + (await store.access.countPendingInvitations(orgId)) });
         const { token, hash } = newOpaqueToken();
         const at = now();
         const row: InvitationRow = {
           id: newId('invitation'), org_id: orgId, email: req.email, role: req.role, state: 'pending', token_hash: hash, invited_by: p.user_id,
           created_at: at.toISOString(), expires_at: new Date(at.getTime() + INVITATION_TTL_MS).toISOString(), accepted_at: null, accepted_by: null, revoked_at: null,
         };
-        store.access.insertInvitation(row);
+        await store.access.insertInvitation(row);
         return { ...invitationView(row), token };
       });
     },
 
     revokeInvitation(p: OrgPrincipal, invitationId: string) {
-      return store.db.tx(() => {
-        store.access.expireInvitations(iso());
-        const i = store.access.invitationInOrg(p.org_id, invitationId);
+      return store.db.tx(async () => {
+        await store.access.expireInvitations(iso());
+        const i = await store.access.invitationInOrg(p.org_id, invitationId);
         if (!i) throw ERRORS.noSuchInvitation();
         if (i.state !== 'pending') throw ERRORS.invitationNotPending(i.state);
         assertCanAssign(p, null, i.role);
-        store.access.moveInvitation(i.id, 'pending', 'revoked', { at: iso() });
-        return invitationView(store.access.invitationInOrg(i.org_id, i.id)!);
+        await store.access.moveInvitation(i.id, 'pending', 'revoked', { at: iso() });
+        return invitationView((await store.access.invitationInOrg(i.org_id, i.id))!);
       });
     },
 
     /** Accepting needs the invited person: a signed-in user whose e-mail is the invitation's. */
     acceptInvitation(p: Principal, token: string) {
-      return store.db.tx(() => {
-        store.access.expireInvitations(iso());
-        const i = OPAQUE_TOKEN_RE.test(token) ? store.access.invitationByTokenHash(sha256Hex(token)) : undefined;
+      return store.db.tx(async () => {
+        await store.access.expireInvitations(iso());
+        const i = OPAQUE_TOKEN_RE.test(token) ? await store.access.invitationByTokenHash(sha256Hex(token)) : undefined;
         if (!i) throw ERRORS.noSuchInvitation();
-        const user = store.identity.userById(p.user_id)!;
+        const user = (await store.identity.userById(p.user_id))!;
         if (user.email !== i.email) throw ERRORS.invitationForAnotherAddress();
         if (i.state !== 'pending') throw ERRORS.invitationNotPending(i.state);
-        if (store.identity.membership(i.org_id, user.id)) throw ERRORS.alreadyMember();
-        d.quotas.check(i.org_id, 'members', { current: store.identity.countMembers(i.org_id) });
-        if (store.access.moveInvitation(i.id, 'pending', 'accepted', { at: iso(), by: user.id }).changes !== 1) {
+        if (await store.identity.membership(i.org_id, user.id)) throw ERRORS.alreadyMember();
+        await d.quotas.check(i.org_id, 'members', { current: await store.identity.countMembers(i.org_id) });
+        if ((await store.access.moveInvitation(i.id, 'pending', 'accepted', { at: iso(), by: user.id })).changes !== 1) {
           throw ERRORS.invitationChangedConcurrently();
         }
         const membership = { id: newId('membership'), org_id: i.org_id, user_id: user.id, role: i.role, created_at: iso() };
-        store.identity.insertMembership(membership);
-        const org = store.identity.orgById(i.org_id)!;
+        await store.identity.insertMembership(membership);
+        const org = (await store.identity.orgById(i.org_id))!;
         return { membership: memberView({ ...membership, email: user.email, name: user.name }), organization: { id: org.id, name: org.name } };
       });
     },
@@ -161,20 +161,25 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
 
     /** A key is created: refused unless the account may create anything (spec: subscription). */
     createApiKey(p: OrgPrincipal, req: CreateApiKeyRequest) {
-      d.quotas.checkSubscription(p.org_id);
-      const { secret, prefix, hash } = newApiKey();
-      const row: ApiKeyRow = {
-        id: newId('api_key'), org_id: p.org_id, created_by: p.user_id, name: req.name, prefix, secret_hash: hash,
-        scopes: JSON.stringify(req.scopes), created_at: iso(), last_used_at: null, revoked_at: null,
-      };
-      store.access.insertApiKey(row);
-      return { ...keyView(row), secret };
+      return store.db.tx(async () => {
+        await d.quotas.checkSubscription(p.org_id);
+        const { secret, prefix, hash } = newApiKey();
+        const row: ApiKeyRow = {
+          id: newId('api_key'), org_id: p.org_id, created_by: p.user_id, name: req.name, prefix, secret_hash: hash,
+          scopes: JSON.stringify(req.scopes), created_at: iso(), last_used_at: null, revoked_at: null,
+        };
+        await store.access.insertApiKey(row);
+        return { ...keyView(row), secret };
+      });
     },
 
-    revokeApiKey(p: OrgPrincipal, keyId: string): void {
-      const k = store.access.apiKeyInOrg(p.org_id, keyId);
-      if (!k) throw ERRORS.noSuchApiKey();
-      store.access.revokeApiKey(k.id, iso());
+    async revokeApiKey(p: OrgPrincipal, keyId: string): Promise<void> {
+      const k = await store.db.tx(async () => {
+        const k = await store.access.apiKeyInOrg(p.org_id, keyId);
+        if (!k) throw ERRORS.noSuchApiKey();
+        await store.access.revokeApiKey(k.id, iso());
+        return k;
+      });
       keysLost({ org_id: k.org_id, key_id: k.id });
     },
   };

@@ -57,8 +57,8 @@ export function createPortService(d: PortServiceDeps) {
     return v;
   }
 
-  function machineOf(orgId: string, machineId: string) {
-    const m = store.machines.inOrg(orgId, machineId);
+  async function machineOf(orgId: string, machineId: string) {
+    const m = await store.machines.inOrg(orgId, machineId);
     if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
@@ -71,15 +71,15 @@ export function createPortService(d: PortServiceDeps) {
      * Publishing a port that is already published returns that preview (created: false) without its
      * secret or access link: those are shown once. Nothing needs to listen on the port yet.
      */
-    publish(p: OrgPrincipal, machineId: string, req: PublishPortRequest): { preview: Preview; created: boolean } {
+    async publish(p: OrgPrincipal, machineId: string, req: PublishPortRequest): Promise<{ preview: Preview; created: boolean }> {
       if (!domain) throw ERRORS.noPreviewDomain();
       const orgId = p.org_id;
-      return store.db.tx(() => {
-        const m = machineOf(orgId, machineId);
+      return store.db.tx(async () => {
+        const m = await machineOf(orgId, machineId);
         if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         // Before the idempotent answer too: a canceled account is told why, whether or not the port was published.
-        d.quotas.checkSubscription(orgId);
-        const existing = store.previews.onPort(m.id, req.port);
+        await d.quotas.checkSubscription(orgId);
+        const existing = await store.previews.onPort(m.id, req.port);
         if (existing) return { preview: view(existing), created: false };
         const secret = req.access === 'private' ? `${SECRET_PREFIX}${randomBase62(43)}` : null;
         const accessToken = req.access === 'private' ? randomBase62(43) : null;
@@ -88,34 +88,34 @@ export function createPortService(d: PortServiceDeps) {
           secret_hash: secret && sha256Hex(secret), access_token_hash: accessToken && sha256Hex(accessToken), cookie_hash: null,
           last_request_at: null, created_at: at(), deleted_at: null,
         };
-        store.previews.insert(row);
+        await store.previews.insert(row);
         return { preview: view(row, { secret, accessToken }), created: true };
       });
     },
 
-    list(orgId: string, machineId: string, q: PortListQuery): Page<Preview> {
-      machineOf(orgId, machineId);
+    async list(orgId: string, machineId: string, q: PortListQuery): Promise<Page<Preview>> {
+      await machineOf(orgId, machineId);
       return pageOf(q, (after, limit) => store.previews.page(orgId, machineId, after, limit), (r) => view(r));
     },
 
-    listOrg(orgId: string, q: PortListQuery): Page<Preview> {
+    listOrg(orgId: string, q: PortListQuery): Promise<Page<Preview>> {
       return pageOf(q, (after, limit) => store.previews.page(orgId, null, after, limit), (r) => view(r));
     },
 
-    get(orgId: string, machineId: string, id: string): Preview {
-      machineOf(orgId, machineId);
-      const r = store.previews.inOrg(orgId, machineId, id);
+    async get(orgId: string, machineId: string, id: string): Promise<Preview> {
+      await machineOf(orgId, machineId);
+      const r = await store.previews.inOrg(orgId, machineId, id);
       if (!r) throw ERRORS.noSuchPublishedPort();
       return view(r);
     },
 
     /** The hostname stops answering at once: open connections are cut by the proxy's listener. */
-    unpublish(p: OrgPrincipal, machineId: string, id: string): void {
+    async unpublish(p: OrgPrincipal, machineId: string, id: string): Promise<void> {
       const orgId = p.org_id;
-      store.db.tx(() => {
-        machineOf(orgId, machineId);
-        const r = store.previews.inOrg(orgId, machineId, id);
-        if (!r || !store.previews.markDeleted(r.id, at())) throw ERRORS.noSuchPublishedPort();
+      await store.db.tx(async () => {
+        await machineOf(orgId, machineId);
+        const r = await store.previews.inOrg(orgId, machineId, id);
+        if (!r || !(await store.previews.markDeleted(r.id, at()))) throw ERRORS.noSuchPublishedPort();
       });
       touched.delete(id);
       for (const l of unpublishedListeners) l(id);
@@ -130,8 +130,8 @@ export function createPortService(d: PortServiceDeps) {
     // --- what the preview proxy needs -----------------------------------------------------------
 
     /** A live preview of a live machine, or null (unknown, unpublished, machine deleted). */
-    resolve(id: string): PreviewRow | null {
-      return store.previews.live(id) ?? null;
+    async resolve(id: string): Promise<PreviewRow | null> {
+      return (await store.previews.live(id)) ?? null;
     },
 
     origin,
@@ -155,10 +155,10 @@ export function createPortService(d: PortServiceDeps) {
     },
 
     /** The one-shot access link: the first use of the issued token returns the cookie value, later ones null. */
-    trade(r: PreviewRow, token: string): string | null {
+    async trade(r: PreviewRow, token: string): Promise<string | null> {
       if (!r.access_token_hash || !/^[0-9A-Za-z]{43}$/.test(token) || !sameDigest(sha256Hex(token), r.access_token_hash)) return null;
       const cookie = randomBase62(43);
-      return store.previews.useAccessToken(r.id, r.access_token_hash, sha256Hex(cookie)) ? cookie : null;
+      return (await store.previews.useAccessToken(r.id, r.access_token_hash, sha256Hex(cookie))) ? cookie : null;
     },
 
     /** Records a request, writing `last_request_at` at most every TOUCH_INTERVAL_MS per preview. */
@@ -167,7 +167,8 @@ export function createPortService(d: PortServiceDeps) {
       const last = touched.get(id);
       if (last !== undefined && now - last < TOUCH_INTERVAL_MS) return;
       touched.set(id, now);
-      store.previews.touch(id, new Date(now).toISOString());
+      // In the background (the proxy does not wait on it); a store closed at shutdown records nothing.
+      store.previews.touch(id, new Date(now).toISOString()).catch(() => undefined);
     },
   };
 }

@@ -7,14 +7,14 @@ import { COUNTED_LIMIT_KEYS, decideQuota, decideSubscription, shownLimit, type C
 import type { BillingService } from './billing.js';
 import { ERRORS } from '../errors.js';
 
-export type Counter = (orgId: string) => number;
+export type Counter = (orgId: string) => Promise<number>;
 /** A further refusal of `key` beyond its count (a used-up trial): rendered as `subscription` 402. */
-export type Gate = (orgId: string) => { current: number; maximum: number; message: string } | null;
+export type Gate = (orgId: string) => Promise<{ current: number; maximum: number; message: string } | null>;
 
 export function createQuotaService(d: { billing: BillingService; upgradeUrl: string | null; counters: Partial<Record<CountedLimitKey, Counter>> }) {
   const counters = { ...d.counters };
   const gates: Partial<Record<CountedLimitKey, Gate>> = {};
-  const count = (orgId: string, key: CountedLimitKey) => {
+  const count = async (orgId: string, key: CountedLimitKey): Promise<number> => {
     const c = counters[key];
     // A resource whose module has not registered a counter does not exist yet: there are none.
     return c ? c(orgId) : 0;
@@ -41,19 +41,19 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
      * Throws 402 quota_exceeded (with the `quota` object) unless `adding` more of `key` fit.
      * `current` overrides the registered counter (e.g. snapshots of one machine).
      */
-    check(orgId: string, key: CountedLimitKey, opts: { adding?: number; current?: number } = {}): void {
-      const a = d.billing.account(orgId);
+    async check(orgId: string, key: CountedLimitKey, opts: { adding?: number; current?: number } = {}): Promise<void> {
+      const a = await d.billing.account(orgId);
       const decision = decideQuota({
         state: a.state,
         plan_id: a.plan_id,
-        entitlements: d.billing.entitlements(a),
+        entitlements: await d.billing.entitlements(a),
         key,
-        current: opts.current ?? count(orgId, key),
+        current: opts.current ?? (await count(orgId, key)),
         adding: opts.adding ?? 1,
         upgrade_url: d.upgradeUrl,
       });
       if (decision.ok) {
-        const refused = gates[key]?.(orgId);
+        const refused = (await gates[key]?.(orgId)) ?? null;
         if (refused) {
           throw ERRORS.quotaExceeded(refused.message, { limit: 'subscription', current: refused.current, maximum: refused.maximum, plan_id: a.plan_id ?? 'none', upgrade_url: d.upgradeUrl });
         }
@@ -66,16 +66,18 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
      * anything: for the creating writes no entitlement counts (docs/api-auth-and-billing.md, "Creating and
      * starting").
      */
-    checkSubscription(orgId: string): void {
-      const a = d.billing.account(orgId);
-      const decision = decideSubscription({ state: a.state, plan_id: a.plan_id, entitlements: d.billing.entitlements(a), upgrade_url: d.upgradeUrl });
+    async checkSubscription(orgId: string): Promise<void> {
+      const a = await d.billing.account(orgId);
+      const decision = decideSubscription({ state: a.state, plan_id: a.plan_id, entitlements: await d.billing.entitlements(a), upgrade_url: d.upgradeUrl });
       if (!decision.ok) throw refuse(a.state, a.plan_id, decision);
     },
     /** `limits` of GET /v1/billing: the six counted keys with current use and the limit in force. */
-    limits(orgId: string) {
-      const a = d.billing.account(orgId);
-      const e = d.billing.entitlements(a);
-      return COUNTED_LIMIT_KEYS.map((key) => ({ key, current: count(orgId, key), limit: shownLimit(a.state, e, key) }));
+    async limits(orgId: string) {
+      const a = await d.billing.account(orgId);
+      const e = await d.billing.entitlements(a);
+      const out = [];
+      for (const key of COUNTED_LIMIT_KEYS) out.push({ key, current: await count(orgId, key), limit: shownLimit(a.state, e, key) });
+      return out;
     },
   };
 }

@@ -11,18 +11,28 @@ export function createRateLimiter(store: Store, now: () => Date, rules: RateRule
   const bucket = (name: RateRuleName, subject: string) => `${name}:${sha256Hex(subject)}`;
   return {
     /** Throws 429 rate_limited with Retry-After when the subject may not try now. */
-    assertAllowed(name: RateRuleName, subject: string): void {
-      const d = rateDecision(rules[name], store.rateLimits.get(bucket(name, subject)), now().getTime());
+    async assertAllowed(name: RateRuleName, subject: string): Promise<void> {
+      const d = rateDecision(rules[name], await store.rateLimits.get(bucket(name, subject)), now().getTime());
       if (!d.allowed) {
         throw ERRORS.tooManyAttempts(d.retry_after_s);
       }
     },
-    hit(name: RateRuleName, subject: string): void {
+    async hit(name: RateRuleName, subject: string): Promise<void> {
       const key = bucket(name, subject);
-      store.db.tx(() => store.rateLimits.put(key, rateAfterHit(rules[name], store.rateLimits.get(key), now().getTime())));
+      await store.db.tx(async () => store.rateLimits.put(key, rateAfterHit(rules[name], await store.rateLimits.get(key), now().getTime())));
     },
-    clear(name: RateRuleName, subject: string): void {
-      store.rateLimits.clear(bucket(name, subject));
+    /**
+     * assertAllowed then hit, in one transaction: of concurrent tries at the window's last allowance exactly
+     * one passes (each one's check and count can no longer interleave with another's).
+     */
+    admit(name: RateRuleName, subject: string): Promise<void> {
+      return store.db.tx(async () => {
+        await this.assertAllowed(name, subject);
+        await this.hit(name, subject);
+      });
+    },
+    async clear(name: RateRuleName, subject: string): Promise<void> {
+      await store.rateLimits.clear(bucket(name, subject));
     },
   };
 }

@@ -72,8 +72,8 @@ export function createSecretService(d: SecretServiceDeps) {
     org_id: r.org_id, machine_id: r.machine_id, name: r.name, version: r.version,
   });
 
-  function machineIn(orgId: string, id: string): MachineRow {
-    const m = store.machines.inOrg(orgId, id);
+  async function machineIn(orgId: string, id: string): Promise<MachineRow> {
+    const m = await store.machines.inOrg(orgId, id);
     if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
@@ -128,12 +128,12 @@ export function createSecretService(d: SecretServiceDeps) {
     if (!d.keyring) return 'no_keyring';
     // Read and open in one transaction: a key rotation (which rewrites the keyring in its own
     // transaction) cannot retire a key between reading a row and opening it.
-    const snap = store.db.tx(() => {
-      const m = store.machines.byId(machineId);
+    const snap = await store.db.tx(async () => {
+      const m = await store.machines.byId(machineId);
       if (!m || m.state !== 'running') return null;
       const secrets: Record<string, string> = {};
       const sent: Array<{ name: string; version: number }> = [];
-      for (const r of store.secrets.forMachine(machineId)) {
+      for (const r of await store.secrets.forMachine(machineId)) {
         const v = openRow(r);
         if (v === null) continue;
         secrets[r.name] = v;
@@ -145,18 +145,18 @@ export function createSecretService(d: SecretServiceDeps) {
     // The agent's answer is untrusted: parsed against the route's schema (or an error), nothing from it is kept.
     await d.agent.call(agentOf(snap.m), 'secrets.replace', { body: JSON.stringify({ secrets: snap.secrets }), timeoutMs: d.deliveryTimeoutMs ?? 10_000 });
     const t = at();
-    store.db.tx(() => {
-      for (const s of snap.sent) store.secrets.markDelivered(machineId, s.name, s.version, snap.m.state_changed_at, t);
+    await store.db.tx(async () => {
+      for (const s of snap.sent) await store.secrets.markDelivered(machineId, s.name, s.version, snap.m.state_changed_at, t);
     });
     return 'delivered';
   }
 
   /** Revoke one name from the running machine (needs no key: nothing is decrypted). */
   async function revokeName(machineId: string, name: string): Promise<Outcome> {
-    const m = store.machines.byId(machineId);
+    const m = await store.machines.byId(machineId);
     if (!m || m.state !== 'running') return 'not_running';
     // Stored again since the revoke (a retry running late): that store's own delivery carries the new value.
-    if (store.secrets.get(machineId, name)) return 'delivered';
+    if (await store.secrets.get(machineId, name)) return 'delivered';
     await d.agent.call(agentOf(m), 'secrets.delete', { params: { name }, timeoutMs: d.deliveryTimeoutMs ?? 10_000 });
     return 'delivered';
   }
@@ -165,13 +165,12 @@ export function createSecretService(d: SecretServiceDeps) {
    * Keep trying `attempt` (serialised with the machine's other deliveries) while the machine stays in
    * the boot it was in when this started; give up at the next stop or after `retry.giveUpMs`.
    */
-  function retryInBackground(machineId: string, what: string, attempt: () => Promise<Outcome>): void {
-    const boot = store.machines.byId(machineId)?.state_changed_at;
+  function retryInBackground(machineId: string, what: string, attempt: () => Promise<Outcome>, boot: Promise<string | undefined> = bootOf(machineId)): void {
     const started = Date.now();
     let i = 0;
     const tick = async () => {
-      const m = store.machines.byId(machineId);
-      if (!m || m.state !== 'running' || m.state_changed_at !== boot) return;
+      const m = await store.machines.byId(machineId);
+      if (!m || m.state !== 'running' || m.state_changed_at !== (await boot)) return;
       try {
         await serial(machineId, attempt);
         return;
@@ -185,6 +184,14 @@ export function createSecretService(d: SecretServiceDeps) {
       setTimeout(() => void tick().catch(() => {}), wait).unref?.();
     };
     setTimeout(() => void tick().catch(() => {}), retry.delaysMs[0] ?? 0).unref?.();
+  }
+
+  /** The machine's boot as of now (the query is queued at once; a store that fails gives no boot). */
+  function bootOf(machineId: string): Promise<string | undefined> {
+    return store.machines.byId(machineId).then(
+      (m) => m?.state_changed_at,
+      () => undefined,
+    );
   }
 
   /** One attempt now (awaited by the API call), then retries in the background if it failed. */
@@ -202,71 +209,73 @@ export function createSecretService(d: SecretServiceDeps) {
      * Refuses early (before the body is read) what cannot be stored: another org's machine, no keyring, an account
      * that may create nothing.
      */
-    checkStorable(orgId: string, machineId: string): void {
-      machineIn(orgId, machineId);
+    async checkStorable(orgId: string, machineId: string): Promise<void> {
+      await machineIn(orgId, machineId);
       keyring();
-      d.quotas.checkSubscription(orgId);
+      await d.quotas.checkSubscription(orgId);
     },
 
     async put(p: OrgPrincipal, machineId: string, body: SecretPut): Promise<Secret> {
       const orgId = p.org_id;
       const valueBytes = Buffer.byteLength(body.value, 'utf8');
-      const { row } = store.db.tx(() => {
-        const m = machineIn(orgId, machineId);
+      const { row } = await store.db.tx(async () => {
+        const m = await machineIn(orgId, machineId);
         if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
-        d.quotas.checkSubscription(orgId);
-        const refusal = capacityRefusal(store.secrets.usage(m.id, body.name), valueBytes);
+        await d.quotas.checkSubscription(orgId);
+        const refusal = capacityRefusal(await store.secrets.usage(m.id, body.name), valueBytes);
         if (refusal) throw ERRORS.secretsFull(refusal);
         // The keyring is read inside the transaction: see pushSet.
         const k = keyring();
         const t = at();
-        const old = store.secrets.get(m.id, body.name);
+        const old = await store.secrets.get(m.id, body.name);
         if (old) {
           const version = old.version + 1;
           const s = seal(k, { org_id: orgId, machine_id: m.id, name: body.name, version }, body.value);
-          store.secrets.replace(old.id, old.version, { version, key_id: s.key_id, sealed: s.blob, value_bytes: valueBytes, updated_at: t });
+          await store.secrets.replace(old.id, old.version, { version, key_id: s.key_id, sealed: s.blob, value_bytes: valueBytes, updated_at: t });
         } else {
           const s = seal(k, { org_id: orgId, machine_id: m.id, name: body.name, version: 1 }, body.value);
-          store.secrets.insert({
+          await store.secrets.insert({
             id: `${m.id}/${body.name}`, org_id: orgId, machine_id: m.id, name: body.name, version: 1, key_id: s.key_id, sealed: s.blob,
             value_bytes: valueBytes, created_at: t, updated_at: t, delivered_at: null, delivered_version: null, delivered_boot: null,
           });
         }
-        return { row: store.secrets.get(m.id, body.name)! };
+        return { row: (await store.secrets.get(m.id, body.name))! };
       });
       await pushNow(machineId, 'store', () => pushSet(machineId));
-      const m = store.machines.byId(machineId)!;
-      return view(store.secrets.get(machineId, row.name) ?? row, m);
+      const m = (await store.machines.byId(machineId))!;
+      return view((await store.secrets.get(machineId, row.name)) ?? row, m);
     },
 
-    list(orgId: string, machineId: string): MachineSecretList {
-      const m = machineIn(orgId, machineId);
-      return { data: store.secrets.forMachine(m.id).map((r) => view(r, m)) };
+    async list(orgId: string, machineId: string): Promise<MachineSecretList> {
+      const m = await machineIn(orgId, machineId);
+      return { data: (await store.secrets.forMachine(m.id)).map((r) => view(r, m)) };
     },
 
-    listOrg(orgId: string, q: PageQuery): Page<OrgSecret> {
+    async listOrg(orgId: string, q: PageQuery): Promise<Page<OrgSecret>> {
+      // The machines of the page's rows, read before the rows are viewed (the view is synchronous).
       const machines = new Map<string, MachineRow>();
-      return pageOf(q, (after, limit) => store.secrets.pageOrg(orgId, after, limit), (r) => {
-        let m = machines.get(r.machine_id);
-        if (!m) machines.set(r.machine_id, (m = store.machines.byId(r.machine_id)!));
-        return { machine_id: r.machine_id, ...view(r, m) };
-      });
+      const page = await pageOf(q, async (after, limit) => {
+        const rows = await store.secrets.pageOrg(orgId, after, limit);
+        for (const r of rows) if (!machines.has(r.machine_id)) machines.set(r.machine_id, (await store.machines.byId(r.machine_id))!);
+        return rows;
+      }, (r) => ({ machine_id: r.machine_id, ...view(r, machines.get(r.machine_id)!) }));
+      return page;
     },
 
     /** Removed from storage at once; from the running machine now, or by retries if it cannot take it yet. */
     async remove(p: OrgPrincipal, machineId: string, name: string): Promise<void> {
-      store.db.tx(() => {
-        const m = machineIn(p.org_id, machineId);
-        if (!store.secrets.remove(m.id, name)) throw ERRORS.noSuchSecret();
+      await store.db.tx(async () => {
+        const m = await machineIn(p.org_id, machineId);
+        if (!(await store.secrets.remove(m.id, name))) throw ERRORS.noSuchSecret();
       });
       await pushNow(machineId, 'revoke', () => revokeName(machineId, name));
     },
 
     /** The value to type for `POST …/keyboard/type {secret}`. Goes to the agent only. */
-    valueForTyping(orgId: string, machineId: string, name: string): string {
-      return store.db.tx(() => {
-        const m = machineIn(orgId, machineId);
-        const r = store.secrets.get(m.id, name);
+    valueForTyping(orgId: string, machineId: string, name: string): Promise<string> {
+      return store.db.tx(async () => {
+        const m = await machineIn(orgId, machineId);
+        const r = await store.secrets.get(m.id, name);
         if (!r) throw ERRORS.noSuchSecret([{ field: 'secret', message: 'no secret of that name on this machine' }]);
         if (!d.keyring) throw ERRORS.noSecretsKeyring();
         const v = openRow(r);
@@ -280,8 +289,13 @@ export function createSecretService(d: SecretServiceDeps) {
 
     /** After a boot: the machine's memory is empty, so its stored set goes in again (with retries). */
     deliverAfterBoot(m: Pick<MachineRow, 'id'>): void {
-      if (!store.secrets.forMachine(m.id).length) return;
-      retryInBackground(m.id, 'boot', () => pushSet(m.id));
+      const boot = bootOf(m.id);
+      void store.secrets.forMachine(m.id).then(
+        (rows) => {
+          if (rows.length) retryInBackground(m.id, 'boot', () => pushSet(m.id), boot);
+        },
+        (e: unknown) => log({ event: 'secrets_delivery_failed', machine_id: m.id, operation: 'boot', code: e instanceof AppError ? e.code : 'internal_error' }),
+      );
     },
 
     /** Test and operator hook: wait for this machine's deliveries queued so far. */
@@ -293,13 +307,13 @@ export function createSecretService(d: SecretServiceDeps) {
      * that opens every row, so a crash at any point loses nothing; the file is rewritten inside the
      * transactions, which orders the rotation against a running server's reads and writes.
      */
-    rotateKey(file: KeyringFile): RotationResult {
+    async rotateKey(file: KeyringFile): Promise<RotationResult> {
       file.write(withNewActiveKey(file.current(), d.now()));
       const k = file.current();
       let resealed = 0;
       let unreadable = 0;
-      store.db.tx(() => {
-        for (const r of store.secrets.all()) {
+      await store.db.tx(async () => {
+        for (const r of await store.secrets.all()) {
           if (r.key_id === k.active) continue;
           let v: string;
           try {
@@ -310,11 +324,11 @@ export function createSecretService(d: SecretServiceDeps) {
             continue;
           }
           const s = seal(k, binding(r), v);
-          if (store.secrets.reseal(r.id, r.version, r.key_id, { key_id: s.key_id, sealed: s.blob })) resealed++;
+          if (await store.secrets.reseal(r.id, r.version, r.key_id, { key_id: s.key_id, sealed: s.blob })) resealed++;
         }
       });
-      const retired = store.db.tx(() => {
-        const out = retireUnusedKeys(file.current(), store.secrets.keyIds());
+      const retired = await store.db.tx(async () => {
+        const out = retireUnusedKeys(file.current(), await store.secrets.keyIds());
         if (out.retired.length) file.write(out.keyring);
         return out.retired;
       });

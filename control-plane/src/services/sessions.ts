@@ -58,62 +58,62 @@ export function createSessionService(d: { store: Store; events: EventService; le
   const attached = new Map<string, number>();
 
   /** The opener is the caller's user: the user itself, or an API key that user created in this organization. */
-  function openedBySameUser(p: OrgPrincipal, s: SessionRow): boolean {
+  async function openedBySameUser(p: OrgPrincipal, s: SessionRow): Promise<boolean> {
     if (s.opener_kind === 'user') return s.opener_id === p.user_id;
-    return store.access.apiKeyCreator(s.org_id, s.opener_id) === p.user_id;
+    return (await store.access.apiKeyCreator(s.org_id, s.opener_id)) === p.user_id;
   }
   return {
-    open(p: OrgPrincipal, req: CreateSessionRequest): SessionView {
+    open(p: OrgPrincipal, req: CreateSessionRequest): Promise<SessionView> {
       requireSessionsWrite(p);
-      return store.db.tx(() => {
-        const m = store.machines.inOrg(p.org_id, req.machine_id);
+      return store.db.tx(async () => {
+        const m = await store.machines.inOrg(p.org_id, req.machine_id);
         if (!m) throw ERRORS.noSuchMachine([{ field: 'machine_id', message: 'no such machine' }]);
         if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
-        d.quotas.check(p.org_id, 'concurrent_sessions');
+        await d.quotas.check(p.org_id, 'concurrent_sessions');
         const a = actorOf(p);
         const row: SessionRow = {
           id: newId('session'), org_id: p.org_id, machine_id: m.id, type: req.type, state: 'active',
           opener_kind: a.type, opener_id: a.id, created_at: d.now().toISOString(), closed_at: null,
         };
-        store.sessions.insert(row);
-        events.append(p.org_id, m.id, 'session.connected', { session_id: row.id, session_type: row.type, opener: openerOf(row) });
+        await store.sessions.insert(row);
+        await events.append(p.org_id, m.id, 'session.connected', { session_id: row.id, session_type: row.type, opener: openerOf(row) });
         return sessionView(row);
       });
     },
 
-    get(orgId: string, id: string): SessionView {
-      const s = store.sessions.inOrg(orgId, id);
+    async get(orgId: string, id: string): Promise<SessionView> {
+      const s = await store.sessions.inOrg(orgId, id);
       if (!s) throw ERRORS.noSuchSession();
       return sessionView(s);
     },
 
-    list(orgId: string, q: SessionListQuery): Page<SessionView> {
+    list(orgId: string, q: SessionListQuery): Promise<Page<SessionView>> {
       return pageOf(q, (after, limit) => store.sessions.page(orgId, after, limit, { machine_id: q.machine_id ?? null, state: (q.state ?? null) as SessionState | null }), sessionView);
     },
 
     /** Closing releases the session's input lease. Closing a closed session is a no-op. */
-    close(p: OrgPrincipal, id: string): void {
+    close(p: OrgPrincipal, id: string): Promise<void> {
       requireSessionsWrite(p);
-      store.db.tx(() => {
-        const s = store.sessions.inOrg(p.org_id, id);
+      return store.db.tx(async () => {
+        const s = await store.sessions.inOrg(p.org_id, id);
         if (!s) throw ERRORS.noSuchSession();
         // Security gate: closing ends someone's work (and their input lease). A member closes only sessions
         // opened by themselves or their own API keys; admins and owners (members:manage) close any.
-        if (!openedBySameUser(p, s) && !p.permissions.has('members:manage')) {
+        if (!(await openedBySameUser(p, s)) && !p.permissions.has('members:manage')) {
           throw ERRORS.onlyOpenerClosesSession();
         }
-        if (!store.sessions.close(id, d.now().toISOString())) return;
+        if (!(await store.sessions.close(id, d.now().toISOString()))) return;
         const by = actorOf(p);
-        leases.releaseInTx(s.org_id, s.machine_id, 'session_closed', by, s.id);
-        events.append(s.org_id, s.machine_id, 'session.disconnected', { session_id: s.id, reason: 'closed', by });
+        await leases.releaseInTx(s.org_id, s.machine_id, 'session_closed', by, s.id);
+        await events.append(s.org_id, s.machine_id, 'session.disconnected', { session_id: s.id, reason: 'closed', by });
       });
     },
 
     /** Inside a transaction: close every open session of a machine that is going away. */
-    closeAllInTx(orgId: string, machineId: string, reason: string): void {
-      for (const s of store.sessions.openOnMachine(machineId)) {
-        if (store.sessions.close(s.id, d.now().toISOString())) {
-          events.append(orgId, machineId, 'session.disconnected', { session_id: s.id, reason, by: { type: 'system', id: null } });
+    async closeAllInTx(orgId: string, machineId: string, reason: string): Promise<void> {
+      for (const s of await store.sessions.openOnMachine(machineId)) {
+        if (await store.sessions.close(s.id, d.now().toISOString())) {
+          await events.append(orgId, machineId, 'session.disconnected', { session_id: s.id, reason, by: { type: 'system', id: null } });
         }
       }
     },
@@ -122,20 +122,20 @@ export function createSessionService(d: { store: Store; events: EventService; le
      * For the gateway's handshake: the caller's own open session on this machine. Security gate: attaching
      * keeps a session alive, so only its opener (the same user or their keys) may name it.
      */
-    checkAttach(p: OrgPrincipal, machineId: string, id: string): void {
-      const s = store.sessions.inOrg(p.org_id, id);
+    async checkAttach(p: OrgPrincipal, machineId: string, id: string): Promise<void> {
+      const s = await store.sessions.inOrg(p.org_id, id);
       if (!s || s.machine_id !== machineId) throw ERRORS.noSuchSessionOnMachine([{ field: 'session_id', message: 'no such session' }]);
       if (s.state === 'closed') throw ERRORS.sessionClosed();
-      if (!openedBySameUser(p, s)) throw ERRORS.sessionOfAnotherCaller();
+      if (!(await openedBySameUser(p, s))) throw ERRORS.sessionOfAnotherCaller();
     },
 
     /** A gateway channel attached to the session: it is active until the returned detach. */
-    attach(id: string): () => void {
+    async attach(id: string): Promise<() => void> {
       attached.set(id, (attached.get(id) ?? 0) + 1);
       const at = d.now().toISOString();
-      store.db.tx(() => {
-        store.sessions.touch(id, at);
-        store.sessions.setState(id, 'idle', 'active');
+      await store.db.tx(async () => {
+        await store.sessions.touch(id, at);
+        await store.sessions.setState(id, 'idle', 'active');
       });
       let done = false;
       return () => {
@@ -144,8 +144,8 @@ export function createSessionService(d: { store: Store; events: EventService; le
         const n = (attached.get(id) ?? 1) - 1;
         if (n > 0) attached.set(id, n);
         else attached.delete(id);
-        // The idle clock starts when the last client leaves.
-        store.sessions.touch(id, d.now().toISOString());
+        // The idle clock starts when the last client leaves (a store already closed at shutdown: nothing to record).
+        store.sessions.touch(id, d.now().toISOString()).catch(() => undefined);
       };
     },
 
@@ -153,40 +153,43 @@ export function createSessionService(d: { store: Store; events: EventService; le
      * At server start: no socket survived, so sessions that were `active` may have been attached until
      * the process ended; their idle clock starts now (like metering, down time is not counted).
      */
-    resume(): void {
-      store.db.run("UPDATE sessions SET last_active_at = ? WHERE state = 'active'", [d.now().toISOString()]);
+    async resume(): Promise<void> {
+      await store.sessions.touchActive(d.now().toISOString());
     },
 
     /**
      * Moves unattached sessions to `idle` after IDLE_AFTER_MS and closes them after EXPIRE_AFTER_MS
      * (both counted from the last time they were in use). Returns what changed (tests).
+     *
+     * One transaction: what it read (activity, leases) cannot change under its decisions, and an attach
+     * (which records itself in a transaction) lands wholly before or after the sweep.
      */
-    sweep(): { idled: string[]; expired: string[] } {
+    sweep(): Promise<{ idled: string[]; expired: string[] }> {
       const nowMs = d.now().getTime();
       const at = d.now().toISOString();
-      const idled: string[] = [];
-      const expired: string[] = [];
-      for (const s of store.sessions.openWithActivity(nowMs)) {
-        if ((attached.get(s.id) ?? 0) > 0 || s.leased) {
-          // In use: keep its activity current so the clock starts when the use ends.
-          store.sessions.touch(s.id, at);
-          if (s.state === 'idle') store.sessions.setState(s.id, 'idle', 'active');
-          continue;
-        }
-        const since = nowMs - Date.parse(s.last_active);
-        if (since >= EXPIRE_AFTER_MS) {
-          store.db.tx(() => {
-            if (!store.sessions.close(s.id, at)) return;
+      return store.db.tx(async () => {
+        const idled: string[] = [];
+        const expired: string[] = [];
+        for (const s of await store.sessions.openWithActivity(nowMs)) {
+          if ((attached.get(s.id) ?? 0) > 0 || s.leased) {
+            // In use: keep its activity current so the clock starts when the use ends.
+            await store.sessions.touch(s.id, at);
+            if (s.state === 'idle') await store.sessions.setState(s.id, 'idle', 'active');
+            continue;
+          }
+          const since = nowMs - Date.parse(s.last_active);
+          if (since >= EXPIRE_AFTER_MS) {
+            if (!(await store.sessions.close(s.id, at))) continue;
             const by = { type: 'system' as const, id: null };
-            leases.releaseInTx(s.org_id, s.machine_id, 'session_closed', by, s.id);
-            events.append(s.org_id, s.machine_id, 'session.disconnected', { session_id: s.id, reason: 'expired', by });
+            await leases.releaseInTx(s.org_id, s.machine_id, 'session_closed', by, s.id);
+            await events.append(s.org_id, s.machine_id, 'session.disconnected', { session_id: s.id, reason: 'expired', by });
             expired.push(s.id);
-          });
-        } else if (since >= IDLE_AFTER_MS && s.state === 'active' && store.sessions.setState(s.id, 'active', 'idle')) {
-          idled.push(s.id);
+          } else if (since >= IDLE_AFTER_MS && s.state === 'active' && (await store.sessions.setState(s.id, 'active', 'idle'))) {
+            idled.push(s.id);
+          }
         }
-      }
-      return { idled, expired };
+        return { idled, expired };
+      });
     },
   };
 }

@@ -59,8 +59,8 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
   /** Pin holders this process is acting for right now; the reconciler never releases them. */
   const inFlight = new Set<string>();
 
-  function load(orgId: string, id: string): SnapshotRow {
-    const s = store.snapshots.inOrg(orgId, id);
+  async function load(orgId: string, id: string): Promise<SnapshotRow> {
+    const s = await store.snapshots.inOrg(orgId, id);
     if (!s) throw ERRORS.noSuchSnapshot();
     return s;
   }
@@ -76,10 +76,10 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
    *     its limit can still be restored (the spec's only condition on a restore is the lease); it counts afterwards;
    *   system: nothing: captures the system takes on its own (a billing stop) must not lose the disk to a limit.
    */
-  function beginInTx(m: MachineRow, origin: SnapshotOrigin, name: string | undefined, by: Actor, opts: { admit: CaptureAdmission }): SnapshotRow {
+  async function beginInTx(m: MachineRow, origin: SnapshotOrigin, name: string | undefined, by: Actor, opts: { admit: CaptureAdmission }): Promise<SnapshotRow> {
     capturable(m);
-    if (opts.admit === 'quota') d.quotas.check(m.org_id, 'snapshots_per_machine', { current: store.snapshots.countForMachine(m.id) });
-    else if (opts.admit === 'subscription') d.quotas.checkSubscription(m.org_id);
+    if (opts.admit === 'quota') await d.quotas.check(m.org_id, 'snapshots_per_machine', { current: await store.snapshots.countForMachine(m.id) });
+    else if (opts.admit === 'subscription') await d.quotas.checkSubscription(m.org_id);
     const state = decideSnapshot(null, 'capture');
     if (!state) throw ERRORS.snapshotTableRefusesCapture();
     const t = at();
@@ -87,8 +87,8 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
       id: newId('snapshot'), org_id: m.org_id, machine_id: m.id, name: name ?? `${m.name} ${t}`, state, origin,
       layer_id: null, size_bytes: null, created_at: t, completed_at: null,
     };
-    store.snapshots.insert(row);
-    events.append(m.org_id, m.id, 'snapshot.started', { snapshot_id: row.id, origin, by });
+    await store.snapshots.insert(row);
+    await events.append(m.org_id, m.id, 'snapshot.started', { snapshot_id: row.id, origin, by });
     inFlight.add(row.id);
     return row;
   }
@@ -107,21 +107,21 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
         d.onFailure?.(row.machine_id, 'capture', e);
         // Only the error code reaches the event: causes can name host paths.
         const code = e instanceof AppError ? e.code : 'internal_error';
-        store.db.tx(() => {
-          if (store.snapshots.settleError(row.id, at())) events.append(row.org_id, row.machine_id, 'snapshot.failed', { snapshot_id: row.id, code });
+        await store.db.tx(async () => {
+          if (await store.snapshots.settleError(row.id, at())) await events.append(row.org_id, row.machine_id, 'snapshot.failed', { snapshot_id: row.id, code });
         });
-        return store.snapshots.byId(row.id) ?? row;
+        return (await store.snapshots.byId(row.id)) ?? row;
       }
       faultPoint('snapshots.capture.after_substrate');
-      const settled = store.db.tx(() => {
-        if (!store.snapshots.settleReady(row.id, result.layerId, result.bytes, at())) return false;
-        events.append(row.org_id, row.machine_id, 'snapshot.completed', { snapshot_id: row.id, size_bytes: result.bytes, live: result.live });
+      const settled = await store.db.tx(async () => {
+        if (!(await store.snapshots.settleReady(row.id, result.layerId, result.bytes, at()))) return false;
+        await events.append(row.org_id, row.machine_id, 'snapshot.completed', { snapshot_id: row.id, size_bytes: result.bytes, live: result.live });
         return true;
       });
       // Settled by someone else (the reconciler of another run cannot, so only a store that went away): the
       // layer must not stay pinned for a row that does not say it holds it.
       if (!settled) await substrate.releaseLayer(result.layerId, row.id).catch(() => {});
-      return store.snapshots.byId(row.id) ?? row;
+      return (await store.snapshots.byId(row.id)) ?? row;
     } finally {
       inFlight.delete(row.id);
     }
@@ -143,16 +143,16 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
   }
 
   /** A ready snapshot of the organization, for fork and restore and templates. */
-  function readyInTx(orgId: string, id: string, field = 'snapshot_id'): SnapshotRow & { layer_id: string } {
-    const s = store.snapshots.inOrg(orgId, id);
+  async function readyInTx(orgId: string, id: string, field = 'snapshot_id'): Promise<SnapshotRow & { layer_id: string }> {
+    const s = await store.snapshots.inOrg(orgId, id);
     if (!s) throw ERRORS.noSuchSnapshot([{ field, message: 'no such snapshot' }]);
     if (s.state !== 'ready' || s.layer_id === null) throw ERRORS.snapshotNotReady(s.id, s.state);
     return { ...s, layer_id: s.layer_id };
   }
 
   /** A ready snapshot of machine `machineId` (fork and restore take only the machine's own). */
-  function readyOfMachineInTx(orgId: string, machineId: string, id: string): SnapshotRow & { layer_id: string } {
-    const s = readyInTx(orgId, id);
+  async function readyOfMachineInTx(orgId: string, machineId: string, id: string): Promise<SnapshotRow & { layer_id: string }> {
+    const s = await readyInTx(orgId, id);
     if (s.machine_id !== machineId) {
       throw ERRORS.snapshotOfAnotherMachine(s.id, machineId, [{ field: 'snapshot_id', message: 'a snapshot of another machine' }]);
     }
@@ -168,9 +168,9 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     readyInTx,
     readyOfMachineInTx,
 
-    get: (orgId: string, id: string): Snapshot => snapshotView(load(orgId, id)),
+    get: async (orgId: string, id: string): Promise<Snapshot> => snapshotView(await load(orgId, id)),
 
-    list(orgId: string, q: SnapshotListQuery): Page<Snapshot> {
+    list(orgId: string, q: SnapshotListQuery): Promise<Page<Snapshot>> {
       const f = { machine_id: q.machine_id ?? null, origin: q.origin ?? null };
       return pageOf(q, (after, limit) => store.snapshots.page(orgId, after, limit, f), snapshotView);
     },
@@ -178,8 +178,8 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     /** POST /v1/snapshots: the pending record, or with `wait` the settled one. */
     async create(p: OrgPrincipal, req: CreateSnapshotRequest, wait: boolean): Promise<{ snapshot: Snapshot; settled: boolean }> {
       d.hostHealth?.checkReserve();
-      const row = store.db.tx(() => {
-        const m = store.machines.inOrg(p.org_id, req.machine_id);
+      const row = await store.db.tx(async () => {
+        const m = await store.machines.inOrg(p.org_id, req.machine_id);
         if (!m) throw ERRORS.noSuchMachine([{ field: 'machine_id', message: 'no such machine' }]);
         return beginInTx(m, 'manual', req.name, actorOf(p), { admit: 'quota' });
       });
@@ -197,15 +197,15 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
 
     async remove(p: OrgPrincipal, id: string): Promise<void> {
       const by = actorOf(p);
-      const row = store.db.tx(() => {
-        const s = load(p.org_id, id);
-        const way = snapshotInTheWay(store.snapshots.chain(s.machine_id), s.id);
+      const row = await store.db.tx(async () => {
+        const s = await load(p.org_id, id);
+        const way = snapshotInTheWay(await store.snapshots.chain(s.machine_id), s.id);
         if (way) {
           throw ERRORS.newerSnapshotExists(way.id, way.name, [{ field: 'snapshot_id', message: `${way.id} is in the way` }]);
         }
         const to = decideSnapshot(s.state, 'delete');
         if (!to) throw ERRORS.snapshotBusy(s.id, s.state);
-        if (!store.snapshots.casState(s.id, s.state, to)) throw ERRORS.snapshotChanged();
+        if (!(await store.snapshots.casState(s.id, s.state, to))) throw ERRORS.snapshotChanged();
         return s;
       });
       await release(row, by);
@@ -225,26 +225,26 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
         return { settled: 0, released: 0 };
       }
       let settled = 0;
-      for (const s of store.snapshots.inStates(['pending']).filter((x) => x.created_at < before && !inFlight.has(x.id))) {
+      for (const s of (await store.snapshots.inStates(['pending'])).filter((x) => x.created_at < before && !inFlight.has(x.id))) {
         const pin = pins.find((x) => x.holder === s.id);
-        store.db.tx(() => {
-          if (pin && store.snapshots.settleReady(s.id, pin.layerId, pin.bytes, at())) {
-            events.append(s.org_id, s.machine_id, 'snapshot.completed', { snapshot_id: s.id, size_bytes: pin.bytes, reconciled: true });
+        await store.db.tx(async () => {
+          if (pin && (await store.snapshots.settleReady(s.id, pin.layerId, pin.bytes, at()))) {
+            await events.append(s.org_id, s.machine_id, 'snapshot.completed', { snapshot_id: s.id, size_bytes: pin.bytes, reconciled: true });
             settled++;
-          } else if (!pin && store.snapshots.settleError(s.id, at())) {
-            events.append(s.org_id, s.machine_id, 'snapshot.failed', { snapshot_id: s.id, code: 'internal_error', reconciled: true });
+          } else if (!pin && (await store.snapshots.settleError(s.id, at()))) {
+            await events.append(s.org_id, s.machine_id, 'snapshot.failed', { snapshot_id: s.id, code: 'internal_error', reconciled: true });
             settled++;
           }
         });
       }
-      for (const s of store.snapshots.inStates(['deleting'])) await release(s, SYSTEM).catch((e) => d.onFailure?.(s.machine_id, 'snapshot_delete', e));
-      for (const t of store.templates.inStates(['building']).filter((x) => x.created_at < before && !inFlight.has(x.id))) {
-        store.db.tx(() => store.templates.settleError(t.id, at()));
+      for (const s of await store.snapshots.inStates(['deleting'])) await release(s, SYSTEM).catch((e) => d.onFailure?.(s.machine_id, 'snapshot_delete', e));
+      for (const t of (await store.templates.inStates(['building'])).filter((x) => x.created_at < before && !inFlight.has(x.id))) {
+        await store.templates.settleError(t.id, at());
       }
       let released = 0;
       for (const pin of await substrate.layerPins()) {
         if (inFlight.has(pin.holder)) continue;
-        if (store.snapshots.byId(pin.holder)?.state === 'ready' || store.templates.byId(pin.holder)?.state === 'ready') continue;
+        if ((await store.snapshots.byId(pin.holder))?.state === 'ready' || (await store.templates.byId(pin.holder))?.state === 'ready') continue;
         // Only holders this control plane gives out (snapshots, templates, machines mid-fork or mid-restore).
         if (!/^(snp|tpl|mch)_[0-9a-z]+$/.test(pin.holder)) continue;
         await substrate.releaseLayer(pin.layerId, pin.holder).catch((e) => d.onFailure?.('*', 'layer_release', e));
@@ -264,8 +264,8 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
         throw ERRORS.snapshotNotDeletedYet(s.id);
       }
     }
-    store.db.tx(() => {
-      if (store.snapshots.remove(s.id)) events.append(s.org_id, s.machine_id, 'snapshot.deleted', { snapshot_id: s.id, by });
+    await store.db.tx(async () => {
+      if (await store.snapshots.remove(s.id)) await events.append(s.org_id, s.machine_id, 'snapshot.deleted', { snapshot_id: s.id, by });
     });
   }
 }

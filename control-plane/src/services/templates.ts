@@ -41,24 +41,22 @@ export function createTemplateService(d: TemplateServiceDeps) {
   const { store, substrate, snapshots } = d;
   const at = () => d.now().toISOString();
 
-  function load(orgId: string, id: string): TemplateRow {
-    const t = store.templates.inOrg(orgId, id);
+  async function load(orgId: string, id: string): Promise<TemplateRow> {
+    const t = await store.templates.inOrg(orgId, id);
     if (!t) throw ERRORS.noSuchTemplate();
     return t;
   }
 
   /** The size a snapshot's machine had (the machine may be deleted: its row stays). */
-  function sizeOfMachine(machineId: string): MachineSize {
-    return store.machines.anyById(machineId)?.size ?? 'small';
+  async function sizeOfMachine(machineId: string): Promise<MachineSize> {
+    return (await store.machines.anyById(machineId))?.size ?? 'small';
   }
 
   /** Record the outcome of a build by compare-and-set on `building`. */
-  function settle(t: TemplateRow, f: { snapshot_id: string | null; layer_id: string | null; size_bytes: number | null } | null): TemplateRow {
-    store.db.tx(() => {
-      if (f && decideTemplate(t.state, 'built')) store.templates.settleReady(t.id, f, at());
-      else if (!f && decideTemplate(t.state, 'build_failed')) store.templates.settleError(t.id, at());
-    });
-    return store.templates.byId(t.id) ?? t;
+  async function settle(t: TemplateRow, f: { snapshot_id: string | null; layer_id: string | null; size_bytes: number | null } | null): Promise<TemplateRow> {
+    if (f && decideTemplate(t.state, 'built')) await store.templates.settleReady(t.id, f, at());
+    else if (!f && decideTemplate(t.state, 'build_failed')) await store.templates.settleError(t.id, at());
+    return (await store.templates.byId(t.id)) ?? t;
   }
 
   async function pinSnapshot(t: TemplateRow, s: SnapshotRow & { layer_id: string }): Promise<TemplateRow> {
@@ -69,23 +67,23 @@ export function createTemplateService(d: TemplateServiceDeps) {
       d.onFailure?.(t.id, 'template_pin', e);
       return settle(t, null);
     }
-    const out = settle(t, { snapshot_id: s.id, layer_id: s.layer_id, size_bytes: s.size_bytes });
+    const out = await settle(t, { snapshot_id: s.id, layer_id: s.layer_id, size_bytes: s.size_bytes });
     if (out.state !== 'ready') await substrate.releaseLayer(s.layer_id, t.id).catch(() => {});
     return out;
   }
 
   return {
-    get: (orgId: string, id: string): Template => templateView(load(orgId, id)),
+    get: async (orgId: string, id: string): Promise<Template> => templateView(await load(orgId, id)),
 
-    list(orgId: string, q: TemplateListQuery): Page<Template> {
+    list(orgId: string, q: TemplateListQuery): Promise<Page<Template>> {
       return pageOf(q, (after, limit) => store.templates.page(orgId, after, limit), templateView);
     },
 
     async create(p: OrgPrincipal, req: CreateTemplateRequest, wait: boolean): Promise<{ template: Template; settled: boolean }> {
       const orgId = p.org_id;
       const by = actorOf(p);
-      const plan = store.db.tx(() => {
-        d.quotas.check(orgId, 'templates');
+      const plan = await store.db.tx(async () => {
+        await d.quotas.check(orgId, 'templates');
         const state = decideTemplate(null, 'create');
         if (!state) throw ERRORS.templateTableRefusesCreate();
         const t: TemplateRow = {
@@ -95,21 +93,21 @@ export function createTemplateService(d: TemplateServiceDeps) {
         let snap: (SnapshotRow & { layer_id: string }) | null = null;
         let capture: SnapshotRow | null = null;
         if (req.snapshot_id !== undefined) {
-          snap = snapshots.readyInTx(orgId, req.snapshot_id);
+          snap = await snapshots.readyInTx(orgId, req.snapshot_id);
           t.source = 'snapshot';
-          t.size = sizeOfMachine(snap.machine_id);
+          t.size = await sizeOfMachine(snap.machine_id);
           t.machine_id = snap.machine_id;
         } else if (req.machine_id !== undefined) {
-          const m = store.machines.inOrg(orgId, req.machine_id);
+          const m = await store.machines.inOrg(orgId, req.machine_id);
           if (!m) throw ERRORS.noSuchMachine([{ field: 'machine_id', message: 'no such machine' }]);
           t.source = 'machine';
           t.size = m.size;
           t.machine_id = m.id;
-          capture = snapshots.beginInTx(m, 'template', `Template ${req.name}`, by, { admit: 'quota' });
+          capture = await snapshots.beginInTx(m, 'template', `Template ${req.name}`, by, { admit: 'quota' });
           t.snapshot_id = capture.id;
         }
-        store.templates.insert(t);
-        if (t.source === 'image') store.templates.settleReady(t.id, { snapshot_id: null, layer_id: null, size_bytes: null }, t.created_at);
+        await store.templates.insert(t);
+        if (t.source === 'image') await store.templates.settleReady(t.id, { snapshot_id: null, layer_id: null, size_bytes: null }, t.created_at);
         return { t, snap, capture };
       });
       const { t, snap, capture } = plan;
@@ -120,10 +118,10 @@ export function createTemplateService(d: TemplateServiceDeps) {
           const s = await snapshots.capture(capture);
           return s.state === 'ready' && s.layer_id ? pinSnapshot(t, { ...s, layer_id: s.layer_id }) : settle(t, null);
         });
-      } else done = Promise.resolve(store.templates.byId(t.id) ?? t);
+      } else done = store.templates.byId(t.id).then((r) => r ?? t);
       if (!wait) {
         done.catch(() => {});
-        return { template: templateView(store.templates.byId(t.id) ?? t), settled: t.source === 'image' };
+        return { template: templateView((await store.templates.byId(t.id)) ?? t), settled: t.source === 'image' };
       }
       const out = await done;
       if (out.state === 'error') {
@@ -134,10 +132,10 @@ export function createTemplateService(d: TemplateServiceDeps) {
 
     /** Deleting a template leaves its machines: their disks reference the layer, not the template. */
     async remove(p: OrgPrincipal, id: string): Promise<void> {
-      const t = store.db.tx(() => {
-        const t = load(p.org_id, id);
+      const t = await store.db.tx(async () => {
+        const t = await load(p.org_id, id);
         if (t.state === 'building') throw ERRORS.templateBuilding(t.id);
-        store.templates.remove(t.id);
+        await store.templates.remove(t.id);
         return t;
       });
       // A release that fails here is redone by the reconciler (the pin's holder no longer exists).
@@ -145,8 +143,8 @@ export function createTemplateService(d: TemplateServiceDeps) {
     },
 
     /** What a machine created from `templateId` starts from: its disk (or the base image) and size. */
-    sourceInTx(orgId: string, templateId: string): { template: TemplateRow; source: DiskSource } {
-      const t = store.templates.inOrg(orgId, templateId);
+    async sourceInTx(orgId: string, templateId: string): Promise<{ template: TemplateRow; source: DiskSource }> {
+      const t = await store.templates.inOrg(orgId, templateId);
       if (!t) throw ERRORS.noSuchTemplate([{ field: 'template', message: 'no such template' }]);
       if (t.state !== 'ready') throw ERRORS.templateNotReady(t.id, t.state);
       return { template: t, source: t.layer_id ? { kind: 'layer', layerId: t.layer_id } : { kind: 'base' } };

@@ -39,8 +39,8 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
   const { store, billing } = d;
 
   /** [start, end) of a query: the account's current period by default (else the last 30 days). */
-  function range(orgId: string, q: { start?: string; end?: string }): { start: number; end: number } {
-    const a = store.billing.account(orgId);
+  async function range(orgId: string, q: { start?: string; end?: string }): Promise<{ start: number; end: number }> {
+    const a = await store.billing.account(orgId);
     const now = d.now().getTime();
     const end = q.end ? Date.parse(q.end) : a?.period_end && !q.start ? Math.min(Date.parse(a.period_end), now) : now;
     const start = q.start ? Date.parse(q.start) : a?.period_start && !q.end ? Date.parse(a.period_start) : end - DEFAULT_RANGE_MS;
@@ -49,15 +49,15 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
     return { start, end };
   }
 
-  function totals(orgId: string, startMs: number, endMs: number): Totals {
+  async function totals(orgId: string, startMs: number, endMs: number): Promise<Totals> {
     const t = emptyTotals();
-    for (const r of store.usage.daily(orgId, iso(hourOf(startMs)), iso(hourOf(endMs)))) t[r.meter] += BigInt(r.q);
+    for (const r of await store.usage.daily(orgId, iso(hourOf(startMs)), iso(hourOf(endMs)))) t[r.meter] += BigInt(r.q);
     return t;
   }
 
   /** The allowances pricing an account's period: the trial's while trialing, else the plan's (or agreement's). */
-  function termsFor(a: BillingAccountRow, cat: CatalogVersion): SummaryTerms {
-    const e = billing.entitlements(a);
+  async function termsFor(a: BillingAccountRow, cat: CatalogVersion): Promise<SummaryTerms> {
+    const e = await billing.entitlements(a);
     if (a.state === 'trialing' && a.plan_id) {
       const t = trialTerms(cat, a.plan_id);
       return {
@@ -71,10 +71,10 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
     };
   }
 
-  function build(a: BillingAccountRow, startMs: number, endMs: number, meteredUntilMs: number, status: 'estimate' | 'final'): UsageSummary {
+  async function build(a: BillingAccountRow, startMs: number, endMs: number, meteredUntilMs: number, status: 'estimate' | 'final'): Promise<UsageSummary> {
     const cat = billing.catalogFor(a);
-    const terms = termsFor(a, cat);
-    const priced = priceSummary(cat, terms, totals(a.org_id, startMs, endMs), BigInt(Math.round((endMs - startMs) / 1000)));
+    const terms = await termsFor(a, cat);
+    const priced = priceSummary(cat, terms, await totals(a.org_id, startMs, endMs), BigInt(Math.round((endMs - startMs) / 1000)));
     return {
       organization_id: a.org_id, status, catalog_version: cat.version, plan_id: a.plan_id ?? 'none', trial: a.state === 'trialing',
       overage_allowed: terms.overage_allowed, currency: cat.currency, period: { start: iso(startMs), end: iso(endMs) },
@@ -83,40 +83,41 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
   }
 
   /** Records and stores the final summary of a period that ended at `endMs` (idempotent). */
-  function finalize(a: BillingAccountRow, endMs: number): UsageSummary {
+  async function finalize(a: BillingAccountRow, endMs: number): Promise<UsageSummary> {
     const start = a.period_start!;
-    const stored = store.usage.finalSummary(a.org_id, start);
+    const stored = await store.usage.finalSummary(a.org_id, start);
     if (stored) return JSON.parse(stored) as UsageSummary;
-    d.metering.flush();
-    const s = build(a, Date.parse(start), endMs, endMs, 'final');
-    store.usage.insertFinal(a.org_id, start, JSON.stringify(s), d.now().toISOString());
-    return JSON.parse(store.usage.finalSummary(a.org_id, start)!) as UsageSummary;
+    await d.metering.flush();
+    const s = await build(a, Date.parse(start), endMs, endMs, 'final');
+    // Of two finalizations at once the first insert wins (INSERT OR IGNORE) and both answer what was stored.
+    await store.usage.insertFinal(a.org_id, start, JSON.stringify(s), d.now().toISOString());
+    return JSON.parse((await store.usage.finalSummary(a.org_id, start))!) as UsageSummary;
   }
 
   // A period closes when the provider starts a new one (trial converted, resubscribed): it is summarized
   // under the account as it was, with the allowances of that period (a trial's included compute).
-  billing.onPeriodClose((old, at) => {
-    if (old.period_start) finalize(old, Math.min(Date.parse(at), old.period_end ? Date.parse(old.period_end) : Infinity));
+  billing.onPeriodClose(async (old, at) => {
+    if (old.period_start) await finalize(old, Math.min(Date.parse(at), old.period_end ? Date.parse(old.period_end) : Infinity));
   });
 
   return {
     /** Totals of the records whose hour starts in [hour(start), hour(end)) (the Stripe reporter's source). */
     totals,
-    list(orgId: string, q: UsageListQuery): Page<UsageRecord> {
-      const { start, end } = range(orgId, q);
+    async list(orgId: string, q: UsageListQuery): Promise<Page<UsageRecord>> {
+      const { start, end } = await range(orgId, q);
       const limit = q.limit ?? DEFAULT_PAGE_SIZE;
       // The keyset is (hour, id): the shared cursor's `created_at` slot carries the hour.
       const after = decodeCursor(q.cursor) ?? { created_at: '', id: '' };
-      const rows = store.usage.page(orgId, { start: iso(hourOf(start)), end: iso(end), meter: q.meter ?? null }, { hour: after.created_at, id: after.id }, limit + 1);
+      const rows = await store.usage.page(orgId, { start: iso(hourOf(start)), end: iso(end), meter: q.meter ?? null }, { hour: after.created_at, id: after.id }, limit + 1);
       const more = rows.length > limit;
       const shown = more ? rows.slice(0, limit) : rows;
       return { data: shown.map(recordView), next_cursor: more ? encodeCursor({ created_at: shown[shown.length - 1]!.hour, id: shown[shown.length - 1]!.id }) : null };
     },
-    series(orgId: string, q: UsageSeriesQuery): UsageSeries {
-      const { start, end } = range(orgId, q);
+    async series(orgId: string, q: UsageSeriesQuery): Promise<UsageSeries> {
+      const { start, end } = await range(orgId, q);
       const width = bucketWidth(start, end);
       const byMeter = new Map<Meter, Map<number, bigint>>();
-      for (const r of store.usage.hourly(orgId, iso(hourOf(start)), iso(end), q.meter ?? null)) {
+      for (const r of await store.usage.hourly(orgId, iso(hourOf(start)), iso(end), q.meter ?? null)) {
         const b = bucketOf(width, Date.parse(r.hour));
         const m = byMeter.get(r.meter) ?? new Map<number, bigint>();
         m.set(b, (m.get(b) ?? 0n) + BigInt(r.q));
@@ -128,10 +129,10 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
       })).filter((s) => s.buckets.length > 0);
       return { start: iso(start), end: iso(end), bucket_width: width, data };
     },
-    summary(orgId: string, q: UsageSummaryQuery): UsageSummary {
-      const a = billing.account(orgId);
+    async summary(orgId: string, q: UsageSummaryQuery): Promise<UsageSummary> {
+      const a = await billing.account(orgId);
       if (q.period_start && (!a.period_start || Date.parse(q.period_start) !== Date.parse(a.period_start))) {
-        const stored = store.usage.finalSummary(orgId, new Date(q.period_start).toISOString());
+        const stored = await store.usage.finalSummary(orgId, new Date(q.period_start).toISOString());
         if (!stored) throw ERRORS.noClosedPeriod();
         return JSON.parse(stored) as UsageSummary;
       }
@@ -142,11 +143,11 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
       return build(a, Date.parse(a.period_start), end, now, 'estimate');
     },
     /** A trial without overage that used up its compute or egress, or null. */
-    exhaustion(orgId: string): Exhaustion | null {
-      const a = store.billing.account(orgId);
+    async exhaustion(orgId: string): Promise<Exhaustion | null> {
+      const a = await store.billing.account(orgId);
       if (!a || a.state !== 'trialing' || !a.plan_id || !a.period_start || !findPlan(billing.catalogFor(a), a.plan_id)) return null;
       const cat = billing.catalogFor(a);
-      return trialExhaustion(cat, termsFor(a, cat), totals(orgId, Date.parse(a.period_start), d.now().getTime() + HOUR_MS));
+      return trialExhaustion(cat, await termsFor(a, cat), await totals(orgId, Date.parse(a.period_start), d.now().getTime() + HOUR_MS));
     },
   };
 }

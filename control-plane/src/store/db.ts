@@ -1,8 +1,12 @@
 /**
- * The one module that touches better-sqlite3. Everything else sees the small `Db` interface, so the
- * rest of the control plane can be read (and faked) without knowing the driver.
+ * The one module that touches better-sqlite3. Everything else sees the asynchronous `Db`
+ * below (Kysely over either engine), so the rest of the control plane never knows the driver.
  */
-import Database from 'better-sqlite3';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import Sqlite from 'better-sqlite3';
+import { CompiledQuery, Kysely, SqliteDialect, sql } from 'kysely';
+import type { Database } from './engine/schema.js';
+import type { Engine } from './engine/migrations.js';
 import { compileMigrations, LATEST_VERSION } from './engine/migrations.js';
 
 /** The database file inside DATA_DIR. */
@@ -11,28 +15,44 @@ export const DB_FILENAME = 'control-plane.sqlite';
 export type SqlValue = string | number | bigint | null | Buffer;
 export type Params = SqlValue[] | Record<string, SqlValue>;
 
+/**
+ * The store's door to its engine, asynchronous on both. Repositories build their queries on `q()`: inside `tx` that
+ * is the transaction's own connection (found through AsyncLocalStorage, so a repository call inside a transaction
+ * joins it without being handed anything), elsewhere the engine's pool (PostgreSQL) or its one connection, shared
+ * under Kysely's mutex (SQLite).
+ */
 export interface Db {
-  run(sql: string, params?: Params): { changes: number };
-  get<T>(sql: string, params?: Params): T | undefined;
-  all<T>(sql: string, params?: Params): T[];
-  /** Runs `fn` in one IMMEDIATE transaction; nested calls join the outer one. */
-  tx<T>(fn: () => T): T;
+  readonly engine: Engine;
+  /** The SQLite file, or `postgres` (never the URL: it may carry a password). */
+  readonly path: string;
+  q(): Kysely<Database>;
+  /**
+   * Hand-written SQL in SQLite's dialect: what the repositories used before the query builder; SQLite only (on
+   * PostgreSQL it throws). `insertId`: the rowid an INSERT made.
+   */
+  run(sql: string, params?: Params): Promise<{ changes: number; insertId: number }>;
+  get<T>(sql: string, params?: Params): Promise<T | undefined>;
+  all<T>(sql: string, params?: Params): Promise<T[]>;
+  /**
+   * Runs `fn` in one transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: READ COMMITTED, so a conditional UPDATE is a
+   * compare-and-set and a count that must hold takes a row lock first); a call inside one joins it.
+   */
+  tx<T>(fn: () => Promise<T>): Promise<T>;
   /**
    * Runs `fn` once the outermost transaction in progress commits (at once outside one; never if it
    * rolls back): side effects of a decision must not act on a write that may still be undone.
    */
   afterCommit(fn: () => void): void;
-  close(): void;
-  readonly path: string;
+  close(): Promise<void>;
 }
 
 /**
  * The database file opened, tuned and migrated: for `openDb` below, and for the Kysely SQLite engine
  * (engine/sqlite.ts), which must not import the binding itself.
  */
-export function openSqlite(path: string, opts: { exclusive?: boolean } = {}): Database.Database {
+export function openSqlite(path: string, opts: { exclusive?: boolean } = {}): Sqlite.Database {
   // fileMustExist with `exclusive`: a one-shot admin command reads an existing deployment, never creates one.
-  const db = new Database(path, { fileMustExist: opts.exclusive === true });
+  const db = new Sqlite(path, { fileMustExist: opts.exclusive === true });
   // exclusive: this connection never releases its file locks, so it cannot open the file while another connection
   // (a serving control plane, which holds its own for its whole life) has it open, and none can open it until this
   // one closes (admin/move-up.ts). Set before the first access, as SQLite requires.
@@ -52,43 +72,73 @@ export function openSqlite(path: string, opts: { exclusive?: boolean } = {}): Da
   return db;
 }
 
+/** The SQLite file in DATA_DIR, opened (synchronously: it is a file) and migrated. */
 export function openDb(path: string): Db {
-  const db = openSqlite(path);
+  const sqlite = openSqlite(path);
+  return dbOver(new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) }), 'sqlite', path);
+}
 
-  const cache = new Map<string, Database.Statement>();
-  const stmt = (sql: string) => {
-    let s = cache.get(sql);
-    if (!s) {
-      s = db.prepare(sql);
-      cache.set(sql, s);
-    }
-    return s;
+interface TxContext {
+  q: Kysely<Database>;
+  pending: Array<() => void>;
+  /** Set at commit or rollback: work the transaction started and did not await falls back to the engine. */
+  done: boolean;
+}
+
+const BEGIN: Record<Engine, string> = { sqlite: 'BEGIN IMMEDIATE', postgres: 'BEGIN' };
+
+/** A Db over an open Kysely engine (SQLite from `openDb`, PostgreSQL from engine/open.ts). */
+export function dbOver(k: Kysely<Database>, engine: Engine, path: string): Db {
+  const als = new AsyncLocalStorage<TxContext>();
+  const q = (): Kysely<Database> => {
+    const ctx = als.getStore();
+    return ctx && !ctx.done ? ctx.q : k;
   };
-  const pending: Array<() => void> = [];
-  const bind = (params?: Params) => (params === undefined ? [] : Array.isArray(params) ? params : [params]);
-
+  const raw = async (text: string, params?: Params) => {
+    if (engine !== 'sqlite') throw new Error('hand-written SQLite SQL reached the PostgreSQL engine');
+    if (params === undefined || Array.isArray(params)) return q().executeQuery(CompiledQuery.raw(text, params ?? []));
+    // Kysely hands the driver an array, which better-sqlite3 binds by position: `@name`s become `?`s in order.
+    const names: string[] = [];
+    const positional = text.replace(/@([a-z_]+)/g, (_, name: string) => (names.push(name), '?'));
+    return q().executeQuery(CompiledQuery.raw(positional, names.map((n) => params[n] ?? null)));
+  };
   return {
+    engine,
     path,
-    run: (sql, params) => ({ changes: stmt(sql).run(...bind(params)).changes }),
-    get: <T>(sql: string, params?: Params) => stmt(sql).get(...bind(params)) as T | undefined,
-    all: <T>(sql: string, params?: Params) => stmt(sql).all(...bind(params)) as T[],
-    tx: <T>(fn: () => T): T => {
-      if (db.inTransaction) return fn();
-      let out: T;
-      try {
-        out = db.transaction(fn).immediate();
-      } catch (e) {
-        pending.length = 0;
-        throw e;
-      }
-      for (const f of pending.splice(0)) f();
+    q,
+    run: async (text, params) => {
+      const r = await raw(text, params);
+      return { changes: Number(r.numAffectedRows ?? 0n), insertId: Number(r.insertId ?? 0n) };
+    },
+    get: async <T>(text: string, params?: Params) => (await raw(text, params)).rows[0] as T | undefined,
+    all: async <T>(text: string, params?: Params) => (await raw(text, params)).rows as T[],
+    async tx<T>(fn: () => Promise<T>): Promise<T> {
+      const outer = als.getStore();
+      if (outer && !outer.done) return fn();
+      const ctx: TxContext = { q: k, pending: [], done: false };
+      const out = await k.connection().execute(async (conn) => {
+        ctx.q = conn;
+        await sql.raw(BEGIN[engine]).execute(conn);
+        try {
+          const r = await als.run(ctx, fn);
+          await sql.raw('COMMIT').execute(conn);
+          ctx.done = true;
+          return r;
+        } catch (e) {
+          ctx.done = true;
+          await sql.raw('ROLLBACK').execute(conn).catch(() => undefined);
+          throw e;
+        }
+      });
+      for (const f of ctx.pending.splice(0)) f();
       return out;
     },
     afterCommit(fn) {
-      if (db.inTransaction) pending.push(fn);
+      const ctx = als.getStore();
+      if (ctx && !ctx.done) ctx.pending.push(fn);
       else fn();
     },
-    close: () => db.close(),
+    close: () => k.destroy(),
   };
 }
 
@@ -96,7 +146,7 @@ export function openDb(path: string): Db {
  * Applies, in order and each in its own transaction, every migration newer than the stored version: the one set
  * both engines run (engine/migrations.ts), its version in `PRAGMA user_version` as before it.
  */
-function migrate(db: Database.Database): void {
+function migrate(db: Sqlite.Database): void {
   const current = db.pragma('user_version', { simple: true }) as number;
   if (current >= LATEST_VERSION) return;
   for (const m of compileMigrations('sqlite')) {
@@ -108,6 +158,6 @@ function migrate(db: Database.Database): void {
   }
 }
 
-export function schemaVersion(db: Db): number {
-  return db.get<{ user_version: number }>('PRAGMA user_version')!.user_version;
+export async function schemaVersion(db: Db): Promise<number> {
+  return (await db.get<{ user_version: number }>('PRAGMA user_version'))!.user_version;
 }

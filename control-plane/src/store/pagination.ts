@@ -28,10 +28,10 @@ export function decodeCursor(cursor: string | undefined): Keyset | null {
  * Runs `fetch(after, limit + 1)` and turns the extra row into `next_cursor`. `fetch` must order by
  * (created_at, id) and return rows strictly after `after`.
  */
-export function pageOf<R extends Keyset, T>(q: PageQuery, fetch: (after: Keyset, limit: number) => R[], view: (r: R) => T): Page<T> {
+export async function pageOf<R extends Keyset, T>(q: PageQuery, fetch: (after: Keyset, limit: number) => Promise<R[]>, view: (r: R) => T): Promise<Page<T>> {
   const limit = q.limit ?? DEFAULT_PAGE_SIZE;
   const after = decodeCursor(q.cursor) ?? { created_at: '', id: '' };
-  const rows = fetch(after, limit + 1);
+  const rows = await fetch(after, limit + 1);
   const more = rows.length > limit;
   const shown = more ? rows.slice(0, limit) : rows;
   return { data: shown.map(view), next_cursor: more ? encodeCursor(shown[shown.length - 1]!) : null };

@@ -216,14 +216,14 @@ t.test('while the command holds DATA_DIR, a control plane cannot open its databa
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'move-up-held-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'control-plane.sqlite');
-  openDb(file).close();
+  await openDb(file).close();
   // What move-up's openSource does: the exclusive connection, then its transaction held.
   const held = openSqliteEngine(file, { exclusive: true });
   await sql`BEGIN EXCLUSIVE`.execute(held);
   t.throws(() => openDb(file), { code: 'SQLITE_BUSY' }, "the server's open (store/db.ts) is refused");
   await sql`ROLLBACK`.execute(held);
   await held.destroy();
-  openDb(file).close();
+  await openDb(file).close();
   t.pass('and opens once the command has ended');
 });
 

@@ -96,7 +96,7 @@ t.test('a fresh SQLite built by the engine migrations has exactly the schema the
   const legacy = tmpFile(t, 'legacy.sqlite');
   legacyFile(legacy, 10);
   const fresh = tmpFile(t, 'fresh.sqlite');
-  openDb(fresh).close();
+  await openDb(fresh).close();
   const want = describeSqlite(legacy);
   const got = describeSqlite(fresh);
   t.same(Object.keys(got), ALL_TABLES);
@@ -130,8 +130,8 @@ t.test('a data dir left at any version 1..10 migrates forward in place to the sa
     const file = tmpFile(t, `v${v}.sqlite`);
     legacyFile(file, v);
     const db = openDb(file);
-    t.equal(schemaVersion(db), LATEST_VERSION, `from version ${v}`);
-    db.close();
+    t.equal((await schemaVersion(db)), LATEST_VERSION, `from version ${v}`);
+    await db.close();
     t.same(describeSqlite(file), want, `from version ${v}: the schema a fresh build has`);
   }
 });
@@ -163,8 +163,8 @@ t.test('an existing version-10 SQLite file with rows survives the new runner and
   t.equal(inserted.seq, 3);
   t.same(describeSqlite(file), before, 'the schema is untouched');
   const db = openDb(file);
-  t.equal(schemaVersion(db), 10);
-  db.close();
+  t.equal((await schemaVersion(db)), 10);
+  await db.close();
 });
 
 t.test('the same migrations on a real PostgreSQL: the same tables and columns, the version recorded', async (t) => {
@@ -179,7 +179,7 @@ t.test('the same migrations on a real PostgreSQL: the same tables and columns, t
       WHERE table_schema = 'public' AND table_name <> 'schema_migrations' ORDER BY table_name, ordinal_position`,
   )).rows;
   const sqliteFile = tmpFile(t, 'fresh.sqlite');
-  openDb(sqliteFile).close();
+  await openDb(sqliteFile).close();
   const lite = describeSqlite(sqliteFile);
   const byTable = (rows: Array<{ table_name: string; column_name: string }>) => {
     const out: Record<string, string[]> = {};

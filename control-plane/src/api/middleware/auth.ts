@@ -25,12 +25,12 @@ export function authenticate(s: Services, mode: AuthMode = 'any'): MiddlewareHan
     let p: Principal | null;
     if (authz !== undefined) {
       const m = /^Bearer (\S+)$/.exec(authz);
-      p = m ? s.identity.principalFromApiKey(m[1]!) : null;
+      p = m ? await s.identity.principalFromApiKey(m[1]!) : null;
       if (!p) throw ERRORS.badApiKey();
     } else {
       const read = readSessionCookie(c.req.header('cookie'), s.config.secureCookies);
       if (read.kind === 'many') throw ERRORS.twoSessionCookies();
-      p = read.kind === 'one' ? s.identity.principalFromCookie(read.token) : null;
+      p = read.kind === 'one' ? await s.identity.principalFromCookie(read.token) : null;
       if (!p) throw ERRORS.signInOrSendKey();
     }
     if (p.via_cookie && WRITE_METHODS.has(c.req.method) && !isRecognisedOrigin(s.config, c.req.header('origin'))) {

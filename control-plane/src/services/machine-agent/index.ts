@@ -72,8 +72,8 @@ export function createMachineAgent(d: MachineAgentDeps) {
     pool,
 
     /** The running machine's agent in the organization, or why it cannot be reached (404, 409, 503). */
-    running(orgId: string, machineId: string): AgentTarget {
-      const m = d.store.machines.inOrg(orgId, machineId);
+    async running(orgId: string, machineId: string): Promise<AgentTarget> {
+      const m = await d.store.machines.inOrg(orgId, machineId);
       if (!m) throw ERRORS.noSuchMachine();
       return runningAgent(m);
     },

@@ -10,10 +10,10 @@ import type { KeyboardTypeRequest } from '../../../../shared/schemas/input.js';
  * reference too, but without the after-screenshot (the field the secret was typed into may show it).
  * An unknown secret throws `valueOf`'s AppError.
  */
-export function secretTypingBody(req: KeyboardTypeRequest, valueOf: (name: string) => string): string | null {
+export async function secretTypingBody(req: KeyboardTypeRequest, valueOf: (name: string) => Promise<string>): Promise<string | null> {
   if (req.secret === undefined) return null;
   return JSON.stringify({
-    text: valueOf(req.secret),
+    text: await valueOf(req.secret),
     delay_ms: req.delay_ms,
     settle: req.settle ? { ...req.settle, screenshot: undefined } : undefined,
   });

@@ -34,20 +34,20 @@ export interface Admission {
  * rows in compute-holding states, so of two concurrent boots only one can take the last room (the
  * first one's row is already `creating`/`starting` when the second counts).
  */
-export function reserveCompute(c: MachineCore, orgId: string, size: MachineSize): void {
+export async function reserveCompute(c: MachineCore, orgId: string, size: MachineSize): Promise<void> {
   const { d } = c;
-  d.quotas.check(orgId, 'running_machines');
+  await d.quotas.check(orgId, 'running_machines');
   if (!d.capacity) return;
   const sizes = catalogAt(d.now(), c.catalog).sizes;
-  const dec = decideCapacity(d.capacity.host, d.capacity.ratios, committedBy(d.store.machines.computeBySize(), sizes), resourcesForSize(size, sizes));
+  const dec = decideCapacity(d.capacity.host, d.capacity.ratios, committedBy(await d.store.machines.computeBySize(), sizes), resourcesForSize(size, sizes));
   if (!dec.ok) {
     // No figures in the message: they would tell one tenant how much the others run.
     throw ERRORS.hostFull(size);
   }
 }
 
-function checkSize(c: MachineCore, orgId: string, size: MachineSize): void {
-  const e = c.d.billing.entitlements(c.d.billing.account(orgId));
+async function checkSize(c: MachineCore, orgId: string, size: MachineSize): Promise<void> {
+  const e = await c.d.billing.entitlements(await c.d.billing.account(orgId));
   // Without entitlements the quota engine refuses first (subscription / no agreement).
   if (!e) return;
   const largest = e.largest_size;
@@ -56,33 +56,33 @@ function checkSize(c: MachineCore, orgId: string, size: MachineSize): void {
   }
 }
 
-function generateName(c: MachineCore, orgId: string): string {
+async function generateName(c: MachineCore, orgId: string): Promise<string> {
   for (;;) {
     const n = `machine-${randomBase36(6)}`;
-    if (!c.d.store.machines.nameTaken(orgId, n)) return n;
+    if (!(await c.d.store.machines.nameTaken(orgId, n))) return n;
   }
 }
 
 /** Decide and record a new machine (create, fork): quotas, plan size, name, the row and machine.created. */
-export function admitInTx(c: MachineCore, orgId: string, by: ReturnType<typeof actorOf>, a: Admission, eventData: Record<string, unknown>): MachineRow {
+export async function admitInTx(c: MachineCore, orgId: string, by: ReturnType<typeof actorOf>, a: Admission, eventData: Record<string, unknown>): Promise<MachineRow> {
   const { d } = c;
-  d.quotas.check(orgId, 'machines');
+  await d.quotas.check(orgId, 'machines');
   d.hostHealth?.checkReserve();
-  if (a.start) reserveCompute(c, orgId, a.size);
-  checkSize(c, orgId, a.size);
-  if (a.name !== undefined && d.store.machines.nameTaken(orgId, a.name)) {
+  if (a.start) await reserveCompute(c, orgId, a.size);
+  await checkSize(c, orgId, a.size);
+  if (a.name !== undefined && (await d.store.machines.nameTaken(orgId, a.name))) {
     throw ERRORS.machineNameTaken(a.name, [{ field: 'name', message: 'already in use' }]);
   }
   const dec = decide(null, a.start ? 'create' : 'create_stopped');
   if (!dec.ok) throw ERRORS.createNotAllowed();
   const t = c.at();
   const m: MachineRow = {
-    id: a.id ?? newId('machine'), org_id: orgId, name: a.name ?? generateName(c, orgId), size: a.size,
+    id: a.id ?? newId('machine'), org_id: orgId, name: a.name ?? (await generateName(c, orgId)), size: a.size,
     template: a.template, region: a.region, metadata: JSON.stringify(a.metadata), state: dec.to,
     agent_token: randomBytes(32).toString('base64url'), created_by_kind: by.type, created_by_id: by.id,
     created_at: t, updated_at: t, state_changed_at: t, deleted_at: null,
   };
-  d.store.machines.insert(m);
-  d.events.append(orgId, m.id, 'machine.created', { to: dec.to, size: m.size, by, ...(a.template ? { template: a.template } : {}), ...eventData });
+  await d.store.machines.insert(m);
+  await d.events.append(orgId, m.id, 'machine.created', { to: dec.to, size: m.size, by, ...(a.template ? { template: a.template } : {}), ...eventData });
   return m;
 }

@@ -9,22 +9,22 @@ export function createBillingStops(c: MachineCore, acts: LifecycleActs) {
 
   /** Stops every running machine of an organization whose account stopped granting compute. */
   return async function stopAllFor(orgId: string): Promise<void> {
-    const running = store.machines.inStates(['running']).filter((m) => m.org_id === orgId);
+    const running = (await store.machines.inStates(['running'])).filter((m) => m.org_id === orgId);
     for (const m of running) {
       try {
-        const moved = store.db.tx(() => {
-          const now = store.machines.byId(m.id);
+        const moved = await store.db.tx(async () => {
+          const now = await store.machines.byId(m.id);
           if (!now || now.state !== 'running') return false;
-          c.transition(now, 'stop');
-          d.leases.releaseInTx(m.org_id, m.id, 'billing', SYSTEM);
+          await c.transition(now, 'stop');
+          await d.leases.releaseInTx(m.org_id, m.id, 'billing', SYSTEM);
           return true;
         });
         if (!moved) continue;
         await acts.runStop(m, 'stop', SYSTEM);
         // The spec: machines stopped by the billing state keep their disks captured. Taken after the clean
         // shutdown (a consistent disk), without the snapshot quota (the account grants nothing now).
-        const snap = store.db.tx(() => {
-          const now = store.machines.byId(m.id);
+        const snap = await store.db.tx(async () => {
+          const now = await store.machines.byId(m.id);
           return now && now.state === 'stopped' ? d.snapshots.beginInTx(now, 'stop', 'Stopped by billing', SYSTEM, { admit: 'system' }) : null;
         });
         if (snap) await d.snapshots.capture(snap);

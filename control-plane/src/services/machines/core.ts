@@ -72,21 +72,21 @@ export interface MachineCore {
   d: MachineServiceDeps;
   catalog: readonly CatalogVersion[];
   at: () => string;
-  load(orgId: string, id: string): MachineRow;
-  current(orgId: string, id: string): Machine;
-  transition(m: MachineRow, trigger: LifecycleTrigger): MachineState;
-  settle(m: MachineRow, from: MachineState, trigger: LifecycleTrigger, event: OutcomeEvent, data?: Record<string, unknown>): boolean;
+  load(orgId: string, id: string): Promise<MachineRow>;
+  current(orgId: string, id: string): Promise<Machine>;
+  transition(m: MachineRow, trigger: LifecycleTrigger): Promise<MachineState>;
+  settle(m: MachineRow, from: MachineState, trigger: LifecycleTrigger, event: OutcomeEvent, data?: Record<string, unknown>): Promise<boolean>;
   decideTo(from: MachineState, trigger: LifecycleTrigger): MachineState;
-  fail(m: MachineRow, from: MachineState, op: string, cause: unknown): void;
-  raced(id: string): AppError;
+  fail(m: MachineRow, from: MachineState, op: string, cause: unknown): Promise<void>;
+  raced(id: string): Promise<AppError>;
 }
 
 export function createMachineCore(d: MachineServiceDeps): MachineCore {
   const { store, events } = d;
   const at = () => d.now().toISOString();
 
-  function load(orgId: string, id: string): MachineRow {
-    const m = store.machines.inOrg(orgId, id);
+  async function load(orgId: string, id: string): Promise<MachineRow> {
+    const m = await store.machines.inOrg(orgId, id);
     if (!m) throw ERRORS.noSuchMachine();
     return m;
   }
@@ -96,17 +96,17 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
     catalog: d.catalog ?? CATALOG,
     at,
     load,
-    current: (orgId, id) => machineView(load(orgId, id)),
+    current: async (orgId, id) => machineView(await load(orgId, id)),
 
     /**
      * Decide and record one transition. Inside a transaction; throws 409 naming both states when the
      * stored state does not allow it or moved under us.
      */
-    transition(m, trigger) {
+    async transition(m, trigger) {
       const dec = decide(m.state, trigger);
       if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, trigger));
-      if (!store.machines.casState(m.id, m.state, dec.to, at())) {
-        const now = store.machines.byId(m.id);
+      if (!(await store.machines.casState(m.id, m.state, dec.to, at()))) {
+        const now = await store.machines.byId(m.id);
         throw ERRORS.machineStateConflict(now ? conflictMessage(now.state, trigger) : 'The machine was deleted.');
       }
       return dec.to;
@@ -114,11 +114,11 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
 
     /** Record an outcome with compare-and-set on the state this call put there; false if someone else moved it. */
     settle(m, from, trigger, event, data = {}) {
-      return store.db.tx(() => {
+      return store.db.tx(async () => {
         const dec = decide(from, trigger);
         if (!dec.ok) return false;
-        if (!store.machines.casState(m.id, from, dec.to, at())) return false;
-        if (event) events.append(m.org_id, m.id, event, { from, to: dec.to, ...data });
+        if (!(await store.machines.casState(m.id, from, dec.to, at()))) return false;
+        if (event) await events.append(m.org_id, m.id, event, { from, to: dec.to, ...data });
         return true;
       });
     },
@@ -130,20 +130,20 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
       return dec.to;
     },
 
-    fail(m, from, op, cause) {
+    async fail(m, from, op, cause) {
       d.onFailure?.(m.id, op, cause);
-      store.db.tx(() => {
+      await store.db.tx(async () => {
         if (!decide(from, 'fail').ok) return;
-        if (!store.machines.casState(m.id, from, 'error', at())) return;
+        if (!(await store.machines.casState(m.id, from, 'error', at()))) return;
         // Only the operation and the error code reach the event: causes can name host paths.
         const code = cause instanceof AppError ? cause.code : 'internal_error';
-        events.append(m.org_id, m.id, 'machine.failed', { from, to: 'error', operation: op, code });
+        await events.append(m.org_id, m.id, 'machine.failed', { from, to: 'error', operation: op, code });
       });
       d.agent.drop(m.id);
     },
 
-    raced(id) {
-      const now = store.machines.byId(id);
+    async raced(id) {
+      const now = await store.machines.byId(id);
       return ERRORS.machineChangedState(now?.state ?? 'deleted');
     },
   };

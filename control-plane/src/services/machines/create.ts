@@ -32,14 +32,14 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
         // Nothing exists on the host: the create did not happen.
         d.onFailure?.(row.id, 'create', e);
         await substrate.destroy(row.id).catch(() => {});
-        store.db.tx(() => store.machines.removeRow(row.id));
+        await store.machines.removeRow(row.id);
         throw ERRORS.machineNotCreated();
       }
-      c.fail(row, 'creating', 'create', e);
+      await c.fail(row, 'creating', 'create', e);
       throw ERRORS.machineFailedStart();
     }
     if (start) {
-      if (!c.settle(row, 'creating', 'substrate_running', 'machine.started', { by })) throw c.raced(row.id);
+      if (!(await c.settle(row, 'creating', 'substrate_running', 'machine.started', { by }))) throw await c.raced(row.id);
       ready.watchReady(row);
     }
   }
@@ -67,20 +67,20 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
       await locks.run(row.id, () => substrate.destroy(row.id)).catch((e) => d.onFailure?.(row.id, 'pool_take', e));
       return launch(row, { kind: 'base' }, true, by);
     }
-    if (!c.settle(row, 'creating', 'substrate_running', 'machine.started', { by })) throw c.raced(row.id);
+    if (!(await c.settle(row, 'creating', 'substrate_running', 'machine.started', { by }))) throw await c.raced(row.id);
     ready.watchReady(row);
   }
 
   /** Decide and record a create: the template's disk and size, admission, the row (with a warm member's id). */
-  function admitCreate(p: OrgPrincipal, req: CreateMachineRequest, warm: string | null): { row: MachineRow; source: DiskSource } {
+  function admitCreate(p: OrgPrincipal, req: CreateMachineRequest, warm: string | null): Promise<{ row: MachineRow; source: DiskSource }> {
     const orgId = p.org_id;
     const by = actorOf(p);
-    return store.db.tx(() => {
+    return store.db.tx(async () => {
       let source: DiskSource = { kind: 'base' };
       let size: MachineSize = req.size ?? 'small';
       let template: string | null = null;
       if (req.template !== undefined) {
-        const t = d.templates.sourceInTx(orgId, req.template);
+        const t = await d.templates.sourceInTx(orgId, req.template);
         source = t.source;
         template = t.template.id;
         // The template's disk holds a filesystem of its size: a machine may be larger, never smaller.
@@ -89,7 +89,7 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
         }
         size = req.size ?? t.template.size;
       }
-      const row = admitInTx(c, orgId, by, { name: req.name, size, template, region: req.region ?? null, metadata: req.metadata, start: req.start, ...(warm ? { id: warm } : {}) }, {});
+      const row = await admitInTx(c, orgId, by, { name: req.name, size, template, region: req.region ?? null, metadata: req.metadata, start: req.start, ...(warm ? { id: warm } : {}) }, {});
       return { row, source };
     });
   }
@@ -104,7 +104,7 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
       const warm = poolEligible(req) ? pool.take(warmSize) : null;
       let admitted: { row: MachineRow; source: DiskSource };
       try {
-        admitted = admitCreate(p, req, warm);
+        admitted = await admitCreate(p, req, warm);
       } catch (e) {
         if (warm) pool.giveBack(warm, warmSize);
         throw e;
@@ -127,15 +127,15 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
     async fork(p: OrgPrincipal, id: string, req: ForkMachineRequest): Promise<Machine> {
       const orgId = p.org_id;
       const by = actorOf(p);
-      const { row, parent, snap } = store.db.tx(() => {
-        const parent = c.load(orgId, id);
+      const { row, parent, snap } = await store.db.tx(async () => {
+        const parent = await c.load(orgId, id);
         let snap: { id: string; layer_id: string } | null = null;
         if (req.snapshot_id !== undefined) {
-          snap = d.snapshots.readyOfMachineInTx(orgId, parent.id, req.snapshot_id);
+          snap = await d.snapshots.readyOfMachineInTx(orgId, parent.id, req.snapshot_id);
         } else if (parent.state !== 'running' && parent.state !== 'stopped') {
           throw ERRORS.cannotForkInState(parent.state);
         }
-        const row = admitInTx(c, orgId, by, {
+        const row = await admitInTx(c, orgId, by, {
           name: req.name, size: parent.size, template: parent.template, region: parent.region, metadata: {}, start: true,
         }, { forked_from: parent.id, snapshot_id: snap?.id ?? null });
         return { row, parent, snap };
@@ -152,7 +152,7 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
             layerId = (await locks.run(parent.id, () => substrate.capture(parent.id, row.id))).layerId;
           }
         } catch (e) {
-          c.fail(row, 'creating', 'fork', e);
+          await c.fail(row, 'creating', 'fork', e);
           throw ERRORS.machineNotForked();
         }
         try {

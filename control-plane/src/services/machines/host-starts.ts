@@ -29,10 +29,10 @@ export function createHostStarts(c: MachineCore, ready: Readiness): HostStarts {
     } catch (e) {
       d.onFailure?.(m.id, 'recover', e);
       const code = e instanceof AppError ? e.code : 'internal_error';
-      c.settle(m, 'starting', 'abandon', 'machine.stopped', { by: SYSTEM, reason, restarted: false, code });
+      await c.settle(m, 'starting', 'abandon', 'machine.stopped', { by: SYSTEM, reason, restarted: false, code });
       return;
     }
-    if (c.settle(m, 'starting', 'boot_complete', 'machine.started', { by: SYSTEM, reason })) ready.watchReady(m);
+    if (await c.settle(m, 'starting', 'boot_complete', 'machine.started', { by: SYSTEM, reason })) ready.watchReady(m);
   }
 
   return {
@@ -44,10 +44,10 @@ export function createHostStarts(c: MachineCore, ready: Readiness): HostStarts {
      * Returns whether it moved the row.
      */
     async recoverLost(m) {
-      const moved = store.db.tx(() => {
-        const now = store.machines.byId(m.id);
+      const moved = await store.db.tx(async () => {
+        const now = await store.machines.byId(m.id);
         if (!now || now.state !== 'running' || now.state_changed_at !== m.state_changed_at) return false;
-        c.transition(now, 'recover');
+        await c.transition(now, 'recover');
         return true;
       });
       if (!moved) return false;

@@ -59,8 +59,8 @@ export function createMachineService(d: MachineServiceDeps) {
     warmPool,
     watchPass,
     /** The substrate could not be prepared (main.ts): host.unhealthy to every live machine. */
-    substrateUnavailable(): void {
-      d.hostHealth?.substrateAnswered(false);
+    async substrateUnavailable(): Promise<void> {
+      await d.hostHealth?.substrateAnswered(false);
     },
     startWatch,
     stopAllFor: createBillingStops(c, acts),

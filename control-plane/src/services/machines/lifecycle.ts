@@ -29,13 +29,13 @@ export function createLifecycleActs(c: MachineCore, ready: Readiness): Lifecycle
         if (e instanceof AppError && e.code === 'not_found') {
           // The host has no disk for it (its create never completed): permanent, so no Retry-After.
           const gone = ERRORS.machineHasNoDisk();
-          c.fail(m, 'starting', 'start', gone);
+          await c.fail(m, 'starting', 'start', gone);
           throw gone;
         }
-        c.fail(m, 'starting', 'start', e);
+        await c.fail(m, 'starting', 'start', e);
         throw ERRORS.machineFailedStart();
       }
-      if (!c.settle(m, 'starting', 'boot_complete', 'machine.started', { by })) throw c.raced(m.id);
+      if (!(await c.settle(m, 'starting', 'boot_complete', 'machine.started', { by }))) throw await c.raced(m.id);
       ready.watchReady(m);
     },
 
@@ -44,11 +44,11 @@ export function createLifecycleActs(c: MachineCore, ready: Readiness): Lifecycle
       try {
         await locks.run(m.id, () => substrate.stop(m.id));
       } catch (e) {
-        c.fail(m, 'stopping', trigger, e);
+        await c.fail(m, 'stopping', trigger, e);
         throw ERRORS.machineFailedStop();
       }
       d.agent.drop(m.id);
-      if (!c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by })) throw c.raced(m.id);
+      if (!(await c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by }))) throw await c.raced(m.id);
     },
   };
 }
@@ -59,28 +59,28 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
   const { runStart, runStop } = acts;
 
   /** Records a stop or a restart's stop half and lets go of the input lease, in one transaction. */
-  function recordStop(p: OrgPrincipal, id: string, trigger: 'stop' | 'restart', by: Actor): MachineRow {
-    return store.db.tx(() => {
-      const m = c.load(p.org_id, id);
-      c.transition(m, trigger);
-      d.leases.releaseInTx(m.org_id, m.id, trigger === 'stop' ? 'machine_stopped' : 'machine_restarted', by);
+  function recordStop(p: OrgPrincipal, id: string, trigger: 'stop' | 'restart', by: Actor): Promise<MachineRow> {
+    return store.db.tx(async () => {
+      const m = await c.load(p.org_id, id);
+      await c.transition(m, trigger);
+      await d.leases.releaseInTx(m.org_id, m.id, trigger === 'stop' ? 'machine_stopped' : 'machine_restarted', by);
       return m;
     });
   }
 
   return {
-    update(p: OrgPrincipal, id: string, req: UpdateMachineRequest): Machine {
+    update(p: OrgPrincipal, id: string, req: UpdateMachineRequest): Promise<Machine> {
       const orgId = p.org_id;
-      return store.db.tx(() => {
-        const m = c.load(orgId, id);
+      return store.db.tx(async () => {
+        const m = await c.load(orgId, id);
         if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         const name = req.name ?? m.name;
-        if (name !== m.name && store.machines.nameTaken(orgId, name, m.id)) {
+        if (name !== m.name && (await store.machines.nameTaken(orgId, name, m.id))) {
           throw ERRORS.machineNameTaken(name, [{ field: 'name', message: 'already in use' }]);
         }
         const metadata = req.metadata !== undefined ? JSON.stringify(req.metadata) : m.metadata;
-        store.machines.update(m.id, { name, metadata }, c.at());
-        events.append(orgId, m.id, 'machine.updated', {
+        await store.machines.update(m.id, { name, metadata }, c.at());
+        await events.append(orgId, m.id, 'machine.updated', {
           fields: [...(req.name !== undefined ? ['name'] : []), ...(req.metadata !== undefined ? ['metadata'] : [])], by: actorOf(p),
         });
         return c.current(orgId, id);
@@ -89,20 +89,20 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
 
     async stop(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
-      const m = recordStop(p, id, 'stop', by);
+      const m = await recordStop(p, id, 'stop', by);
       await runStop(m, 'stop', by);
       return c.current(p.org_id, id);
     },
 
     async start(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
-      const m = store.db.tx(() => {
-        const m = c.load(p.org_id, id);
+      const m = await store.db.tx(async () => {
+        const m = await c.load(p.org_id, id);
         const dec = decide(m.state, 'start');
         if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, 'start'));
-        reserveCompute(c, m.org_id, m.size);
+        await reserveCompute(c, m.org_id, m.size);
         d.hostHealth?.checkReserve();
-        c.transition(m, 'start');
+        await c.transition(m, 'start');
         return m;
       });
       await runStart(m, by);
@@ -112,14 +112,14 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
     /** A stop followed by a start; each half is its own compare-and-set. */
     async restart(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
-      const m = recordStop(p, id, 'restart', by);
+      const m = await recordStop(p, id, 'restart', by);
       await runStop(m, 'restart', by);
-      store.db.tx(() => {
-        const now = c.load(p.org_id, id);
-        if (now.state !== 'stopped') throw c.raced(id);
+      await store.db.tx(async () => {
+        const now = await c.load(p.org_id, id);
+        if (now.state !== 'stopped') throw await c.raced(id);
         // The stop released the machine's room: the start half is admitted like any start.
-        reserveCompute(c, now.org_id, now.size);
-        c.transition(now, 'start');
+        await reserveCompute(c, now.org_id, now.size);
+        await c.transition(now, 'start');
       });
       await runStart(m, by);
       return c.current(p.org_id, id);
@@ -131,14 +131,14 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
      */
     async remove(p: OrgPrincipal, id: string): Promise<void> {
       const by = actorOf(p);
-      const { m, from } = store.db.tx(() => {
-        const m = c.load(p.org_id, id);
+      const { m, from } = await store.db.tx(async () => {
+        const m = await c.load(p.org_id, id);
         const from = m.state;
-        c.transition(m, 'delete');
-        d.leases.releaseInTx(m.org_id, m.id, 'machine_deleted', by);
-        d.sessions.closeAllInTx(m.org_id, m.id, 'machine_deleted');
+        await c.transition(m, 'delete');
+        await d.leases.releaseInTx(m.org_id, m.id, 'machine_deleted', by);
+        await d.sessions.closeAllInTx(m.org_id, m.id, 'machine_deleted');
         // A machine's secrets go with the decision to delete it, not with its disk.
-        store.secrets.removeAllForMachine(m.id);
+        await store.secrets.removeAllForMachine(m.id);
         return { m, from };
       });
       d.agent.drop(m.id);
@@ -149,11 +149,11 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
           return substrate.destroy(m.id);
         });
       } catch (e) {
-        c.fail(m, 'deleting', 'delete', e);
+        await c.fail(m, 'deleting', 'delete', e);
         throw ERRORS.machineNotDeleted();
       }
-      store.db.tx(() => {
-        if (store.machines.markDeleted(m.id, c.at())) events.append(m.org_id, m.id, 'machine.deleted', { from, by });
+      await store.db.tx(async () => {
+        if (await store.machines.markDeleted(m.id, c.at())) await events.append(m.org_id, m.id, 'machine.deleted', { from, by });
       });
     },
   };

@@ -7,9 +7,9 @@ import { machineView, type MachineCore } from './core.js';
 export function createMachineReads(c: MachineCore) {
   const { d } = c;
   return {
-    get: (orgId: string, id: string): Machine => c.current(orgId, id),
+    get: (orgId: string, id: string): Promise<Machine> => c.current(orgId, id),
 
-    list(orgId: string, q: MachineListQuery): Page<Machine> {
+    list(orgId: string, q: MachineListQuery): Promise<Page<Machine>> {
       return pageOf(q, (after, limit) => d.store.machines.page(orgId, after, limit, q.state ?? null), machineView);
     },
   };

@@ -42,10 +42,15 @@ export function createReadiness(c: MachineCore): Readiness {
       }
       const probe = d.readyProbe === undefined ? DEFAULT_READY_PROBE : d.readyProbe;
       if (!probe) return;
-      const bootedAt = store.machines.byId(m.id)?.state_changed_at;
+      // Read now (the query is queued at once): the boot this call is for, not a later one.
+      const booted = store.machines.byId(m.id).then(
+        (r) => r?.state_changed_at,
+        () => undefined,
+      );
       const deadline = Date.now() + probe.timeoutMs;
       const tick = async () => {
-        const now = store.machines.byId(m.id);
+        const bootedAt = await booted;
+        const now = await store.machines.byId(m.id);
         if (!now || now.state !== 'running' || now.state_changed_at !== bootedAt || Date.now() > deadline) return;
         let up = false;
         try {
@@ -54,9 +59,9 @@ export function createReadiness(c: MachineCore): Readiness {
           if (e instanceof AppError && /shutting down/.test(e.message)) return;
         }
         if (up) {
-          store.db.tx(() => {
-            const again = store.machines.byId(m.id);
-            if (again && again.state === 'running' && again.state_changed_at === bootedAt) events.append(m.org_id, m.id, 'machine.ready', {});
+          await store.db.tx(async () => {
+            const again = await store.machines.byId(m.id);
+            if (again && again.state === 'running' && again.state_changed_at === bootedAt) await events.append(m.org_id, m.id, 'machine.ready', {});
           });
           return;
         }

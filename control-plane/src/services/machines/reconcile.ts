@@ -35,7 +35,7 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
       seen = new Map();
     }
     // Every row, resting ones too: a stopped machine whose create a crash interrupted has no disk at all.
-    const rows = store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error']).filter((m) => m.state_changed_at < before);
+    const rows = (await store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error'])).filter((m) => m.state_changed_at < before);
     for (const m of rows) {
       const status: SubstrateStatus = seen.get(m.id) ?? (await substrate.status(m.id).catch((): SubstrateStatus => 'lost'));
       const from = m.state;
@@ -49,38 +49,38 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
             // The create never reached the substrate (or never finished its disk): clean whatever part of it
             // exists and say so; a start then answers 409 (delete and create again), never a 503 to retry.
             await substrate.destroy(m.id).catch((e) => d.onFailure?.(m.id, 'reconcile_cleanup', e));
-            store.db.tx(() => {
-              if (!store.machines.casState(m.id, from, c.decideTo(from, 'fail'), c.at())) return;
-              events.append(m.org_id, m.id, 'machine.failed', {
+            await store.db.tx(async () => {
+              if (!(await store.machines.casState(m.id, from, c.decideTo(from, 'fail'), c.at()))) return;
+              await events.append(m.org_id, m.id, 'machine.failed', {
                 from, to: 'error', operation: 'create', code: 'conflict', reason: 'create_interrupted', reconciled: true,
               });
             });
             break;
           case 'finish_delete':
             await substrate.destroy(m.id);
-            store.db.tx(() => {
-              if (store.machines.markDeleted(m.id, c.at())) events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });
+            await store.db.tx(async () => {
+              if (await store.machines.markDeleted(m.id, c.at())) await events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });
             });
             out.push({ id: m.id, from, to: 'deleted' });
             continue;
           case 'finish_stop':
             if (act.stopFirst) await substrate.stop(m.id);
-            c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by: SYSTEM, reconciled: true });
+            await c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by: SYSTEM, reconciled: true });
             break;
           case 'finish_boot':
-            if (c.settle(m, from, act.trigger, 'machine.started', { by: SYSTEM, reconciled: true })) ready.watchReady(m);
+            if (await c.settle(m, from, act.trigger, 'machine.started', { by: SYSTEM, reconciled: true })) ready.watchReady(m);
             break;
           case 'fail':
-            c.fail(m, from, act.operation, ERRORS.lostByHost());
+            await c.fail(m, from, act.operation, ERRORS.lostByHost());
             break;
           case 'recover':
             recovered = await host.recoverLost(m);
             break;
         }
       } catch (e) {
-        c.fail(m, from, 'reconcile', e);
+        await c.fail(m, from, 'reconcile', e);
       }
-      const after = store.machines.byId(m.id);
+      const after = await store.machines.byId(m.id);
       if (after && (after.state !== from || recovered)) out.push({ id: m.id, from, to: after.state });
     }
     // Captures a previous run left pending, and layer pins nothing holds any more.

@@ -17,19 +17,19 @@ export function createRestore(c: MachineCore, ready: Readiness) {
 
   /** Inside the machine's disk lock: a machine stopped for a restore is started again (stopping → running). */
   async function bootAfterRestore(m: MachineRow, by: Actor): Promise<void> {
-    const go = store.db.tx(() => {
-      if (!c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by })) return false;
-      c.transition(store.machines.byId(m.id)!, 'start');
+    const go = await store.db.tx(async () => {
+      if (!(await c.settle(m, 'stopping', 'shutdown_complete', 'machine.stopped', { by }))) return false;
+      await c.transition((await store.machines.byId(m.id))!, 'start');
       return true;
     });
-    if (!go) throw c.raced(m.id);
+    if (!go) throw await c.raced(m.id);
     try {
       await substrate.start(m.id);
     } catch (e) {
-      c.fail(m, 'starting', 'restore', e);
+      await c.fail(m, 'starting', 'restore', e);
       throw ERRORS.machineFailedStartAfterRestore();
     }
-    if (!c.settle(m, 'starting', 'boot_complete', 'machine.started', { by })) throw c.raced(m.id);
+    if (!(await c.settle(m, 'starting', 'boot_complete', 'machine.started', { by }))) throw await c.raced(m.id);
     ready.watchReady(m);
   }
 
@@ -45,19 +45,19 @@ export function createRestore(c: MachineCore, ready: Readiness) {
     async restore(p: OrgPrincipal, id: string, req: RestoreMachineRequest): Promise<Machine> {
       const orgId = p.org_id;
       const by = actorOf(p);
-      const { m, target, before } = store.db.tx(() => {
-        const m = c.load(orgId, id);
+      const { m, target, before } = await store.db.tx(async () => {
+        const m = await c.load(orgId, id);
         const dec = decide(m.state, 'restore');
         if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, 'restore'));
-        const target = d.snapshots.readyOfMachineInTx(orgId, m.id, req.snapshot_id);
+        const target = await d.snapshots.readyOfMachineInTx(orgId, m.id, req.snapshot_id);
         // Someone is driving the desktop: restoring under them would pull the disk from beneath their work.
-        const lease = store.leases.get(m.id);
-        if (d.leases.isHeld(m.id) && lease?.session_id) {
+        const lease = await store.leases.get(m.id);
+        if ((await d.leases.isHeld(m.id)) && lease?.session_id) {
           throw ERRORS.leaseBlocksRestore(lease.session_id, [{ field: 'snapshot_id', message: `input lease held by ${lease.session_id}` }]);
         }
-        events.append(orgId, m.id, 'machine.restore_started', { snapshot_id: target.id, from: m.state, by });
-        const before = d.snapshots.beginInTx(m, 'stop', 'Before restore', by, { admit: 'subscription' });
-        c.transition(m, 'restore');
+        await events.append(orgId, m.id, 'machine.restore_started', { snapshot_id: target.id, from: m.state, by });
+        const before = await d.snapshots.beginInTx(m, 'stop', 'Before restore', by, { admit: 'subscription' });
+        await c.transition(m, 'restore');
         return { m, target, before };
       });
       const wasRunning = m.state === 'running';
@@ -79,7 +79,7 @@ export function createRestore(c: MachineCore, ready: Readiness) {
           } catch (e) {
             d.onFailure?.(m.id, `restore_${stage}`, e);
             const code = e instanceof AppError ? e.code : 'internal_error';
-            store.db.tx(() => events.append(orgId, m.id, 'machine.restore_failed', { snapshot_id: target.id, stage, code }));
+            await store.db.tx(() => events.append(orgId, m.id, 'machine.restore_failed', { snapshot_id: target.id, stage, code }));
             // Before the disk was replaced nothing is lost: a machine that was running is brought back as it was.
             if (wasRunning) await bootAfterRestore(m, by).catch(() => {});
             throw ERRORS.machineNotRestored();
@@ -87,7 +87,7 @@ export function createRestore(c: MachineCore, ready: Readiness) {
             await substrate.releaseLayer(target.layer_id, m.id).catch(() => {});
           }
           if (wasRunning) await bootAfterRestore(m, by);
-          store.db.tx(() => events.append(orgId, m.id, 'machine.restore_completed', { snapshot_id: target.id, before_snapshot_id: before.id, by }));
+          await store.db.tx(() => events.append(orgId, m.id, 'machine.restore_completed', { snapshot_id: target.id, before_snapshot_id: before.id, by }));
         }),
       );
       return c.current(orgId, m.id);

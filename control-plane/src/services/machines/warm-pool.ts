@@ -114,7 +114,7 @@ export function createWarmPool(c: MachineCore): WarmPool {
     }
   }
 
-  function hostFor(size: MachineSize): PoolHost {
+  async function hostFor(size: MachineSize): Promise<PoolHost> {
     let diskLow = false;
     try {
       d.hostHealth?.checkReserve();
@@ -123,7 +123,7 @@ export function createWarmPool(c: MachineCore): WarmPool {
     }
     if (!d.capacity) return { diskLow, roomForOne: true, overCommitted: false };
     const all = sizes();
-    const tenants = committedBy(d.store.machines.computeBySize(), all);
+    const tenants = committedBy(await d.store.machines.computeBySize(), all);
     const pool = committedBy([...members.keys()].map((s) => ({ size: s, n: held(s) })), all);
     const both = { vcpu: tenants.vcpu + pool.vcpu, memory_mb: tenants.memory_mb + pool.memory_mb };
     const { host, ratios } = d.capacity;
@@ -146,7 +146,7 @@ export function createWarmPool(c: MachineCore): WarmPool {
         members.set(size, readyOf(size).filter((x) => x !== id));
         await destroy({ id, size });
       }
-      const step = poolStep(poolTarget(recent.length, cap), held(size), hostFor(size));
+      const step = poolStep(poolTarget(recent.length, cap), held(size), await hostFor(size));
       if (step.do === 'fill') await fill(size);
       else if (step.do === 'drain') {
         for (const id of readyOf(size).splice(0, step.n)) await destroy({ id, size });
@@ -182,7 +182,7 @@ export function createWarmPool(c: MachineCore): WarmPool {
       if (!ledger) return;
       for (const e of ledger.all()) {
         if (mine.has(e.id)) continue;
-        if (poolLeftover(d.store.machines.byId(e.id) !== undefined) === 'forget') ledger.remove(e.id);
+        if (poolLeftover((await d.store.machines.byId(e.id)) !== undefined) === 'forget') ledger.remove(e.id);
         else await destroy(e);
       }
     },

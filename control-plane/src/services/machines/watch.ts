@@ -27,7 +27,7 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
   async function watchPass(): Promise<Array<{ id: string; to: 'error' | 'stopped' }>> {
     const out: Array<{ id: string; to: 'error' | 'stopped' }> = [];
     try {
-      d.hostHealth?.check();
+      await d.hostHealth?.check();
     } catch (e) {
       d.onFailure?.('*', 'host_health', e);
     }
@@ -35,7 +35,7 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
     if (await watchDiskVolume()) return out;
     // Machines are handled side by side: one dead machine's cleanup (seconds when podman lost its monitor)
     // does not delay noticing the next.
-    const running = store.machines.inStates(['running']);
+    const running = await store.machines.inStates(['running']);
     let answered = 0;
     await Promise.all(running.map(async (m) => {
       let seen;
@@ -47,12 +47,12 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
         return;
       }
       if (seen === 'running') return;
-      const unchanged = () => {
-        const now = store.machines.byId(m.id);
+      const unchanged = async () => {
+        const now = await store.machines.byId(m.id);
         return !!now && now.state === 'running' && now.state_changed_at === m.state_changed_at;
       };
       const to = await locks.run(m.id, async (): Promise<'error' | 'stopped' | null> => {
-        if (!unchanged()) return null;
+        if (!(await unchanged())) return null;
         // Asked again inside the lock: an act queued before this one may have changed the answer.
         const how = await substrate.liveness(m.id).catch(() => seen);
         if (how === 'running') return null;
@@ -69,17 +69,17 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
           }
         }
         d.agent.drop(m.id);
-        const moved = store.db.tx((): 'error' | 'stopped' | null => {
-          if (!unchanged()) return null;
+        const moved = await store.db.tx(async (): Promise<'error' | 'stopped' | null> => {
+          if (!(await unchanged())) return null;
           if (how === 'shutdown') {
-            if (!store.machines.casState(m.id, 'running', c.decideTo('running', 'exited'), c.at())) return null;
-            d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', SYSTEM);
-            events.append(m.org_id, m.id, 'machine.stopped', { from: 'running', to: 'stopped', by: SYSTEM, reason: 'guest_shutdown' });
+            if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'exited'), c.at()))) return null;
+            await d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', SYSTEM);
+            await events.append(m.org_id, m.id, 'machine.stopped', { from: 'running', to: 'stopped', by: SYSTEM, reason: 'guest_shutdown' });
             return 'stopped';
           }
-          if (!store.machines.casState(m.id, 'running', c.decideTo('running', 'fail'), c.at())) return null;
-          d.leases.releaseInTx(m.org_id, m.id, 'machine_failed', SYSTEM);
-          events.append(m.org_id, m.id, 'machine.failed', {
+          if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'fail'), c.at()))) return null;
+          await d.leases.releaseInTx(m.org_id, m.id, 'machine_failed', SYSTEM);
+          await events.append(m.org_id, m.id, 'machine.failed', {
             from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: FAILED_REASON[how],
           });
           return 'error';
@@ -96,7 +96,7 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
         out.push({ id: m.id, to });
       }
     }));
-    if (running.length) d.hostHealth?.substrateAnswered(answered > 0);
+    if (running.length) await d.hostHealth?.substrateAnswered(answered > 0);
     return out;
   }
 

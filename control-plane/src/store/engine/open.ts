@@ -1,11 +1,11 @@
 /**
  * Which engine the state lives on: PostgreSQL when DATABASE_URL is set (any number of control planes may share
- * it), else the embedded SQLite file in DATA_DIR. Not wired into `npm start` yet: the store becomes asynchronous
- * on top of this (issue 24 item 1); until then the services use store/db.ts's synchronous Db on SQLite.
+ * it), else the embedded SQLite file in DATA_DIR. `openStoreDb` hands the services store/db.ts's asynchronous Db
+ * over the chosen engine.
  */
 import path from 'node:path';
 import type { Kysely } from 'kysely';
-import { DB_FILENAME } from '../db.js';
+import { DB_FILENAME, dbOver, openDb, type Db } from '../db.js';
 import { isPostgresUrl, openPostgres } from './postgres.js';
 import type { Database } from './schema.js';
 import { openSqliteEngine } from './sqlite.js';
@@ -26,4 +26,11 @@ export async function openEngine(opts: { databaseUrl?: string; dataDir: string }
   }
   const db = openSqliteEngine(path.join(opts.dataDir, DB_FILENAME));
   return { kind: 'sqlite', db, close: () => db.destroy() };
+}
+
+/** The store's Db on the engine DATABASE_URL names (PostgreSQL), else on SQLite in DATA_DIR. */
+export async function openStoreDb(opts: { databaseUrl?: string; dataDir: string }): Promise<Db> {
+  if (!opts.databaseUrl) return openDb(path.join(opts.dataDir, DB_FILENAME));
+  const e = await openEngine(opts);
+  return dbOver(e.db, e.kind, 'postgres');
 }

@@ -40,8 +40,8 @@ export function accessRepo(db: Db) {
     /** Marks pending invitations past their expiry as `expired`, so every read sees the true state. */
     expireInvitations: (now: string) =>
       db.run("UPDATE invitations SET state = 'expired' WHERE state = 'pending' AND expires_at <= ?", [now]),
-    insertInvitation(i: InvitationRow): void {
-      db.run(
+    async insertInvitation(i: InvitationRow): Promise<void> {
+      await db.run(
         `INSERT INTO invitations (id,org_id,email,role,state,token_hash,invited_by,created_at,expires_at,accepted_at,accepted_by,revoked_at)
          VALUES (@id,@org_id,@email,@role,@state,@token_hash,@invited_by,@created_at,@expires_at,@accepted_at,@accepted_by,@revoked_at)`,
         { ...i },
@@ -52,8 +52,8 @@ export function accessRepo(db: Db) {
     invitationByTokenHash: (hash: string) => db.get<InvitationRow>('SELECT * FROM invitations WHERE token_hash = ?', [hash]),
     pendingInvitationFor: (orgId: string, email: string) =>
       db.get<InvitationRow>("SELECT * FROM invitations WHERE org_id = ? AND email = ? AND state = 'pending'", [orgId, email]),
-    countPendingInvitations: (orgId: string) =>
-      db.get<{ n: number }>("SELECT COUNT(*) AS n FROM invitations WHERE org_id = ? AND state = 'pending'", [orgId])!.n,
+    countPendingInvitations: async (orgId: string) =>
+      (await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM invitations WHERE org_id = ? AND state = 'pending'", [orgId]))!.n,
     invitationsPage: (orgId: string, after: Keyset, limit: number) =>
       db.all<InvitationRow>(`SELECT * FROM invitations WHERE org_id = @org AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`, {
         org: orgId, ca: after.created_at, cid: after.id, limit,
@@ -64,8 +64,8 @@ export function accessRepo(db: Db) {
         ? db.run('UPDATE invitations SET state = ?, accepted_at = ?, accepted_by = ? WHERE id = ? AND state = ?', [to, fields.at, fields.by ?? null, id, from])
         : db.run('UPDATE invitations SET state = ?, revoked_at = ? WHERE id = ? AND state = ?', [to, fields.at, id, from]),
 
-    insertApiKey(k: ApiKeyRow): void {
-      db.run(
+    async insertApiKey(k: ApiKeyRow): Promise<void> {
+      await db.run(
         `INSERT INTO api_keys (id,org_id,created_by,name,prefix,secret_hash,scopes,created_at,last_used_at,revoked_at)
          VALUES (@id,@org_id,@created_by,@name,@prefix,@secret_hash,@scopes,@created_at,@last_used_at,@revoked_at)`,
         { ...k },
@@ -75,8 +75,8 @@ export function accessRepo(db: Db) {
     apiKeyInOrg: (orgId: string, id: string) =>
       db.get<ApiKeyRow>('SELECT * FROM api_keys WHERE org_id = ? AND id = ? AND revoked_at IS NULL', [orgId, id]),
     /** Who created a key, revoked or not (sessions it opened stay theirs). */
-    apiKeyCreator: (orgId: string, id: string) =>
-      db.get<{ created_by: string }>('SELECT created_by FROM api_keys WHERE org_id = ? AND id = ?', [orgId, id])?.created_by ?? null,
+    apiKeyCreator: async (orgId: string, id: string) =>
+      (await db.get<{ created_by: string }>('SELECT created_by FROM api_keys WHERE org_id = ? AND id = ?', [orgId, id]))?.created_by ?? null,
     apiKeysPage: (orgId: string, after: Keyset, limit: number) =>
       db.all<ApiKeyRow>(`SELECT * FROM api_keys WHERE org_id = @org AND revoked_at IS NULL AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`, {
         org: orgId, ca: after.created_at, cid: after.id, limit,

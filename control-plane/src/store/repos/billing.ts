@@ -36,8 +36,8 @@ export interface OverrideRow {
 
 export function billingRepo(db: Db) {
   return {
-    insertAccount(a: BillingAccountRow): void {
-      db.run(
+    async insertAccount(a: BillingAccountRow): Promise<void> {
+      await db.run(
         `INSERT INTO billing_accounts (org_id,state,plan_id,catalog_version,provider,trial_ends_at,period_start,period_end,updated_at)
          VALUES (@org_id,@state,@plan_id,@catalog_version,@provider,@trial_ends_at,@period_start,@period_end,@updated_at)`,
         { ...a },
@@ -64,8 +64,8 @@ export function billingRepo(db: Db) {
         [orgId],
       ),
 
-    insertLink(l: BillingLinkRow): void {
-      db.run(
+    async insertLink(l: BillingLinkRow): Promise<void> {
+      await db.run(
         'INSERT INTO billing_links (token_hash,kind,org_id,plan_id,return_url,created_at,expires_at,used_at) VALUES (@token_hash,@kind,@org_id,@plan_id,@return_url,@created_at,@expires_at,@used_at)',
         { ...l },
       );

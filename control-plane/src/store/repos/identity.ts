@@ -41,20 +41,20 @@ export interface AuthSessionRow {
 
 export function identityRepo(db: Db) {
   return {
-    insertUser(u: UserRow): void {
-      db.run('INSERT INTO users (id,email,name,password_hash,personal_org_id,created_at) VALUES (@id,@email,@name,@password_hash,@personal_org_id,@created_at)', { ...u });
+    async insertUser(u: UserRow): Promise<void> {
+      await db.run('INSERT INTO users (id,email,name,password_hash,personal_org_id,created_at) VALUES (@id,@email,@name,@password_hash,@personal_org_id,@created_at)', { ...u });
     },
     userByEmail: (email: string) => db.get<UserRow>('SELECT * FROM users WHERE email = ?', [email]),
     userById: (id: string) => db.get<UserRow>('SELECT * FROM users WHERE id = ?', [id]),
     setPersonalOrg: (userId: string, orgId: string) => db.run('UPDATE users SET personal_org_id = ? WHERE id = ?', [orgId, userId]),
 
-    insertOrg(o: OrgRow): void {
-      db.run('INSERT INTO organizations (id,name,personal,created_at) VALUES (@id,@name,@personal,@created_at)', { ...o });
+    async insertOrg(o: OrgRow): Promise<void> {
+      await db.run('INSERT INTO organizations (id,name,personal,created_at) VALUES (@id,@name,@personal,@created_at)', { ...o });
     },
     orgById: (id: string) => db.get<OrgRow>('SELECT * FROM organizations WHERE id = ?', [id]),
 
-    insertMembership(m: MembershipRow): void {
-      db.run('INSERT INTO memberships (id,org_id,user_id,role,created_at) VALUES (@id,@org_id,@user_id,@role,@created_at)', { ...m });
+    async insertMembership(m: MembershipRow): Promise<void> {
+      await db.run('INSERT INTO memberships (id,org_id,user_id,role,created_at) VALUES (@id,@org_id,@user_id,@role,@created_at)', { ...m });
     },
     membership: (orgId: string, userId: string) =>
       db.get<MembershipRow>('SELECT * FROM memberships WHERE org_id = ? AND user_id = ?', [orgId, userId]),
@@ -71,13 +71,13 @@ export function identityRepo(db: Db) {
          WHERE m.org_id = @org AND ${afterSql('m')} ORDER BY m.created_at, m.id LIMIT @limit`,
         { org: orgId, ca: after.created_at, cid: after.id, limit },
       ),
-    countMembers: (orgId: string) => db.get<{ n: number }>('SELECT COUNT(*) AS n FROM memberships WHERE org_id = ?', [orgId])!.n,
-    countOwners: (orgId: string) => db.get<{ n: number }>("SELECT COUNT(*) AS n FROM memberships WHERE org_id = ? AND role = 'owner'", [orgId])!.n,
+    countMembers: async (orgId: string) => (await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM memberships WHERE org_id = ?', [orgId]))!.n,
+    countOwners: async (orgId: string) => (await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM memberships WHERE org_id = ? AND role = 'owner'", [orgId]))!.n,
     setRole: (id: string, role: Role) => db.run('UPDATE memberships SET role = ? WHERE id = ?', [role, id]),
     deleteMembership: (id: string) => db.run('DELETE FROM memberships WHERE id = ?', [id]),
 
-    insertSession(s: AuthSessionRow): void {
-      db.run(
+    async insertSession(s: AuthSessionRow): Promise<void> {
+      await db.run(
         'INSERT INTO auth_sessions (id,user_id,token_hash,active_org_id,created_at,last_used_at,expires_at,revoked_at) VALUES (@id,@user_id,@token_hash,@active_org_id,@created_at,@last_used_at,@expires_at,@revoked_at)',
         { ...s },
       );

@@ -56,25 +56,25 @@ export interface EventRow {
 export const COMPUTE_STATES: readonly MachineState[] = ['creating', 'starting', 'running', 'stopping'];
 
 /**
- * Called inside the transaction that moved a machine (`to` null: the row was marked deleted), with the
+ * Called (and awaited, in the order registered) inside the transaction that moved a machine (`to` null: the row was marked deleted), with the
  * state it left and the instant: metering closes the interval spent in `from` atomically with the move.
  */
-export type MoveHook = (m: { id: string; org_id: string; size: MachineSize }, from: MachineState, to: MachineState | null, at: string) => void;
+export type MoveHook = (m: { id: string; org_id: string; size: MachineSize }, from: MachineState, to: MachineState | null, at: string) => Promise<void>;
 
 export function machinesRepo(db: Db) {
   const inList = COMPUTE_STATES.map((s) => `'${s}'`).join(',');
   const hooks: MoveHook[] = [];
-  const moved = (id: string, from: MachineState, to: MachineState | null, at: string) => {
+  const moved = async (id: string, from: MachineState, to: MachineState | null, at: string) => {
     if (!hooks.length) return;
-    const m = db.get<{ id: string; org_id: string; size: MachineSize }>('SELECT id, org_id, size FROM machines WHERE id = ?', [id]);
-    if (m) for (const h of hooks) h(m, from, to, at);
+    const m = await db.get<{ id: string; org_id: string; size: MachineSize }>('SELECT id, org_id, size FROM machines WHERE id = ?', [id]);
+    if (m) for (const h of hooks) await h(m, from, to, at);
   };
   return {
     onMove(h: MoveHook): void {
       hooks.push(h);
     },
-    insert(m: MachineRow): void {
-      db.run(
+    async insert(m: MachineRow): Promise<void> {
+      await db.run(
         `INSERT INTO machines (id,org_id,name,size,template,region,metadata,state,agent_token,created_by_kind,created_by_id,created_at,updated_at,state_changed_at,deleted_at)
          VALUES (@id,@org_id,@name,@size,@template,@region,@metadata,@state,@agent_token,@created_by_kind,@created_by_id,@created_at,@updated_at,@state_changed_at,@deleted_at)`,
         { ...m },
@@ -86,8 +86,8 @@ export function machinesRepo(db: Db) {
     byId: (id: string) => db.get<MachineRow>('SELECT * FROM machines WHERE id = ? AND deleted_at IS NULL', [id]),
     /** Also a deleted machine (its snapshots outlive it and still need its size). */
     anyById: (id: string) => db.get<MachineRow>('SELECT * FROM machines WHERE id = ?', [id]),
-    nameTaken: (orgId: string, name: string, exceptId = '') =>
-      !!db.get('SELECT 1 AS x FROM machines WHERE org_id = ? AND name = ? AND id != ? AND deleted_at IS NULL', [orgId, name, exceptId]),
+    nameTaken: async (orgId: string, name: string, exceptId = '') =>
+      (await db.get('SELECT 1 AS x FROM machines WHERE org_id = ? AND name = ? AND id != ? AND deleted_at IS NULL', [orgId, name, exceptId])) !== undefined,
     page: (orgId: string, after: Keyset, limit: number, state: MachineState | null) =>
       db.all<MachineRow>(
         `SELECT * FROM machines WHERE org_id = @org AND deleted_at IS NULL AND (@state IS NULL OR state = @state)
@@ -96,47 +96,51 @@ export function machinesRepo(db: Db) {
       ),
     inStates: (states: readonly MachineState[]) =>
       db.all<MachineRow>(`SELECT * FROM machines WHERE deleted_at IS NULL AND state IN (${states.map((s) => `'${s}'`).join(',')})`),
-    countLive: (orgId: string) => db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL', [orgId])!.n,
+    countLive: async (orgId: string) => (await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL', [orgId]))!.n,
     /** Machines holding compute on this host (every organization), per size: what admission control counts. */
     computeBySize: () =>
       db.all<{ size: MachineSize; n: number }>(`SELECT size, COUNT(*) AS n FROM machines WHERE deleted_at IS NULL AND state IN (${inList}) GROUP BY size`),
-    countRunning: (orgId: string) =>
-      db.get<{ n: number }>("SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL AND state = 'running'", [orgId])!.n,
-    countCompute: (orgId: string) =>
-      db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL AND state IN (${inList})`, [orgId])!.n,
+    countRunning: async (orgId: string) =>
+      (await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL AND state = 'running'", [orgId]))!.n,
+    /** Live machines per state (the metrics gauge). */
+    countByState: () => db.all<{ state: MachineState; n: number }>('SELECT state, COUNT(*) AS n FROM machines WHERE deleted_at IS NULL GROUP BY state'),
+    countCompute: async (orgId: string) =>
+      (await db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL AND state IN (${inList})`, [orgId]))!.n,
     /** Compare-and-set: moves the row only if its state is still `from`. */
-    casState(id: string, from: MachineState, to: MachineState, at: string): boolean {
-      return db.tx(() => {
-        const ok = db.run('UPDATE machines SET state = ?, state_changed_at = ?, updated_at = ? WHERE id = ? AND state = ? AND deleted_at IS NULL', [
+    casState(id: string, from: MachineState, to: MachineState, at: string): Promise<boolean> {
+      return db.tx(async () => {
+        const ok = (await db.run('UPDATE machines SET state = ?, state_changed_at = ?, updated_at = ? WHERE id = ? AND state = ? AND deleted_at IS NULL', [
           to, at, at, id, from,
-        ]).changes === 1;
-        if (ok) moved(id, from, to, at);
+        ])).changes === 1;
+        if (ok) await moved(id, from, to, at);
         return ok;
       });
     },
-    markDeleted(id: string, at: string): boolean {
-      return db.tx(() => {
-        const ok = db.run("UPDATE machines SET deleted_at = ?, updated_at = ? WHERE id = ? AND state = 'deleting' AND deleted_at IS NULL", [at, at, id])
+    markDeleted(id: string, at: string): Promise<boolean> {
+      return db.tx(async () => {
+        const ok = (await db.run("UPDATE machines SET deleted_at = ?, updated_at = ? WHERE id = ? AND state = 'deleting' AND deleted_at IS NULL", [at, at, id]))
           .changes === 1;
-        if (ok) moved(id, 'deleting', null, at);
+        if (ok) await moved(id, 'deleting', null, at);
         return ok;
       });
     },
     /** Used only to undo an insert whose substrate create failed before anything existed. */
-    removeRow(id: string): void {
-      db.run('DELETE FROM machine_events WHERE machine_id = ?', [id]);
-      db.run('DELETE FROM machines WHERE id = ?', [id]);
+    removeRow(id: string): Promise<void> {
+      return db.tx(async () => {
+        await db.run('DELETE FROM machine_events WHERE machine_id = ?', [id]);
+        await db.run('DELETE FROM machines WHERE id = ?', [id]);
+      });
     },
-    update(id: string, fields: { name: string; metadata: string }, at: string): void {
-      db.run('UPDATE machines SET name = ?, metadata = ?, updated_at = ? WHERE id = ?', [fields.name, fields.metadata, at, id]);
+    async update(id: string, fields: { name: string; metadata: string }, at: string): Promise<void> {
+      await db.run('UPDATE machines SET name = ?, metadata = ?, updated_at = ? WHERE id = ?', [fields.name, fields.metadata, at, id]);
     },
   };
 }
 
 export function sessionsRepo(db: Db) {
   return {
-    insert(s: SessionRow): void {
-      db.run(
+    async insert(s: SessionRow): Promise<void> {
+      await db.run(
         `INSERT INTO sessions (id,org_id,machine_id,type,state,opener_kind,opener_id,created_at,closed_at)
          VALUES (@id,@org_id,@machine_id,@type,@state,@opener_kind,@opener_id,@created_at,@closed_at)`,
         { ...s },
@@ -150,15 +154,19 @@ export function sessionsRepo(db: Db) {
          AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`,
         { org: orgId, ca: after.created_at, cid: after.id, limit, mid: f.machine_id, state: f.state },
       ),
-    countOpen: (orgId: string) => db.get<{ n: number }>("SELECT COUNT(*) AS n FROM sessions WHERE org_id = ? AND state != 'closed'", [orgId])!.n,
+    countOpen: async (orgId: string) => (await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM sessions WHERE org_id = ? AND state != 'closed'", [orgId]))!.n,
     openOnMachine: (machineId: string) => db.all<SessionRow>("SELECT * FROM sessions WHERE machine_id = ? AND state != 'closed'", [machineId]),
-    close(id: string, at: string): boolean {
-      return db.run("UPDATE sessions SET state = 'closed', closed_at = ? WHERE id = ? AND state != 'closed'", [at, id]).changes === 1;
+    async close(id: string, at: string): Promise<boolean> {
+      return (await db.run("UPDATE sessions SET state = 'closed', closed_at = ? WHERE id = ? AND state != 'closed'", [at, id])).changes === 1;
     },
-    setState(id: string, from: SessionState, to: SessionState): boolean {
-      return db.run('UPDATE sessions SET state = ? WHERE id = ? AND state = ?', [to, id, from]).changes === 1;
+    async setState(id: string, from: SessionState, to: SessionState): Promise<boolean> {
+      return (await db.run('UPDATE sessions SET state = ? WHERE id = ? AND state = ?', [to, id, from])).changes === 1;
     },
     touch: (id: string, at: string) => db.run("UPDATE sessions SET last_active_at = ? WHERE id = ? AND state != 'closed'", [at, id]),
+    /** Every `active` session counts as in use at `at` (start-up: no socket survived the restart). */
+    async touchActive(at: string): Promise<void> {
+      await db.run("UPDATE sessions SET last_active_at = ? WHERE state = 'active'", [at]);
+    },
     /** Open sessions with when they were last in use, and whether they hold a live input lease now. */
     openWithActivity: (nowMs: number) =>
       db.all<SessionRow & { last_active: string; leased: number }>(
@@ -172,25 +180,25 @@ export function sessionsRepo(db: Db) {
 
 export function leasesRepo(db: Db) {
   return {
-    get: (machineId: string) =>
-      db.get<LeaseRow>('SELECT machine_id, session_id, fence, expires_at FROM input_leases WHERE machine_id = ?', [machineId]) ?? null,
+    get: async (machineId: string) =>
+      (await db.get<LeaseRow>('SELECT machine_id, session_id, fence, expires_at FROM input_leases WHERE machine_id = ?', [machineId])) ?? null,
     /**
      * Compare-and-set on the fence that was read (`null`: no row existed). A renewal keeps the fence, so
      * it also matches on the holder.
      */
-    put(machineId: string, read: LeaseRow | null, next: { session_id: string | null; fence: number; expires_at: number }, at: string): boolean {
+    async put(machineId: string, read: LeaseRow | null, next: { session_id: string | null; fence: number; expires_at: number }, at: string): Promise<boolean> {
       if (!read) {
         return (
-          db.run('INSERT OR IGNORE INTO input_leases (machine_id, session_id, fence, expires_at, updated_at) VALUES (?,?,?,?,?)', [
+          (await db.run('INSERT OR IGNORE INTO input_leases (machine_id, session_id, fence, expires_at, updated_at) VALUES (?,?,?,?,?)', [
             machineId, next.session_id, next.fence, next.expires_at, at,
-          ]).changes === 1
+          ])).changes === 1
         );
       }
       return (
-        db.run(
+        (await db.run(
           'UPDATE input_leases SET session_id = ?, fence = ?, expires_at = ?, updated_at = ? WHERE machine_id = ? AND fence = ? AND session_id IS ?',
           [next.session_id, next.fence, next.expires_at, at, machineId, read.fence, read.session_id],
-        ).changes === 1
+        )).changes === 1
       );
     },
   };
@@ -198,11 +206,11 @@ export function leasesRepo(db: Db) {
 
 export function eventsRepo(db: Db) {
   return {
-    insert(e: Omit<EventRow, 'seq'>): number {
-      db.run('INSERT INTO machine_events (id,org_id,machine_id,type,data,created_at) VALUES (@id,@org_id,@machine_id,@type,@data,@created_at)', {
+    async insert(e: Omit<EventRow, 'seq'>): Promise<number> {
+      const r = await db.run('INSERT INTO machine_events (id,org_id,machine_id,type,data,created_at) VALUES (@id,@org_id,@machine_id,@type,@data,@created_at)', {
         ...e,
       });
-      return db.get<{ seq: number }>('SELECT last_insert_rowid() AS seq')!.seq;
+      return r.insertId;
     },
     /** Newest first: rows with seq below `before` (null: from the newest). */
     pageDesc: (machineId: string, before: number | null, limit: number) =>
@@ -212,8 +220,8 @@ export function eventsRepo(db: Db) {
     /** Oldest first: rows after `after` (for live subscribers catching up). */
     after: (machineId: string, after: number, limit: number) =>
       db.all<EventRow>('SELECT * FROM machine_events WHERE machine_id = ? AND seq > ? ORDER BY seq ASC LIMIT ?', [machineId, after, limit]),
-    lastSeq: (machineId: string) =>
-      db.get<{ s: number | null }>('SELECT MAX(seq) AS s FROM machine_events WHERE machine_id = ?', [machineId])!.s ?? 0,
+    lastSeq: async (machineId: string) =>
+      (await db.get<{ s: number | null }>('SELECT MAX(seq) AS s FROM machine_events WHERE machine_id = ?', [machineId]))!.s ?? 0,
   };
 }
 
@@ -224,7 +232,7 @@ export function volumeRestartsRepo(db: Db) {
     stopped: (machineId: string, at: string) => db.run('UPDATE volume_restarts SET stopped_at = ? WHERE machine_id = ?', [at, machineId]),
     all: () => db.all<{ machine_id: string; stopped_at: string | null }>('SELECT machine_id, stopped_at FROM volume_restarts ORDER BY machine_id'),
     /** Whether any start is owed (the substrate watch asks every pass). */
-    any: () => db.get('SELECT 1 FROM volume_restarts LIMIT 1') !== undefined,
+    any: async () => (await db.get('SELECT 1 FROM volume_restarts LIMIT 1')) !== undefined,
     forget: (machineId: string) => db.run('DELETE FROM volume_restarts WHERE machine_id = ?', [machineId]),
   };
 }

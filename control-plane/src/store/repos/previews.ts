@@ -28,8 +28,8 @@ const LIVE = `p.deleted_at IS NULL AND EXISTS (SELECT 1 FROM machines m WHERE m.
 
 export function previewsRepo(db: Db) {
   return {
-    insert(r: PreviewRow): void {
-      db.run(
+    async insert(r: PreviewRow): Promise<void> {
+      await db.run(
         `INSERT INTO previews (id,org_id,machine_id,port,name,access,secret_hash,access_token_hash,cookie_hash,last_request_at,created_at,deleted_at)
          VALUES (@id,@org_id,@machine_id,@port,@name,@access,@secret_hash,@access_token_hash,@cookie_hash,@last_request_at,@created_at,@deleted_at)`,
         { ...r },
@@ -48,14 +48,16 @@ export function previewsRepo(db: Db) {
         { org: orgId, mid: machineId, ca: after.created_at, cid: after.id, limit },
       ),
     /** Compare-and-set: only a live row is unpublished, once. */
-    markDeleted: (id: string, at: string) => db.run('UPDATE previews SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL', [at, id]).changes === 1,
+    markDeleted: async (id: string, at: string) => (await db.run('UPDATE previews SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL', [at, id])).changes === 1,
     /** The one-shot trade: succeeds once, for the token that was issued. */
-    useAccessToken: (id: string, tokenHash: string, cookieHash: string) =>
-      db.run(
+    useAccessToken: async (id: string, tokenHash: string, cookieHash: string) =>
+      (await db.run(
         'UPDATE previews SET access_token_hash = NULL, cookie_hash = ? WHERE id = ? AND access_token_hash = ? AND deleted_at IS NULL',
         [cookieHash, id, tokenHash],
-      ).changes === 1,
-    touch: (id: string, at: string) => void db.run('UPDATE previews SET last_request_at = ? WHERE id = ? AND deleted_at IS NULL', [at, id]),
+      )).changes === 1,
+    touch: async (id: string, at: string): Promise<void> => {
+      await db.run('UPDATE previews SET last_request_at = ? WHERE id = ? AND deleted_at IS NULL', [at, id]);
+    },
   };
 }
 export type PreviewsRepo = ReturnType<typeof previewsRepo>;

@@ -28,20 +28,20 @@ export function secretsRepo(db: Db) {
       db.get<SecretRow>('SELECT * FROM machine_secrets WHERE machine_id = ? AND name = ?', [machineId, name]),
     forMachine: (machineId: string) => db.all<SecretRow>('SELECT * FROM machine_secrets WHERE machine_id = ? ORDER BY name', [machineId]),
     /** Sealed secrets in the whole database (a missing keyring with any of them is a lost keyring). */
-    countAll: () => db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machine_secrets')!.n,
+    countAll: async () => (await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machine_secrets'))!.n,
     /** Count and total value size of a machine's secrets, leaving one name out (the one being replaced). */
-    usage: (machineId: string, except: string) =>
-      db.get<{ n: number; bytes: number }>(
+    usage: async (machineId: string, except: string) =>
+      (await db.get<{ n: number; bytes: number }>(
         'SELECT COUNT(*) AS n, COALESCE(SUM(value_bytes), 0) AS bytes FROM machine_secrets WHERE machine_id = ? AND name <> ?',
         [machineId, except],
-      )!,
+      ))!,
     pageOrg: (orgId: string, after: Keyset, limit: number) =>
       db.all<SecretRow>(
         `SELECT * FROM machine_secrets WHERE org_id = @org AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`,
         { org: orgId, ca: after.created_at, cid: after.id, limit },
       ),
-    insert(r: SecretRow): void {
-      db.run(
+    async insert(r: SecretRow): Promise<void> {
+      await db.run(
         `INSERT INTO machine_secrets (id, org_id, machine_id, name, version, key_id, sealed, value_bytes, created_at, updated_at,
            delivered_at, delivered_version, delivered_boot)
          VALUES (@id, @org_id, @machine_id, @name, @version, @key_id, @sealed, @value_bytes, @created_at, @updated_at,
@@ -50,30 +50,30 @@ export function secretsRepo(db: Db) {
       );
     },
     /** Replace the sealed value, compare-and-set on the version that was read. */
-    replace(id: string, fromVersion: number, to: { version: number; key_id: string; sealed: Buffer; value_bytes: number; updated_at: string }): boolean {
-      return db.run(
+    async replace(id: string, fromVersion: number, to: { version: number; key_id: string; sealed: Buffer; value_bytes: number; updated_at: string }): Promise<boolean> {
+      return (await db.run(
         'UPDATE machine_secrets SET version = ?, key_id = ?, sealed = ?, value_bytes = ?, updated_at = ? WHERE id = ? AND version = ?',
         [to.version, to.key_id, to.sealed, to.value_bytes, to.updated_at, id, fromVersion],
-      ).changes === 1;
+      )).changes === 1;
     },
     /** Re-seal under another key (rotation): same version, compare-and-set on the old key id. */
-    reseal(id: string, version: number, fromKey: string, to: { key_id: string; sealed: Buffer }): boolean {
-      return db.run('UPDATE machine_secrets SET key_id = ?, sealed = ? WHERE id = ? AND version = ? AND key_id = ?', [
+    async reseal(id: string, version: number, fromKey: string, to: { key_id: string; sealed: Buffer }): Promise<boolean> {
+      return (await db.run('UPDATE machine_secrets SET key_id = ?, sealed = ? WHERE id = ? AND version = ? AND key_id = ?', [
         to.key_id, to.sealed, id, version, fromKey,
-      ]).changes === 1;
+      ])).changes === 1;
     },
     /** Record a delivery of `version` during `boot`; a newer version stored meanwhile is left undelivered. */
-    markDelivered(machineId: string, name: string, version: number, boot: string, at: string): boolean {
-      return db.run(
+    async markDelivered(machineId: string, name: string, version: number, boot: string, at: string): Promise<boolean> {
+      return (await db.run(
         'UPDATE machine_secrets SET delivered_at = ?, delivered_version = ?, delivered_boot = ? WHERE machine_id = ? AND name = ? AND version = ?',
         [at, version, boot, machineId, name, version],
-      ).changes === 1;
+      )).changes === 1;
     },
-    remove: (machineId: string, name: string) =>
-      db.run('DELETE FROM machine_secrets WHERE machine_id = ? AND name = ?', [machineId, name]).changes === 1,
-    removeAllForMachine: (machineId: string) => db.run('DELETE FROM machine_secrets WHERE machine_id = ?', [machineId]).changes,
+    remove: async (machineId: string, name: string) =>
+      (await db.run('DELETE FROM machine_secrets WHERE machine_id = ? AND name = ?', [machineId, name])).changes === 1,
+    removeAllForMachine: async (machineId: string) => (await db.run('DELETE FROM machine_secrets WHERE machine_id = ?', [machineId])).changes,
     all: () => db.all<SecretRow>('SELECT * FROM machine_secrets ORDER BY id'),
-    keyIds: () => new Set(db.all<{ key_id: string }>('SELECT DISTINCT key_id FROM machine_secrets').map((r) => r.key_id)),
+    keyIds: async () => new Set((await db.all<{ key_id: string }>('SELECT DISTINCT key_id FROM machine_secrets')).map((r) => r.key_id)),
   };
 }
 export type SecretsRepo = ReturnType<typeof secretsRepo>;

@@ -43,15 +43,15 @@ const inList = (xs: readonly string[]) => xs.map((s) => `'${s}'`).join(',');
  * Called inside the transaction that removes a snapshot or template row, before the row goes: metering closes
  * its last stored interval atomically with the removal (between two flushes it would otherwise be lost).
  */
-export type RemoveHook = (kind: 'snapshot' | 'template', id: string) => void;
+export type RemoveHook = (kind: 'snapshot' | 'template', id: string) => Promise<void>;
 
 /** A row's removal with the remove hooks run first, in the same transaction; false when no such row qualifies. */
-function removal(db: Db, table: 'snapshots' | 'templates', condition: string, beforeDelete: (id: string) => void): (id: string) => boolean {
+function removal(db: Db, table: 'snapshots' | 'templates', condition: string, beforeDelete: (id: string) => Promise<void>): (id: string) => Promise<boolean> {
   return (id) =>
-    db.tx(() => {
-      if (!db.get(`SELECT 1 FROM ${table} WHERE id = ? ${condition}`, [id])) return false;
-      beforeDelete(id);
-      return db.run(`DELETE FROM ${table} WHERE id = ? ${condition}`, [id]).changes === 1;
+    db.tx(async () => {
+      if ((await db.get(`SELECT 1 FROM ${table} WHERE id = ? ${condition}`, [id])) === undefined) return false;
+      await beforeDelete(id);
+      return (await db.run(`DELETE FROM ${table} WHERE id = ? ${condition}`, [id])).changes === 1;
     });
 }
 
@@ -61,8 +61,8 @@ export function snapshotsRepo(db: Db) {
     onRemove(h: RemoveHook): void {
       hooks.push(h);
     },
-    insert(s: SnapshotRow): void {
-      db.run(
+    async insert(s: SnapshotRow): Promise<void> {
+      await db.run(
         `INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,layer_id,size_bytes,created_at,completed_at)
          VALUES (@id,@org_id,@machine_id,@name,@state,@origin,@layer_id,@size_bytes,@created_at,@completed_at)`,
         { ...s },
@@ -79,32 +79,42 @@ export function snapshotsRepo(db: Db) {
     /** A machine's snapshots, newest first (its chain, for newest-only deletion). */
     chain: (machineId: string) =>
       db.all<SnapshotRow>('SELECT * FROM snapshots WHERE machine_id = ? ORDER BY created_at DESC, rowid DESC', [machineId]),
-    countForMachine: (machineId: string) =>
-      db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM snapshots WHERE machine_id = ? AND state IN (${inList(COUNTED_SNAPSHOT_STATES)})`, [machineId])!.n,
+    countForMachine: async (machineId: string) =>
+      (await db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM snapshots WHERE machine_id = ? AND state IN (${inList(COUNTED_SNAPSHOT_STATES)})`, [machineId]))!.n,
     /** The largest per-machine count in an organization (what `GET /v1/billing` shows for snapshots_per_machine). */
-    maxPerMachine: (orgId: string) =>
-      db.get<{ n: number | null }>(
+    maxPerMachine: async (orgId: string) =>
+      (await db.get<{ n: number | null }>(
         `SELECT MAX(n) AS n FROM (SELECT COUNT(*) AS n FROM snapshots WHERE org_id = ? AND state IN (${inList(COUNTED_SNAPSHOT_STATES)}) GROUP BY machine_id)`,
         [orgId],
-      )!.n ?? 0,
+      ))!.n ?? 0,
+    /** Bytes of the distinct layers held by ready snapshots and templates (as captured). */
+    layerBytes: async () =>
+      (await db.get<{ b: number | null }>(
+        `SELECT SUM(b) AS b FROM (SELECT layer_id, MAX(size_bytes) AS b FROM (
+           SELECT layer_id, size_bytes FROM snapshots WHERE state = 'ready' AND layer_id IS NOT NULL
+           UNION ALL SELECT layer_id, size_bytes FROM templates WHERE state = 'ready' AND layer_id IS NOT NULL
+         ) GROUP BY layer_id)`,
+      ))?.b ?? 0,
     inStates: (states: readonly SnapshotState[]) => db.all<SnapshotRow>(`SELECT * FROM snapshots WHERE state IN (${inList(states)})`),
     /** Compare-and-set on the state that was read. */
-    casState(id: string, from: SnapshotState, to: SnapshotState): boolean {
-      return db.run('UPDATE snapshots SET state = ? WHERE id = ? AND state = ?', [to, id, from]).changes === 1;
+    async casState(id: string, from: SnapshotState, to: SnapshotState): Promise<boolean> {
+      return (await db.run('UPDATE snapshots SET state = ? WHERE id = ? AND state = ?', [to, id, from])).changes === 1;
     },
     /** pending → ready with the layer that holds the capture. */
-    settleReady(id: string, layerId: string, bytes: number, at: string): boolean {
+    async settleReady(id: string, layerId: string, bytes: number, at: string): Promise<boolean> {
       return (
-        db.run("UPDATE snapshots SET state = 'ready', layer_id = ?, size_bytes = ?, completed_at = ? WHERE id = ? AND state = 'pending'", [
+        (await db.run("UPDATE snapshots SET state = 'ready', layer_id = ?, size_bytes = ?, completed_at = ? WHERE id = ? AND state = 'pending'", [
           layerId, bytes, at, id,
-        ]).changes === 1
+        ])).changes === 1
       );
     },
-    settleError(id: string, at: string): boolean {
-      return db.run("UPDATE snapshots SET state = 'error', completed_at = ? WHERE id = ? AND state = 'pending'", [at, id]).changes === 1;
+    async settleError(id: string, at: string): Promise<boolean> {
+      return (await db.run("UPDATE snapshots SET state = 'error', completed_at = ? WHERE id = ? AND state = 'pending'", [at, id])).changes === 1;
     },
     /** Only once deleting (its pin released). */
-    remove: removal(db, 'snapshots', "AND state = 'deleting'", (id) => hooks.forEach((h) => h('snapshot', id))),
+    remove: removal(db, 'snapshots', "AND state = 'deleting'", async (id) => {
+      for (const h of hooks) await h('snapshot', id);
+    }),
   };
 }
 
@@ -114,8 +124,8 @@ export function templatesRepo(db: Db) {
     onRemove(h: RemoveHook): void {
       hooks.push(h);
     },
-    insert(t: TemplateRow): void {
-      db.run(
+    async insert(t: TemplateRow): Promise<void> {
+      await db.run(
         `INSERT INTO templates (id,org_id,name,state,source,size,snapshot_id,machine_id,layer_id,size_bytes,created_at,completed_at)
          VALUES (@id,@org_id,@name,@state,@source,@size,@snapshot_id,@machine_id,@layer_id,@size_bytes,@created_at,@completed_at)`,
         { ...t },
@@ -128,19 +138,21 @@ export function templatesRepo(db: Db) {
       db.all<TemplateRow>(`SELECT * FROM templates WHERE org_id = @org AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`, {
         org: orgId, ca: after.created_at, cid: after.id, limit,
       }),
-    count: (orgId: string) =>
-      db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM templates WHERE org_id = ? AND state IN (${inList(COUNTED_TEMPLATE_STATES)})`, [orgId])!.n,
+    count: async (orgId: string) =>
+      (await db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM templates WHERE org_id = ? AND state IN (${inList(COUNTED_TEMPLATE_STATES)})`, [orgId]))!.n,
     inStates: (states: readonly TemplateState[]) => db.all<TemplateRow>(`SELECT * FROM templates WHERE state IN (${inList(states)})`),
-    settleReady(id: string, f: { snapshot_id: string | null; layer_id: string | null; size_bytes: number | null }, at: string): boolean {
+    async settleReady(id: string, f: { snapshot_id: string | null; layer_id: string | null; size_bytes: number | null }, at: string): Promise<boolean> {
       return (
-        db.run("UPDATE templates SET state = 'ready', snapshot_id = ?, layer_id = ?, size_bytes = ?, completed_at = ? WHERE id = ? AND state = 'building'", [
+        (await db.run("UPDATE templates SET state = 'ready', snapshot_id = ?, layer_id = ?, size_bytes = ?, completed_at = ? WHERE id = ? AND state = 'building'", [
           f.snapshot_id, f.layer_id, f.size_bytes, at, id,
-        ]).changes === 1
+        ])).changes === 1
       );
     },
-    settleError(id: string, at: string): boolean {
-      return db.run("UPDATE templates SET state = 'error', completed_at = ? WHERE id = ? AND state = 'building'", [at, id]).changes === 1;
+    async settleError(id: string, at: string): Promise<boolean> {
+      return (await db.run("UPDATE templates SET state = 'error', completed_at = ? WHERE id = ? AND state = 'building'", [at, id])).changes === 1;
     },
-    remove: removal(db, 'templates', '', (id) => hooks.forEach((h) => h('template', id))),
+    remove: removal(db, 'templates', '', async (id) => {
+      for (const h of hooks) await h('template', id);
+    }),
   };
 }

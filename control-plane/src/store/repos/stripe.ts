@@ -33,8 +33,8 @@ export function stripeRepo(db: Db) {
       db.run('UPDATE stripe_customers SET subscription_id = ?, last_event_created = MAX(COALESCE(last_event_created, 0), ?) WHERE org_id = ?', [subscriptionId, created, orgId]),
 
     /** Records a webhook event id; false when it was processed before (a replay or a retry). */
-    markEvent: (e: { id: string; type: string; org_id: string | null; outcome: string; received_at: string }) =>
-      db.run('INSERT OR IGNORE INTO stripe_webhook_events (id,type,org_id,outcome,received_at) VALUES (@id,@type,@org_id,@outcome,@received_at)', { ...e }).changes === 1,
+    markEvent: async (e: { id: string; type: string; org_id: string | null; outcome: string; received_at: string }) =>
+      (await db.run('INSERT OR IGNORE INTO stripe_webhook_events (id,type,org_id,outcome,received_at) VALUES (@id,@type,@org_id,@outcome,@received_at)', { ...e })).changes === 1,
     event: (id: string) => db.get<{ id: string; type: string; org_id: string | null; outcome: string }>('SELECT id, type, org_id, outcome FROM stripe_webhook_events WHERE id = ?', [id]),
 
     reports: (orgId: string) => db.all<MeterReportRow>('SELECT * FROM stripe_meter_reports WHERE org_id = ? ORDER BY period_start, meter', [orgId]),

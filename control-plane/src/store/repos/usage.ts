@@ -44,24 +44,24 @@ const COLD_SUBJECTS = `SELECT 'snapshot' AS kind, id, org_id, machine_id, size_b
 export function usageRepo(db: Db) {
   return {
     /** Adds `quantity` to the subject's record for that meter and hour (creating it). */
-    add(r: { org_id: string; source_id: string; machine_id: string | null; template_id: string | null; meter: Meter; size: MachineSize | null; hour: string; quantity: bigint }, at: string): void {
-      db.run(
+    async add(r: { org_id: string; source_id: string; machine_id: string | null; template_id: string | null; meter: Meter; size: MachineSize | null; hour: string; quantity: bigint }, at: string): Promise<void> {
+      await db.run(
         `INSERT INTO usage_records (id,org_id,source_id,machine_id,template_id,meter,size,hour,quantity,updated_at)
          VALUES (@id,@org_id,@source_id,@machine_id,@template_id,@meter,@size,@hour,@quantity,@at)
          ON CONFLICT (org_id, source_id, meter, size, hour) DO UPDATE SET quantity = quantity + excluded.quantity, updated_at = excluded.updated_at`,
         { ...r, id: newId('usage'), size: r.size ?? '', at },
       );
     },
-    cursor: (sourceId: string) => db.get<{ metered_until: string }>('SELECT metered_until FROM meter_cursors WHERE source_id = ?', [sourceId])?.metered_until ?? null,
-    setCursor(sourceId: string, kind: CursorKind, at: string): void {
-      db.run(
+    cursor: async (sourceId: string) => (await db.get<{ metered_until: string }>('SELECT metered_until FROM meter_cursors WHERE source_id = ?', [sourceId]))?.metered_until ?? null,
+    async setCursor(sourceId: string, kind: CursorKind, at: string): Promise<void> {
+      await db.run(
         'INSERT INTO meter_cursors (source_id, kind, metered_until) VALUES (?,?,?) ON CONFLICT (source_id) DO UPDATE SET metered_until = excluded.metered_until',
         [sourceId, kind, at],
       );
     },
     /** Moves every cursor to `at` without recording anything (start-up: time the server was down is not metered). */
-    resumeAll(at: string): void {
-      db.run('UPDATE meter_cursors SET metered_until = ? WHERE metered_until < ?', [at, at]);
+    async resumeAll(at: string): Promise<void> {
+      await db.run('UPDATE meter_cursors SET metered_until = ? WHERE metered_until < ?', [at, at]);
     },
     dropCursor: (sourceId: string) => db.run('DELETE FROM meter_cursors WHERE source_id = ?', [sourceId]),
     /** Cursors of snapshots and templates that are no longer stored (their rows are removed on delete). */
@@ -99,10 +99,10 @@ export function usageRepo(db: Db) {
     /** One stored snapshot or template, if it accrues cold storage now. */
     coldSubject: (kind: 'snapshot' | 'template', id: string) =>
       db.get<ColdSubject>(`SELECT * FROM (${COLD_SUBJECTS}) WHERE kind = ? AND id = ?`, [kind, id]),
-    finalSummary: (orgId: string, periodStart: string) =>
-      db.get<{ body: string }>('SELECT body FROM usage_summaries WHERE org_id = ? AND period_start = ?', [orgId, periodStart])?.body ?? null,
-    insertFinal(orgId: string, periodStart: string, body: string, at: string): void {
-      db.run('INSERT OR IGNORE INTO usage_summaries (org_id, period_start, body, created_at) VALUES (?,?,?,?)', [orgId, periodStart, body, at]);
+    finalSummary: async (orgId: string, periodStart: string) =>
+      (await db.get<{ body: string }>('SELECT body FROM usage_summaries WHERE org_id = ? AND period_start = ?', [orgId, periodStart]))?.body ?? null,
+    async insertFinal(orgId: string, periodStart: string, body: string, at: string): Promise<void> {
+      await db.run('INSERT OR IGNORE INTO usage_summaries (org_id, period_start, body, created_at) VALUES (?,?,?,?)', [orgId, periodStart, body, at]);
     },
   };
 }

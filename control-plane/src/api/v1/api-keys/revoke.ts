@@ -7,8 +7,8 @@ export default defineOp({
   auth: 'any',
   permission: 'api_keys:manage',
   responses: { 204: 'empty' },
-  handler(c, s) {
-    s.orgs.revokeApiKey(c.get('orgPrincipal'), c.req.param('api_key_id'));
+  async handler(c, s) {
+    await s.orgs.revokeApiKey(c.get('orgPrincipal'), c.req.param('api_key_id'));
     return c.body(null, 204);
   },
 });

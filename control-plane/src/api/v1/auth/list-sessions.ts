@@ -10,8 +10,8 @@ export default defineOp({
   org: false,
   query: PageQuery,
   responses: { 200: AuthSessionPage },
-  handler(c, s, io) {
+  async handler(c, s, io) {
     const p = c.get('principal');
-    return c.json(s.identity.listSessions(p.user_id, p.auth_session_id, io.query()));
+    return c.json(await s.identity.listSessions(p.user_id, p.auth_session_id, io.query()));
   },
 });

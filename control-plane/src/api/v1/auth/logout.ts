@@ -8,8 +8,8 @@ export default defineOp({
   auth: 'session',
   org: false,
   responses: { 204: 'empty' },
-  handler(c, s) {
-    s.identity.logout(c.get('principal').auth_session_id!);
+  async handler(c, s) {
+    await s.identity.logout(c.get('principal').auth_session_id!);
     c.header('set-cookie', clearedSessionCookie(s.config.secureCookies));
     return c.body(null, 204);
   },

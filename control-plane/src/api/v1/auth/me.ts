@@ -8,5 +8,5 @@ export default defineOp({
   auth: 'any',
   org: false,
   responses: { 200: Me },
-  handler: (c, s) => c.json(s.identity.me(c.get('principal'))),
+  handler: async (c, s) => c.json(await s.identity.me(c.get('principal'))),
 });

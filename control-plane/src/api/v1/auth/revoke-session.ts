@@ -7,8 +7,8 @@ export default defineOp({
   auth: 'session',
   org: false,
   responses: { 204: 'empty' },
-  handler(c, s) {
-    s.identity.revokeSession(c.get('principal').user_id, c.req.param('auth_session_id'));
+  async handler(c, s) {
+    await s.identity.revokeSession(c.get('principal').user_id, c.req.param('auth_session_id'));
     return c.body(null, 204);
   },
 });

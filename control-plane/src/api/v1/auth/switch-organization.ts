@@ -14,7 +14,7 @@ export default defineOp({
   async handler(c, s, io) {
     const body = await io.body();
     const p = c.get('principal');
-    const m = s.identity.switchOrganization(p, body.organization_id);
-    return c.json(s.identity.me({ ...p, org_id: m.org_id, role: m.role, permissions: rolePermissions(m.role) }));
+    const m = await s.identity.switchOrganization(p, body.organization_id);
+    return c.json(await s.identity.me({ ...p, org_id: m.org_id, role: m.role, permissions: rolePermissions(m.role) }));
   },
 });

@@ -11,9 +11,9 @@ export default defineOp({
   path: '/billing/checkout/:token/complete',
   auth: 'none',
   responses: { 303: 'redirect' },
-  handler(c, s) {
+  async handler(c, s) {
     if (!s.builtin) throw ERRORS.builtinBillingNotInUse();
-    const r = s.builtin.completeCheckout(c.req.param('token'));
+    const r = await s.builtin.completeCheckout(c.req.param('token'));
     if (!r) throw ERRORS.unknownCheckoutLink();
     c.header('cache-control', 'no-store');
     c.header('referrer-policy', 'no-referrer');

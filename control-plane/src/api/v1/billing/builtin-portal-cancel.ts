@@ -8,12 +8,12 @@ export default defineOp({
   path: '/billing/portal/:token/cancel',
   auth: 'none',
   responses: { 303: 'redirect' },
-  handler(c, s) {
+  async handler(c, s) {
     if (!s.builtin) throw ERRORS.builtinBillingNotInUse();
     const token = c.req.param('token');
-    const link = s.builtin.portalLink(token);
+    const link = await s.builtin.portalLink(token);
     if (!link) throw ERRORS.unknownPortalLink();
-    s.builtin.emit(link.org_id, 'subscription.canceled');
+    await s.builtin.emit(link.org_id, 'subscription.canceled');
     return c.redirect(`${s.config.publicBaseUrl}/v1/billing/portal/${token}`, 303);
   },
 });

@@ -14,12 +14,12 @@ export default defineOp({
   path: '/billing/portal/:token',
   auth: 'none',
   responses: { 200: 'html' },
-  handler(c, s) {
+  async handler(c, s) {
     if (!s.builtin) throw ERRORS.builtinBillingNotInUse();
     const token = c.req.param('token');
-    const link = s.builtin.portalLink(token);
+    const link = await s.builtin.portalLink(token);
     if (!link) throw ERRORS.unknownPortalLink();
-    const a = s.billing.account(link.org_id);
+    const a = await s.billing.account(link.org_id);
     const plan = a.plan_id ? findPlan(s.billing.catalogFor(a), a.plan_id) : undefined;
     const cancellable = a.state === 'trialing' || a.state === 'active' || a.state === 'past_due';
     const html = `<!doctype html><html><head><meta charset="utf-8"><title>Subscription</title></head><body>

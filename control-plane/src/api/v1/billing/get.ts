@@ -8,9 +8,9 @@ export default defineOp({
   path: '/billing',
   auth: 'any',
   responses: { 200: BillingAccount },
-  handler(c, s) {
+  async handler(c, s) {
     const orgId = c.get('orgPrincipal').org_id;
-    const a = s.billing.account(orgId);
+    const a = await s.billing.account(orgId);
     const cat = s.billing.catalogFor(a);
     const plan = a.plan_id ? findPlan(cat, a.plan_id) : undefined;
     return c.json({
@@ -21,7 +21,7 @@ export default defineOp({
       catalog_version: a.catalog_version,
       period: a.period_start ? { start: a.period_start, end: a.period_end } : null,
       ...(a.state === 'trialing' ? { trial_ends_at: a.trial_ends_at, trial: trialTerms(cat, a.plan_id!) } : {}),
-      limits: s.quotas.limits(orgId),
+      limits: await s.quotas.limits(orgId),
     });
   },
 });

@@ -18,7 +18,7 @@ export default defineOp({
   async handler(c, s) {
     if (!s.stripe) throw ERRORS.stripeBillingNotInUse();
     const raw = await c.req.text();
-    const r = s.stripe.handleWebhook(raw, c.req.header('stripe-signature'));
+    const r = await s.stripe.handleWebhook(raw, c.req.header('stripe-signature'));
     return c.json({ received: true as const, id: r.id, outcome: r.outcome });
   },
 });

@@ -10,5 +10,5 @@ export default defineOp({
   auth: 'any',
   query: UsageSummaryQuery,
   responses: { 200: UsageSummary },
-  handler: (c, s, io) => c.json(s.usage.summary(c.get('orgPrincipal').org_id, io.query())),
+  handler: async (c, s, io) => c.json(await s.usage.summary(c.get('orgPrincipal').org_id, io.query())),
 });

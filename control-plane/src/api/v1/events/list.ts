@@ -11,10 +11,10 @@ export default defineOp({
   auth: 'any',
   query: EventListQuery,
   responses: { 200: MachineEventPage },
-  handler(c, s, io) {
+  async handler(c, s, io) {
     const p = c.get('orgPrincipal');
     const id = machineIdParam(c);
-    s.machines.get(p.org_id, id);
-    return c.json(s.events.list(id, io.query()));
+    await s.machines.get(p.org_id, id);
+    return c.json(await s.events.list(id, io.query()));
   },
 });

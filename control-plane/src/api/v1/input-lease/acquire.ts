@@ -15,6 +15,6 @@ export default defineOp({
   async handler(c, s, io) {
     const id = machineIdParam(c);
     const body = await io.body();
-    return c.json(s.leases.acquire(c.get('orgPrincipal'), id, body));
+    return c.json(await s.leases.acquire(c.get('orgPrincipal'), id, body));
   },
 });

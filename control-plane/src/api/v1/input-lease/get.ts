@@ -8,5 +8,5 @@ export default defineOp({
   path: '/machines/:machine_id/input-lease',
   auth: 'any',
   responses: { 200: LeaseState },
-  handler: (c, s) => c.json(s.leases.get(c.get('orgPrincipal').org_id, machineIdParam(c))),
+  handler: async (c, s) => c.json(await s.leases.get(c.get('orgPrincipal').org_id, machineIdParam(c))),
 });

@@ -11,10 +11,10 @@ export default defineOp({
   permission: 'machines:control',
   query: LeaseReleaseQuery,
   responses: { 204: 'empty' },
-  handler(c, s, io) {
+  async handler(c, s, io) {
     const id = machineIdParam(c);
     const q = io.query();
-    s.leases.release(c.get('orgPrincipal'), id, q.session_id ?? null);
+    await s.leases.release(c.get('orgPrincipal'), id, q.session_id ?? null);
     return c.body(null, 204);
   },
 });

@@ -13,6 +13,6 @@ export default defineOp({
   responses: { 200: AcceptedInvitation },
   async handler(c, s, io) {
     const body = await io.body();
-    return c.json(s.orgs.acceptInvitation(c.get('principal'), body.token));
+    return c.json(await s.orgs.acceptInvitation(c.get('principal'), body.token));
   },
 });

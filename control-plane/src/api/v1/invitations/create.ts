@@ -14,6 +14,6 @@ export default defineOp({
   async handler(c, s, io) {
     const body = await io.body();
     c.header('cache-control', 'no-store');
-    return c.json(s.orgs.createInvitation(c.get('orgPrincipal'), body), 201);
+    return c.json(await s.orgs.createInvitation(c.get('orgPrincipal'), body), 201);
   },
 });

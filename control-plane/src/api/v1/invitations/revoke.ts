@@ -8,5 +8,5 @@ export default defineOp({
   auth: 'any',
   permission: 'members:manage',
   responses: { 200: Invitation },
-  handler: (c, s) => c.json(s.orgs.revokeInvitation(c.get('orgPrincipal'), c.req.param('invitation_id'))),
+  handler: async (c, s) => c.json(await s.orgs.revokeInvitation(c.get('orgPrincipal'), c.req.param('invitation_id'))),
 });

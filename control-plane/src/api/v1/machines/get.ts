@@ -8,5 +8,5 @@ export default defineOp({
   path: '/machines/:machine_id',
   auth: 'any',
   responses: { 200: Machine },
-  handler: (c, s) => c.json(s.machines.get(c.get('orgPrincipal').org_id, machineIdParam(c))),
+  handler: async (c, s) => c.json(await s.machines.get(c.get('orgPrincipal').org_id, machineIdParam(c))),
 });

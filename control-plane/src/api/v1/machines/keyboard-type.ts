@@ -12,8 +12,8 @@ export default proxyOp({
   permission: 'machines:control',
   lease: true,
   body: KeyboardTypeRequest,
-  toAgent: (b: KeyboardTypeRequest, c, s) => {
-    const bySecret = secretTypingBody(b, (name) => s.secrets.valueForTyping(c.get('orgPrincipal').org_id, machineIdParam(c), name));
+  toAgent: async (b: KeyboardTypeRequest, c, s) => {
+    const bySecret = await secretTypingBody(b, (name) => s.secrets.valueForTyping(c.get('orgPrincipal').org_id, machineIdParam(c), name));
     return bySecret === null
       ? { body: JSON.stringify({ text: b.text, delay_ms: b.delay_ms, settle: b.settle }), sensitive: false }
       : { body: bySecret, sensitive: true };

@@ -9,5 +9,5 @@ export default defineOp({
   auth: 'any',
   query: MachineListQuery,
   responses: { 200: MachinePage },
-  handler: (c, s, io) => c.json(s.machines.list(c.get('orgPrincipal').org_id, io.query())),
+  handler: async (c, s, io) => c.json(await s.machines.list(c.get('orgPrincipal').org_id, io.query())),
 });

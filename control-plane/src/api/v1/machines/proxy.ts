@@ -39,7 +39,7 @@ export interface ProxySpec {
    * and no details, so not even a hostile guest can echo the value back (success answers are always
    * reduced to the route's schema).
    */
-  toAgent?: (body: any, c: Context<CpEnv>, s: Services) => { body: string; sensitive: boolean };
+  toAgent?: (body: any, c: Context<CpEnv>, s: Services) => Promise<{ body: string; sensitive: boolean }>;
   /**
    * A further permission the validated request needs (files as `user: root` need machines:control
    * even where the route itself needs only membership).
@@ -58,8 +58,8 @@ export function meteredAnswer(c: Context<CpEnv>, s: Services, machineId: string,
 }
 
 /** Input routes: the caller's session (X-Session-Id) holds the machine's input lease (optional X-Lease-Fence). */
-export function checkInputLease(c: Context<CpEnv>, s: Services, machineId: string): void {
-  s.leases.checkInput(c.get('orgPrincipal'), machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
+export async function checkInputLease(c: Context<CpEnv>, s: Services, machineId: string): Promise<void> {
+  await s.leases.checkInput(c.get('orgPrincipal'), machineId, c.req.header('x-session-id'), c.req.header('x-lease-fence'));
 }
 
 export function machineIdParam(c: Context<CpEnv>): string {
@@ -87,7 +87,7 @@ export function proxyOp(spec: ProxySpec): Op {
       const p = c.get('orgPrincipal');
       const machineId = machineIdParam(c);
       // Existence and state first: another organization's machine is 404 whatever the body says.
-      s.agent.running(p.org_id, machineId);
+      await s.agent.running(p.org_id, machineId);
       const query = io.query();
       let body: unknown;
       let raw: string | undefined;
@@ -99,9 +99,9 @@ export function proxyOp(spec: ProxySpec): Op {
       // Security gate: acting as root in the guest is control, whatever the route's own permission.
       const needed = spec.needs?.(query, body);
       if (needed && !p.permissions.has(needed)) throw ERRORS.needsPermission(needed);
-      if (spec.lease) checkInputLease(c, s, machineId);
+      if (spec.lease) await checkInputLease(c, s, machineId);
       let sensitive = false;
-      if (spec.toAgent) ({ body: raw, sensitive } = spec.toAgent(body, c, s));
+      if (spec.toAgent) ({ body: raw, sensitive } = await spec.toAgent(body, c, s));
       const params = paramsOf(spec.agent, (name) => {
         const v = c.req.param(name) ?? '';
         if (!PARAM_RE.test(v)) throw ERRORS.noSuchPathItem(name.replace('_id', ''));
@@ -109,7 +109,7 @@ export function proxyOp(spec: ProxySpec): Op {
       });
       const search = new URL(c.req.url).search;
       // The answer is parsed against the route's schema: a replaced agent cannot hand the client anything else.
-      const answer: unknown = await s.agent.call(s.agent.running(p.org_id, machineId), spec.agent, {
+      const answer: unknown = await s.agent.call(await s.agent.running(p.org_id, machineId), spec.agent, {
         params,
         query: route.query && search ? search.slice(1) : undefined,
         body: raw,

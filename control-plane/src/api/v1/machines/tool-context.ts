@@ -16,12 +16,12 @@ export async function toolOpContext<B>(
   const p = c.get('orgPrincipal');
   const machineId = machineIdParam(c);
   // Existence and state first: another organization's machine is 404 whatever the body says.
-  s.agent.running(p.org_id, machineId);
+  await s.agent.running(p.org_id, machineId);
   const parsed = await body();
-  checkInputLease(c, s, machineId);
+  await checkInputLease(c, s, machineId);
   const requestId = c.get('requestId');
-  const call: AgentCall = (op, agentBody, query) =>
-    s.agent.call(s.agent.running(p.org_id, machineId), op, { query, body: agentBody === undefined ? undefined : JSON.stringify(agentBody), requestId });
+  const call: AgentCall = async (op, agentBody, query) =>
+    s.agent.call(await s.agent.running(p.org_id, machineId), op, { query, body: agentBody === undefined ? undefined : JSON.stringify(agentBody), requestId });
   // The tool's answer (screenshots, mostly) leaves on the machine's behalf: counted as its egress.
   return { body: parsed, call, reply: (answer) => meteredAnswer(c, s, machineId, answer) };
 }

@@ -14,6 +14,6 @@ export default defineOp({
   async handler(c, s, io) {
     const id = machineIdParam(c);
     const body = await io.body();
-    return c.json(s.machines.update(c.get('orgPrincipal'), id, body));
+    return c.json(await s.machines.update(c.get('orgPrincipal'), id, body));
   },
 });

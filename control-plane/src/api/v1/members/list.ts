@@ -9,5 +9,5 @@ export default defineOp({
   auth: 'any',
   query: PageQuery,
   responses: { 200: MemberPage },
-  handler: (c, s, io) => c.json(s.orgs.listMembers(c.get('orgPrincipal'), io.query())),
+  handler: async (c, s, io) => c.json(await s.orgs.listMembers(c.get('orgPrincipal'), io.query())),
 });

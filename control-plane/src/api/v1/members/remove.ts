@@ -7,8 +7,8 @@ export default defineOp({
   path: '/members/:membership_id',
   auth: 'any',
   responses: { 204: 'empty' },
-  handler(c, s) {
-    s.orgs.removeMember(c.get('orgPrincipal'), c.req.param('membership_id'));
+  async handler(c, s) {
+    await s.orgs.removeMember(c.get('orgPrincipal'), c.req.param('membership_id'));
     return c.body(null, 204);
   },
 });

@@ -12,6 +12,6 @@ export default defineOp({
   responses: { 200: Member },
   async handler(c, s, io) {
     const body = await io.body();
-    return c.json(s.orgs.changeRole(c.get('orgPrincipal'), c.req.param('membership_id'), body.role));
+    return c.json(await s.orgs.changeRole(c.get('orgPrincipal'), c.req.param('membership_id'), body.role));
   },
 });

@@ -9,5 +9,5 @@ export default defineOp({
   path: '/machines/:machine_id/ports/:preview_id',
   auth: 'any',
   responses: { 200: Preview },
-  handler: (c, s) => c.json(s.ports.get(c.get('orgPrincipal').org_id, machineIdParam(c), previewIdParam(c))),
+  handler: async (c, s) => c.json(await s.ports.get(c.get('orgPrincipal').org_id, machineIdParam(c), previewIdParam(c))),
 });

@@ -10,5 +10,5 @@ export default defineOp({
   auth: 'any',
   query: PortListQuery,
   responses: { 200: PreviewPage },
-  handler: (c, s, io) => c.json(s.ports.listOrg(c.get('orgPrincipal').org_id, io.query())),
+  handler: async (c, s, io) => c.json(await s.ports.listOrg(c.get('orgPrincipal').org_id, io.query())),
 });

@@ -15,7 +15,7 @@ export default defineOp({
   async handler(c, s, io) {
     const machineId = machineIdParam(c);
     const body = await io.body();
-    const r = s.ports.publish(c.get('orgPrincipal'), machineId, body);
+    const r = await s.ports.publish(c.get('orgPrincipal'), machineId, body);
     // The credentials in a creating answer must not be kept by any cache on the way.
     c.header('cache-control', 'no-store');
     return c.json(r.preview, r.created ? 201 : 200);

@@ -10,8 +10,8 @@ export default defineOp({
   auth: 'any',
   permission: 'ports:write',
   responses: { 204: 'empty' },
-  handler(c, s) {
-    s.ports.unpublish(c.get('orgPrincipal'), machineIdParam(c), previewIdParam(c));
+  async handler(c, s) {
+    await s.ports.unpublish(c.get('orgPrincipal'), machineIdParam(c), previewIdParam(c));
     return c.body(null, 204);
   },
 });

@@ -10,5 +10,5 @@ export default defineOp({
   auth: 'any',
   query: PageQuery,
   responses: { 200: OrgSecretPage },
-  handler: (c, s, io) => c.json(s.secrets.listOrg(c.get('orgPrincipal').org_id, io.query())),
+  handler: async (c, s, io) => c.json(await s.secrets.listOrg(c.get('orgPrincipal').org_id, io.query())),
 });

@@ -11,9 +11,9 @@ export default defineOp({
   auth: 'any',
   query: z.strictObject({}),
   responses: { 200: MachineSecretList },
-  handler(c, s, io) {
+  async handler(c, s, io) {
     const machineId = machineIdParam(c);
     io.query();
-    return c.json(s.secrets.list(c.get('orgPrincipal').org_id, machineId));
+    return c.json(await s.secrets.list(c.get('orgPrincipal').org_id, machineId));
   },
 });

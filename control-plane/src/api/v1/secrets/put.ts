@@ -17,7 +17,7 @@ export default defineOp({
   async handler(c, s, io) {
     const p = c.get('orgPrincipal');
     const machineId = machineIdParam(c);
-    s.secrets.checkStorable(p.org_id, machineId);
+    await s.secrets.checkStorable(p.org_id, machineId);
     const body = await io.body();
     return c.json(await s.secrets.put(p, machineId, body));
   },

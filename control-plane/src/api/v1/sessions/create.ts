@@ -12,6 +12,6 @@ export default defineOp({
   responses: { 201: Session },
   async handler(c, s, io) {
     const body = await io.body();
-    return c.json(s.sessions.open(c.get('orgPrincipal'), body), 201);
+    return c.json(await s.sessions.open(c.get('orgPrincipal'), body), 201);
   },
 });

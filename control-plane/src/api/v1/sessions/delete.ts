@@ -7,8 +7,8 @@ export default defineOp({
   path: '/sessions/:session_id',
   auth: 'any',
   responses: { 204: 'empty' },
-  handler(c, s) {
-    s.sessions.close(c.get('orgPrincipal'), c.req.param('session_id'));
+  async handler(c, s) {
+    await s.sessions.close(c.get('orgPrincipal'), c.req.param('session_id'));
     return c.body(null, 204);
   },
 });

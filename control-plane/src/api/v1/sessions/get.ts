@@ -7,5 +7,5 @@ export default defineOp({
   path: '/sessions/:session_id',
   auth: 'any',
   responses: { 200: Session },
-  handler: (c, s) => c.json(s.sessions.get(c.get('orgPrincipal').org_id, c.req.param('session_id'))),
+  handler: async (c, s) => c.json(await s.sessions.get(c.get('orgPrincipal').org_id, c.req.param('session_id'))),
 });

@@ -9,5 +9,5 @@ export default defineOp({
   auth: 'any',
   query: SessionListQuery,
   responses: { 200: SessionPage },
-  handler: (c, s, io) => c.json(s.sessions.list(c.get('orgPrincipal').org_id, io.query())),
+  handler: async (c, s, io) => c.json(await s.sessions.list(c.get('orgPrincipal').org_id, io.query())),
 });

@@ -7,5 +7,5 @@ export default defineOp({
   path: '/snapshots/:snapshot_id',
   auth: 'any',
   responses: { 200: Snapshot },
-  handler: (c, s) => c.json(s.snapshots.get(c.get('orgPrincipal').org_id, c.req.param('snapshot_id'))),
+  handler: async (c, s) => c.json(await s.snapshots.get(c.get('orgPrincipal').org_id, c.req.param('snapshot_id'))),
 });

@@ -9,5 +9,5 @@ export default defineOp({
   auth: 'any',
   query: SnapshotListQuery,
   responses: { 200: SnapshotPage },
-  handler: (c, s, io) => c.json(s.snapshots.list(c.get('orgPrincipal').org_id, io.query())),
+  handler: async (c, s, io) => c.json(await s.snapshots.list(c.get('orgPrincipal').org_id, io.query())),
 });

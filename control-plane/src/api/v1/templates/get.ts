@@ -7,5 +7,5 @@ export default defineOp({
   path: '/templates/:template_id',
   auth: 'any',
   responses: { 200: Template },
-  handler: (c, s) => c.json(s.templates.get(c.get('orgPrincipal').org_id, c.req.param('template_id'))),
+  handler: async (c, s) => c.json(await s.templates.get(c.get('orgPrincipal').org_id, c.req.param('template_id'))),
 });

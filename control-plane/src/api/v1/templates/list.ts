@@ -9,5 +9,5 @@ export default defineOp({
   auth: 'any',
   query: TemplateListQuery,
   responses: { 200: TemplatePage },
-  handler: (c, s, io) => c.json(s.templates.list(c.get('orgPrincipal').org_id, io.query())),
+  handler: async (c, s, io) => c.json(await s.templates.list(c.get('orgPrincipal').org_id, io.query())),
 });

@@ -11,5 +11,5 @@ export default defineOp({
   auth: 'any',
   query: UsageListQuery,
   responses: { 200: pageOf(UsageRecord) },
-  handler: (c, s, io) => c.json(s.usage.list(c.get('orgPrincipal').org_id, io.query())),
+  handler: async (c, s, io) => c.json(await s.usage.list(c.get('orgPrincipal').org_id, io.query())),
 });

@@ -10,5 +10,5 @@ export default defineOp({
   auth: 'any',
   query: UsageSeriesQuery,
   responses: { 200: UsageSeries },
-  handler: (c, s, io) => c.json(s.usage.series(c.get('orgPrincipal').org_id, io.query())),
+  handler: async (c, s, io) => c.json(await s.usage.series(c.get('orgPrincipal').org_id, io.query())),
 });
