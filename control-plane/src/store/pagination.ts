@@ -26,7 +26,7 @@ export function decodeCursor(cursor: string | undefined): Keyset | null {
 
 /**
  * Runs `fetch(after, limit + 1)` and turns the extra row into `next_cursor`. `fetch` must order by
- * (created_at, id) and return rows strictly after `after`.
+ * (created_at, id) and return rows strictly after `after` (repos/dialect.ts's `after`, in byte order on both engines).
  */
 export async function pageOf<R extends Keyset, T>(q: PageQuery, fetch: (after: Keyset, limit: number) => Promise<R[]>, view: (r: R) => T): Promise<Page<T>> {
   const limit = q.limit ?? DEFAULT_PAGE_SIZE;
@@ -35,10 +35,4 @@ export async function pageOf<R extends Keyset, T>(q: PageQuery, fetch: (after: K
   const more = rows.length > limit;
   const shown = more ? rows.slice(0, limit) : rows;
   return { data: shown.map(view), next_cursor: more ? encodeCursor(shown[shown.length - 1]!) : null };
-}
-
-/** SQL fragment matching `pageOf`: rows after (:ca, :id). */
-export function afterSql(alias = ''): string {
-  const a = alias ? `${alias}.` : '';
-  return `(${a}created_at > @ca OR (${a}created_at = @ca AND ${a}id > @cid))`;
 }

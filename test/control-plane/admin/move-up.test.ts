@@ -83,7 +83,7 @@ async function populate(file: string): Promise<void> {
       last_request_at: null, created_at: TS, deleted_at: null,
     }).execute();
     await db.insertInto('usage_records').values({
-      id: 'use_1', org_id: org, source_id: 'mch_1', machine_id: 'mch_1', template_id: null, meter: 'compute', size: 'standard', hour: TS, quantity: BIG, updated_at: TS,
+      id: 'use_1', org_id: org, source_id: 'mch_1', machine_id: 'mch_1', template_id: null, meter: 'compute_standard_seconds', size: 'standard', hour: TS, quantity: BIG, updated_at: TS,
     }).execute();
     await db.insertInto('meter_cursors').values({ source_id: 'mch_1', kind: 'machine', metered_until: TS }).execute();
     await db.insertInto('usage_summaries').values({ org_id: org, period_start: TS, body: '{}', created_at: TS }).execute();

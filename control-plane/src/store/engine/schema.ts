@@ -3,7 +3,8 @@
  * constraints allow (engine/migrations.ts builds the CHECKs from the same lists). Timestamps are ISO-8601 UTC
  * text, JSON columns are text, 64-bit integers come back as JS numbers on both engines (engine/postgres.ts).
  */
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
+import type { Meter } from '../../../../shared/schemas/usage.js';
 
 export const ROLES = ['owner', 'admin', 'member'] as const;
 export const INVITATION_STATES = ['pending', 'accepted', 'revoked', 'expired'] as const;
@@ -83,8 +84,11 @@ export interface PreviewsTable {
   secret_hash: string | null; access_token_hash: string | null; cookie_hash: string | null; last_request_at: Ts | null; created_at: Ts; deleted_at: Ts | null;
 }
 export interface UsageRecordsTable {
-  id: string; org_id: string; source_id: string; machine_id: string | null; template_id: string | null; meter: string;
-  size: Generated<string>; hour: Ts; quantity: number; updated_at: Ts;
+  id: string; org_id: string; source_id: string; machine_id: string | null; template_id: string | null; meter: Meter;
+  /** '' when the meter has no size. */
+  size: Generated<Of<typeof MACHINE_SIZES> | ''>; hour: Ts;
+  /** Written as a bigint (byte-seconds outgrow a double), read back as decimal text by the repository. */
+  quantity: ColumnType<number, number | bigint, number | bigint>; updated_at: Ts;
 }
 export interface MeterCursorsTable { source_id: string; kind: Of<typeof METER_CURSOR_KINDS>; metered_until: Ts }
 export interface UsageSummariesTable { org_id: string; period_start: Ts; body: string; created_at: Ts }

@@ -1,7 +1,9 @@
 /** Invitations and API keys: the two ways into an organization besides signup. */
 import type { InvitationState, Role, Scope } from '../../../../shared/schemas/org.js';
 import type { Db } from '../db.js';
-import { afterSql, type Keyset } from '../pagination.js';
+import type { Keyset } from '../pagination.js';
+import { dialect } from './dialect.js';
+import { changes, type Changes } from './results.js';
 
 export interface InvitationRow {
   id: string;
@@ -36,53 +38,57 @@ export function parseScopes(row: ApiKeyRow): Scope[] {
 }
 
 export function accessRepo(db: Db) {
+  const d = dialect(db.engine);
   return {
     /** Marks pending invitations past their expiry as `expired`, so every read sees the true state. */
-    expireInvitations: (now: string) =>
-      db.run("UPDATE invitations SET state = 'expired' WHERE state = 'pending' AND expires_at <= ?", [now]),
+    expireInvitations: async (now: string): Promise<Changes> =>
+      changes(
+        await db.q().updateTable('invitations').set({ state: 'expired' }).where('state', '=', 'pending')
+          .where((eb) => eb(d.bytes('expires_at'), '<=', now)).executeTakeFirst(),
+      ),
     async insertInvitation(i: InvitationRow): Promise<void> {
-      await db.run(
-        `INSERT INTO invitations (id,org_id,email,role,state,token_hash,invited_by,created_at,expires_at,accepted_at,accepted_by,revoked_at)
-         VALUES (@id,@org_id,@email,@role,@state,@token_hash,@invited_by,@created_at,@expires_at,@accepted_at,@accepted_by,@revoked_at)`,
-        { ...i },
-      );
+      await db.q().insertInto('invitations').values(i).execute();
     },
-    invitationInOrg: (orgId: string, id: string) =>
-      db.get<InvitationRow>('SELECT * FROM invitations WHERE org_id = ? AND id = ?', [orgId, id]),
-    invitationByTokenHash: (hash: string) => db.get<InvitationRow>('SELECT * FROM invitations WHERE token_hash = ?', [hash]),
-    pendingInvitationFor: (orgId: string, email: string) =>
-      db.get<InvitationRow>("SELECT * FROM invitations WHERE org_id = ? AND email = ? AND state = 'pending'", [orgId, email]),
-    countPendingInvitations: async (orgId: string) =>
-      (await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM invitations WHERE org_id = ? AND state = 'pending'", [orgId]))!.n,
-    invitationsPage: (orgId: string, after: Keyset, limit: number) =>
-      db.all<InvitationRow>(`SELECT * FROM invitations WHERE org_id = @org AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`, {
-        org: orgId, ca: after.created_at, cid: after.id, limit,
-      }),
+    invitationInOrg: (orgId: string, id: string): Promise<InvitationRow | undefined> =>
+      db.q().selectFrom('invitations').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst(),
+    invitationByTokenHash: (hash: string): Promise<InvitationRow | undefined> =>
+      db.q().selectFrom('invitations').selectAll().where('token_hash', '=', hash).executeTakeFirst(),
+    pendingInvitationFor: (orgId: string, email: string): Promise<InvitationRow | undefined> =>
+      db.q().selectFrom('invitations').selectAll().where('org_id', '=', orgId).where('email', '=', email).where('state', '=', 'pending')
+        .executeTakeFirst(),
+    countPendingInvitations: async (orgId: string): Promise<number> =>
+      (await db.q().selectFrom('invitations').select((eb) => eb.fn.countAll<number>().as('n')).where('org_id', '=', orgId)
+        .where('state', '=', 'pending').executeTakeFirstOrThrow()).n,
+    invitationsPage: (orgId: string, after: Keyset, limit: number): Promise<InvitationRow[]> =>
+      db.q().selectFrom('invitations').selectAll().where('org_id', '=', orgId).where((eb) => d.after(eb, after))
+        .orderBy('created_at', d.asc).orderBy('id', d.asc).limit(limit).execute(),
     /** Compare-and-set on the state read, so two concurrent accepts/revokes cannot both win. */
-    moveInvitation: (id: string, from: InvitationState, to: InvitationState, fields: { at: string; by?: string }) =>
-      to === 'accepted'
-        ? db.run('UPDATE invitations SET state = ?, accepted_at = ?, accepted_by = ? WHERE id = ? AND state = ?', [to, fields.at, fields.by ?? null, id, from])
-        : db.run('UPDATE invitations SET state = ?, revoked_at = ? WHERE id = ? AND state = ?', [to, fields.at, id, from]),
+    moveInvitation: async (id: string, from: InvitationState, to: InvitationState, fields: { at: string; by?: string }): Promise<Changes> =>
+      changes(
+        await db.q().updateTable('invitations')
+          .set(to === 'accepted' ? { state: to, accepted_at: fields.at, accepted_by: fields.by ?? null } : { state: to, revoked_at: fields.at })
+          .where('id', '=', id).where('state', '=', from).executeTakeFirst(),
+      ),
 
     async insertApiKey(k: ApiKeyRow): Promise<void> {
-      await db.run(
-        `INSERT INTO api_keys (id,org_id,created_by,name,prefix,secret_hash,scopes,created_at,last_used_at,revoked_at)
-         VALUES (@id,@org_id,@created_by,@name,@prefix,@secret_hash,@scopes,@created_at,@last_used_at,@revoked_at)`,
-        { ...k },
-      );
+      await db.q().insertInto('api_keys').values(k).execute();
     },
-    apiKeyByHash: (hash: string) => db.get<ApiKeyRow>('SELECT * FROM api_keys WHERE secret_hash = ? AND revoked_at IS NULL', [hash]),
-    apiKeyInOrg: (orgId: string, id: string) =>
-      db.get<ApiKeyRow>('SELECT * FROM api_keys WHERE org_id = ? AND id = ? AND revoked_at IS NULL', [orgId, id]),
+    apiKeyByHash: (hash: string): Promise<ApiKeyRow | undefined> =>
+      db.q().selectFrom('api_keys').selectAll().where('secret_hash', '=', hash).where('revoked_at', 'is', null).executeTakeFirst(),
+    apiKeyInOrg: (orgId: string, id: string): Promise<ApiKeyRow | undefined> =>
+      db.q().selectFrom('api_keys').selectAll().where('org_id', '=', orgId).where('id', '=', id).where('revoked_at', 'is', null)
+        .executeTakeFirst(),
     /** Who created a key, revoked or not (sessions it opened stay theirs). */
-    apiKeyCreator: async (orgId: string, id: string) =>
-      (await db.get<{ created_by: string }>('SELECT created_by FROM api_keys WHERE org_id = ? AND id = ?', [orgId, id]))?.created_by ?? null,
-    apiKeysPage: (orgId: string, after: Keyset, limit: number) =>
-      db.all<ApiKeyRow>(`SELECT * FROM api_keys WHERE org_id = @org AND revoked_at IS NULL AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`, {
-        org: orgId, ca: after.created_at, cid: after.id, limit,
-      }),
-    touchApiKey: (id: string, now: string) => db.run('UPDATE api_keys SET last_used_at = ? WHERE id = ?', [now, id]),
-    revokeApiKey: (id: string, now: string) => db.run('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL', [now, id]),
+    apiKeyCreator: async (orgId: string, id: string): Promise<string | null> =>
+      (await db.q().selectFrom('api_keys').select('created_by').where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst())
+        ?.created_by ?? null,
+    apiKeysPage: (orgId: string, after: Keyset, limit: number): Promise<ApiKeyRow[]> =>
+      db.q().selectFrom('api_keys').selectAll().where('org_id', '=', orgId).where('revoked_at', 'is', null).where((eb) => d.after(eb, after))
+        .orderBy('created_at', d.asc).orderBy('id', d.asc).limit(limit).execute(),
+    touchApiKey: async (id: string, now: string): Promise<Changes> =>
+      changes(await db.q().updateTable('api_keys').set({ last_used_at: now }).where('id', '=', id).executeTakeFirst()),
+    revokeApiKey: async (id: string, now: string): Promise<Changes> =>
+      changes(await db.q().updateTable('api_keys').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst()),
   };
 }
 export type AccessRepo = ReturnType<typeof accessRepo>;

@@ -1,6 +1,9 @@
 /** Billing accounts, their event history, one-time provider links and enterprise overrides. */
+import { sql } from 'kysely';
 import type { BillingState } from '../../../../shared/schemas/billing.js';
 import type { Db } from '../db.js';
+import { dialect } from './dialect.js';
+import { changes, type Changes } from './results.js';
 
 export interface BillingAccountRow {
   org_id: string;
@@ -35,67 +38,62 @@ export interface OverrideRow {
 }
 
 export function billingRepo(db: Db) {
+  const d = dialect(db.engine);
   return {
     async insertAccount(a: BillingAccountRow): Promise<void> {
-      await db.run(
-        `INSERT INTO billing_accounts (org_id,state,plan_id,catalog_version,provider,trial_ends_at,period_start,period_end,updated_at)
-         VALUES (@org_id,@state,@plan_id,@catalog_version,@provider,@trial_ends_at,@period_start,@period_end,@updated_at)`,
-        { ...a },
-      );
+      await db.q().insertInto('billing_accounts').values(a).execute();
     },
-    account: (orgId: string) => db.get<BillingAccountRow>('SELECT * FROM billing_accounts WHERE org_id = ?', [orgId]),
+    account: (orgId: string): Promise<BillingAccountRow | undefined> =>
+      db.q().selectFrom('billing_accounts').selectAll().where('org_id', '=', orgId).executeTakeFirst(),
     /** Compare-and-set on the state that was read. */
-    updateAccount: (a: BillingAccountRow, expectedState: BillingState) =>
-      db.run(
-        `UPDATE billing_accounts SET state=@state, plan_id=@plan_id, catalog_version=@catalog_version, trial_ends_at=@trial_ends_at,
-         period_start=@period_start, period_end=@period_end, updated_at=@updated_at WHERE org_id=@org_id AND state=@expected`,
-        {
-          org_id: a.org_id, state: a.state, plan_id: a.plan_id, catalog_version: a.catalog_version, trial_ends_at: a.trial_ends_at,
-          period_start: a.period_start, period_end: a.period_end, updated_at: a.updated_at, expected: expectedState,
-        },
+    updateAccount: async (a: BillingAccountRow, expectedState: BillingState): Promise<Changes> =>
+      changes(
+        await db.q().updateTable('billing_accounts')
+          .set({
+            state: a.state, plan_id: a.plan_id, catalog_version: a.catalog_version, trial_ends_at: a.trial_ends_at,
+            period_start: a.period_start, period_end: a.period_end, updated_at: a.updated_at,
+          })
+          .where('org_id', '=', a.org_id).where('state', '=', expectedState).executeTakeFirst(),
       ),
-    dueTrials: (now: string) =>
-      db.all<BillingAccountRow>("SELECT * FROM billing_accounts WHERE state = 'trialing' AND trial_ends_at <= ?", [now]),
-    insertEvent: (e: { id: string; org_id: string; type: string; from_state: string; to_state: string; created_at: string }) =>
-      db.run('INSERT INTO billing_events (id,org_id,type,from_state,to_state,created_at) VALUES (@id,@org_id,@type,@from_state,@to_state,@created_at)', { ...e }),
-    events: (orgId: string) =>
-      db.all<{ type: string; from_state: string; to_state: string; created_at: string }>(
-        'SELECT type, from_state, to_state, created_at FROM billing_events WHERE org_id = ? ORDER BY created_at, rowid',
-        [orgId],
-      ),
+    dueTrials: (now: string): Promise<BillingAccountRow[]> =>
+      db.q().selectFrom('billing_accounts').selectAll().where('state', '=', 'trialing').where((eb) => eb(d.bytes('trial_ends_at'), '<=', now))
+        .orderBy('trial_ends_at', d.asc).orderBy('org_id', d.asc).execute(),
+    insertEvent: async (e: { id: string; org_id: string; type: string; from_state: string; to_state: string; created_at: string }): Promise<Changes> =>
+      changes(await db.q().insertInto('billing_events').values(e).executeTakeFirst()),
+    /** Oldest first; events of one instant in insertion order on SQLite, by id on PostgreSQL (dialect.ts). */
+    events: (orgId: string): Promise<Array<{ type: string; from_state: string; to_state: string; created_at: string }>> =>
+      db.q().selectFrom('billing_events').select(['type', 'from_state', 'to_state', 'created_at']).where('org_id', '=', orgId)
+        .orderBy('created_at', d.asc).orderBy(sql.ref(d.insertionKey), d.asc).execute(),
 
     async insertLink(l: BillingLinkRow): Promise<void> {
-      await db.run(
-        'INSERT INTO billing_links (token_hash,kind,org_id,plan_id,return_url,created_at,expires_at,used_at) VALUES (@token_hash,@kind,@org_id,@plan_id,@return_url,@created_at,@expires_at,@used_at)',
-        { ...l },
-      );
+      await db.q().insertInto('billing_links').values(l).execute();
     },
-    link: (hash: string, kind: BillingLinkRow['kind']) =>
-      db.get<BillingLinkRow>('SELECT * FROM billing_links WHERE token_hash = ? AND kind = ?', [hash, kind]),
+    link: (hash: string, kind: BillingLinkRow['kind']): Promise<BillingLinkRow | undefined> =>
+      db.q().selectFrom('billing_links').selectAll().where('token_hash', '=', hash).where('kind', '=', kind).executeTakeFirst(),
     /** One-time use: only the first caller gets changes = 1. */
-    useLink: (hash: string, now: string) => db.run('UPDATE billing_links SET used_at = ? WHERE token_hash = ? AND used_at IS NULL', [now, hash]),
+    useLink: async (hash: string, now: string): Promise<Changes> =>
+      changes(await db.q().updateTable('billing_links').set({ used_at: now }).where('token_hash', '=', hash).where('used_at', 'is', null).executeTakeFirst()),
 
-    insertOverride: (o: OverrideRow) =>
-      db.run('INSERT INTO entitlement_overrides (id,org_id,entitlements,effective_from,effective_until,created_at) VALUES (@id,@org_id,@entitlements,@effective_from,@effective_until,@created_at)', { ...o }),
-    overrideAt: (orgId: string, at: string) =>
-      db.get<OverrideRow>(
-        `SELECT * FROM entitlement_overrides WHERE org_id = ? AND effective_from <= ? AND (effective_until IS NULL OR effective_until > ?)
-         ORDER BY effective_from DESC, created_at DESC LIMIT 1`,
-        [orgId, at, at],
-      ),
+    insertOverride: async (o: OverrideRow): Promise<Changes> => changes(await db.q().insertInto('entitlement_overrides').values(o).executeTakeFirst()),
+    overrideAt: (orgId: string, at: string): Promise<OverrideRow | undefined> =>
+      db.q().selectFrom('entitlement_overrides').selectAll().where('org_id', '=', orgId)
+        .where((eb) => eb.and([eb(d.bytes('effective_from'), '<=', at), eb.or([eb('effective_until', 'is', null), eb(d.bytes('effective_until'), '>', at)])]))
+        .orderBy('effective_from', d.desc).orderBy('created_at', d.desc).limit(1).executeTakeFirst(),
   };
 }
 export type BillingRepo = ReturnType<typeof billingRepo>;
 
 export function rateLimitRepo(db: Db) {
   return {
-    get: (bucket: string) => db.get<{ window_start_ms: number; count: number }>('SELECT window_start_ms, count FROM rate_limits WHERE bucket = ?', [bucket]),
-    put: (bucket: string, w: { window_start_ms: number; count: number }) =>
-      db.run(
-        'INSERT INTO rate_limits (bucket, window_start_ms, count) VALUES (?, ?, ?) ON CONFLICT(bucket) DO UPDATE SET window_start_ms = excluded.window_start_ms, count = excluded.count',
-        [bucket, w.window_start_ms, w.count],
+    get: (bucket: string): Promise<{ window_start_ms: number; count: number } | undefined> =>
+      db.q().selectFrom('rate_limits').select(['window_start_ms', 'count']).where('bucket', '=', bucket).executeTakeFirst(),
+    put: async (bucket: string, w: { window_start_ms: number; count: number }): Promise<Changes> =>
+      changes(
+        await db.q().insertInto('rate_limits').values({ bucket, window_start_ms: w.window_start_ms, count: w.count })
+          .onConflict((oc) => oc.column('bucket').doUpdateSet((eb) => ({ window_start_ms: eb.ref('excluded.window_start_ms'), count: eb.ref('excluded.count') })))
+          .executeTakeFirst(),
       ),
-    clear: (bucket: string) => db.run('DELETE FROM rate_limits WHERE bucket = ?', [bucket]),
+    clear: async (bucket: string): Promise<Changes> => changes(await db.q().deleteFrom('rate_limits').where('bucket', '=', bucket).executeTakeFirst()),
   };
 }
 export type RateLimitRepo = ReturnType<typeof rateLimitRepo>;

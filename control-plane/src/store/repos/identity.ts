@@ -1,7 +1,9 @@
 /** Users, organizations, memberships and browser sessions. */
 import type { Role } from '../../../../shared/schemas/org.js';
 import type { Db } from '../db.js';
-import { afterSql, type Keyset } from '../pagination.js';
+import type { Keyset } from '../pagination.js';
+import { dialect } from './dialect.js';
+import { changes, type Changes } from './results.js';
 
 export interface UserRow {
   id: string;
@@ -40,58 +42,73 @@ export interface AuthSessionRow {
 }
 
 export function identityRepo(db: Db) {
+  const d = dialect(db.engine);
+  const members = () => db.q().selectFrom('memberships as m').innerJoin('users as u', 'u.id', 'm.user_id').selectAll('m').select(['u.email', 'u.name']);
+  const count = async (orgId: string, owners: boolean): Promise<number> =>
+    (await db.q().selectFrom('memberships').select((eb) => eb.fn.countAll<number>().as('n'))
+      .where((eb) => eb.and([eb('org_id', '=', orgId), ...(owners ? [eb('role', '=', 'owner')] : [])])).executeTakeFirstOrThrow()).n;
   return {
     async insertUser(u: UserRow): Promise<void> {
-      await db.run('INSERT INTO users (id,email,name,password_hash,personal_org_id,created_at) VALUES (@id,@email,@name,@password_hash,@personal_org_id,@created_at)', { ...u });
+      await db.q().insertInto('users').values(u).execute();
     },
-    userByEmail: (email: string) => db.get<UserRow>('SELECT * FROM users WHERE email = ?', [email]),
-    userById: (id: string) => db.get<UserRow>('SELECT * FROM users WHERE id = ?', [id]),
-    setPersonalOrg: (userId: string, orgId: string) => db.run('UPDATE users SET personal_org_id = ? WHERE id = ?', [orgId, userId]),
+    userByEmail: (email: string): Promise<UserRow | undefined> => db.q().selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst(),
+    userById: (id: string): Promise<UserRow | undefined> => db.q().selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst(),
+    setPersonalOrg: async (userId: string, orgId: string): Promise<Changes> =>
+      changes(await db.q().updateTable('users').set({ personal_org_id: orgId }).where('id', '=', userId).executeTakeFirst()),
 
     async insertOrg(o: OrgRow): Promise<void> {
-      await db.run('INSERT INTO organizations (id,name,personal,created_at) VALUES (@id,@name,@personal,@created_at)', { ...o });
+      await db.q().insertInto('organizations').values(o).execute();
     },
-    orgById: (id: string) => db.get<OrgRow>('SELECT * FROM organizations WHERE id = ?', [id]),
+    orgById: (id: string): Promise<OrgRow | undefined> => db.q().selectFrom('organizations').selectAll().where('id', '=', id).executeTakeFirst(),
+    /**
+     * Serializes, until the transaction ends, every transaction that counts this organization's machines, snapshots
+     * or sessions against a quota and then inserts (issue 24 item 2): call it inside `db.tx`, first, before the count.
+     * PostgreSQL: `SELECT … FOR UPDATE` on the organization's row, so a second process's transaction waits here until
+     * the first commits, then counts what the first inserted (READ COMMITTED reads the newest committed rows at each
+     * statement). SQLite: nothing to do, BEGIN IMMEDIATE already serializes whole write transactions. Outside a
+     * transaction it locks nothing (PostgreSQL releases the lock at once).
+     */
+    async lockOrg(orgId: string): Promise<void> {
+      if (!d.rowLocks) return;
+      await db.q().selectFrom('organizations').select('id').where('id', '=', orgId).forUpdate().execute();
+    },
 
     async insertMembership(m: MembershipRow): Promise<void> {
-      await db.run('INSERT INTO memberships (id,org_id,user_id,role,created_at) VALUES (@id,@org_id,@user_id,@role,@created_at)', { ...m });
+      await db.q().insertInto('memberships').values(m).execute();
     },
-    membership: (orgId: string, userId: string) =>
-      db.get<MembershipRow>('SELECT * FROM memberships WHERE org_id = ? AND user_id = ?', [orgId, userId]),
-    membershipInOrg: (orgId: string, id: string) =>
-      db.get<MemberView>('SELECT m.*, u.email, u.name FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.org_id = ? AND m.id = ?', [orgId, id]),
-    membershipsOfUser: (userId: string) =>
-      db.all<MembershipRow & { org_name: string }>(
-        'SELECT m.*, o.name AS org_name FROM memberships m JOIN organizations o ON o.id = m.org_id WHERE m.user_id = ? ORDER BY m.created_at, m.id',
-        [userId],
-      ),
-    membersPage: (orgId: string, after: Keyset, limit: number) =>
-      db.all<MemberView>(
-        `SELECT m.*, u.email, u.name FROM memberships m JOIN users u ON u.id = m.user_id
-         WHERE m.org_id = @org AND ${afterSql('m')} ORDER BY m.created_at, m.id LIMIT @limit`,
-        { org: orgId, ca: after.created_at, cid: after.id, limit },
-      ),
-    countMembers: async (orgId: string) => (await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM memberships WHERE org_id = ?', [orgId]))!.n,
-    countOwners: async (orgId: string) => (await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM memberships WHERE org_id = ? AND role = 'owner'", [orgId]))!.n,
-    setRole: (id: string, role: Role) => db.run('UPDATE memberships SET role = ? WHERE id = ?', [role, id]),
-    deleteMembership: (id: string) => db.run('DELETE FROM memberships WHERE id = ?', [id]),
+    membership: (orgId: string, userId: string): Promise<MembershipRow | undefined> =>
+      db.q().selectFrom('memberships').selectAll().where('org_id', '=', orgId).where('user_id', '=', userId).executeTakeFirst(),
+    membershipInOrg: (orgId: string, id: string): Promise<MemberView | undefined> =>
+      members().where('m.org_id', '=', orgId).where('m.id', '=', id).executeTakeFirst(),
+    membershipsOfUser: (userId: string): Promise<Array<MembershipRow & { org_name: string }>> =>
+      db.q().selectFrom('memberships as m').innerJoin('organizations as o', 'o.id', 'm.org_id').selectAll('m').select('o.name as org_name')
+        .where('m.user_id', '=', userId).orderBy('m.created_at', d.asc).orderBy('m.id', d.asc).execute(),
+    membersPage: (orgId: string, after: Keyset, limit: number): Promise<MemberView[]> =>
+      members().where('m.org_id', '=', orgId).where((eb) => d.after(eb, after, 'm')).orderBy('m.created_at', d.asc).orderBy('m.id', d.asc)
+        .limit(limit).execute(),
+    countMembers: (orgId: string): Promise<number> => count(orgId, false),
+    countOwners: (orgId: string): Promise<number> => count(orgId, true),
+    setRole: async (id: string, role: Role): Promise<Changes> =>
+      changes(await db.q().updateTable('memberships').set({ role }).where('id', '=', id).executeTakeFirst()),
+    deleteMembership: async (id: string): Promise<Changes> => changes(await db.q().deleteFrom('memberships').where('id', '=', id).executeTakeFirst()),
 
     async insertSession(s: AuthSessionRow): Promise<void> {
-      await db.run(
-        'INSERT INTO auth_sessions (id,user_id,token_hash,active_org_id,created_at,last_used_at,expires_at,revoked_at) VALUES (@id,@user_id,@token_hash,@active_org_id,@created_at,@last_used_at,@expires_at,@revoked_at)',
-        { ...s },
-      );
+      await db.q().insertInto('auth_sessions').values(s).execute();
     },
-    sessionByTokenHash: (hash: string) => db.get<AuthSessionRow>('SELECT * FROM auth_sessions WHERE token_hash = ?', [hash]),
-    sessionOfUser: (userId: string, id: string) => db.get<AuthSessionRow>('SELECT * FROM auth_sessions WHERE user_id = ? AND id = ?', [userId, id]),
-    liveSessionsPage: (userId: string, now: string, after: Keyset, limit: number) =>
-      db.all<AuthSessionRow>(
-        `SELECT * FROM auth_sessions WHERE user_id = @user AND revoked_at IS NULL AND expires_at > @now AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`,
-        { user: userId, now, ca: after.created_at, cid: after.id, limit },
-      ),
-    touchSession: (id: string, now: string) => db.run('UPDATE auth_sessions SET last_used_at = ? WHERE id = ?', [now, id]),
-    revokeSession: (id: string, now: string) => db.run('UPDATE auth_sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL', [now, id]),
-    setActiveOrg: (id: string, orgId: string) => db.run('UPDATE auth_sessions SET active_org_id = ? WHERE id = ?', [orgId, id]),
+    sessionByTokenHash: (hash: string): Promise<AuthSessionRow | undefined> =>
+      db.q().selectFrom('auth_sessions').selectAll().where('token_hash', '=', hash).executeTakeFirst(),
+    sessionOfUser: (userId: string, id: string): Promise<AuthSessionRow | undefined> =>
+      db.q().selectFrom('auth_sessions').selectAll().where('user_id', '=', userId).where('id', '=', id).executeTakeFirst(),
+    liveSessionsPage: (userId: string, now: string, after: Keyset, limit: number): Promise<AuthSessionRow[]> =>
+      db.q().selectFrom('auth_sessions').selectAll().where('user_id', '=', userId).where('revoked_at', 'is', null)
+        .where((eb) => eb.and([eb(d.bytes('expires_at'), '>', now), d.after(eb, after)]))
+        .orderBy('created_at', d.asc).orderBy('id', d.asc).limit(limit).execute(),
+    touchSession: async (id: string, now: string): Promise<Changes> =>
+      changes(await db.q().updateTable('auth_sessions').set({ last_used_at: now }).where('id', '=', id).executeTakeFirst()),
+    revokeSession: async (id: string, now: string): Promise<Changes> =>
+      changes(await db.q().updateTable('auth_sessions').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst()),
+    setActiveOrg: async (id: string, orgId: string): Promise<Changes> =>
+      changes(await db.q().updateTable('auth_sessions').set({ active_org_id: orgId }).where('id', '=', id).executeTakeFirst()),
   };
 }
 export type IdentityRepo = ReturnType<typeof identityRepo>;

@@ -5,7 +5,9 @@
 import type { MachineSize, MachineState } from '../../../../shared/schemas/machine.js';
 import type { LeaseRow } from '../../domain/lease.js';
 import type { Db } from '../db.js';
-import { afterSql, type Keyset } from '../pagination.js';
+import type { Keyset } from '../pagination.js';
+import { dialect } from './dialect.js';
+import { changes, one, type Changes } from './results.js';
 
 export interface MachineRow {
   id: string;
@@ -56,149 +58,175 @@ export interface EventRow {
 export const COMPUTE_STATES: readonly MachineState[] = ['creating', 'starting', 'running', 'stopping'];
 
 /**
- * Called (and awaited, in the order registered) inside the transaction that moved a machine (`to` null: the row was marked deleted), with the
+ * Called inside the transaction that moved a machine (`to` null: the row was marked deleted), with the
  * state it left and the instant: metering closes the interval spent in `from` atomically with the move.
+ * Hooks run one after another, each awaited, in the order they were registered.
  */
 export type MoveHook = (m: { id: string; org_id: string; size: MachineSize }, from: MachineState, to: MachineState | null, at: string) => Promise<void>;
 
 export function machinesRepo(db: Db) {
-  const inList = COMPUTE_STATES.map((s) => `'${s}'`).join(',');
+  const d = dialect(db.engine);
   const hooks: MoveHook[] = [];
-  const moved = async (id: string, from: MachineState, to: MachineState | null, at: string) => {
-    if (!hooks.length) return;
-    const m = await db.get<{ id: string; org_id: string; size: MachineSize }>('SELECT id, org_id, size FROM machines WHERE id = ?', [id]);
-    if (m) for (const h of hooks) await h(m, from, to, at);
+  /** A compare-and-set that returned the moved row (none: someone moved it first), then the hooks. */
+  const moved = async (m: { id: string; org_id: string; size: MachineSize } | undefined, from: MachineState, to: MachineState | null, at: string) => {
+    if (!m) return false;
+    for (const h of hooks) await h(m, from, to, at);
+    return true;
   };
+  const count = async (orgId: string, states: readonly MachineState[] | null): Promise<number> =>
+    (await db.q().selectFrom('machines').select((eb) => eb.fn.countAll<number>().as('n'))
+      .where((eb) => eb.and([eb('org_id', '=', orgId), eb('deleted_at', 'is', null), ...(states ? [eb('state', 'in', states)] : [])]))
+      .executeTakeFirstOrThrow()).n;
   return {
     onMove(h: MoveHook): void {
       hooks.push(h);
     },
     async insert(m: MachineRow): Promise<void> {
-      await db.run(
-        `INSERT INTO machines (id,org_id,name,size,template,region,metadata,state,agent_token,created_by_kind,created_by_id,created_at,updated_at,state_changed_at,deleted_at)
-         VALUES (@id,@org_id,@name,@size,@template,@region,@metadata,@state,@agent_token,@created_by_kind,@created_by_id,@created_at,@updated_at,@state_changed_at,@deleted_at)`,
-        { ...m },
-      );
+      await db.q().insertInto('machines').values(m).execute();
     },
     /** Live machines only: a deleted machine is gone for the API. */
-    inOrg: (orgId: string, id: string) =>
-      db.get<MachineRow>('SELECT * FROM machines WHERE org_id = ? AND id = ? AND deleted_at IS NULL', [orgId, id]),
-    byId: (id: string) => db.get<MachineRow>('SELECT * FROM machines WHERE id = ? AND deleted_at IS NULL', [id]),
+    inOrg: (orgId: string, id: string): Promise<MachineRow | undefined> =>
+      db.q().selectFrom('machines').selectAll().where('org_id', '=', orgId).where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst(),
+    byId: (id: string): Promise<MachineRow | undefined> =>
+      db.q().selectFrom('machines').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst(),
     /** Also a deleted machine (its snapshots outlive it and still need its size). */
-    anyById: (id: string) => db.get<MachineRow>('SELECT * FROM machines WHERE id = ?', [id]),
-    nameTaken: async (orgId: string, name: string, exceptId = '') =>
-      (await db.get('SELECT 1 AS x FROM machines WHERE org_id = ? AND name = ? AND id != ? AND deleted_at IS NULL', [orgId, name, exceptId])) !== undefined,
-    page: (orgId: string, after: Keyset, limit: number, state: MachineState | null) =>
-      db.all<MachineRow>(
-        `SELECT * FROM machines WHERE org_id = @org AND deleted_at IS NULL AND (@state IS NULL OR state = @state)
-         AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`,
-        { org: orgId, ca: after.created_at, cid: after.id, limit, state },
-      ),
-    inStates: (states: readonly MachineState[]) =>
-      db.all<MachineRow>(`SELECT * FROM machines WHERE deleted_at IS NULL AND state IN (${states.map((s) => `'${s}'`).join(',')})`),
-    countLive: async (orgId: string) => (await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL', [orgId]))!.n,
+    anyById: (id: string): Promise<MachineRow | undefined> => db.q().selectFrom('machines').selectAll().where('id', '=', id).executeTakeFirst(),
+    nameTaken: async (orgId: string, name: string, exceptId = ''): Promise<boolean> =>
+      (await db.q().selectFrom('machines').select('id').where('org_id', '=', orgId).where('name', '=', name).where('id', '!=', exceptId)
+        .where('deleted_at', 'is', null).limit(1).executeTakeFirst()) !== undefined,
+    page: (orgId: string, after: Keyset, limit: number, state: MachineState | null): Promise<MachineRow[]> =>
+      db.q().selectFrom('machines').selectAll()
+        .where((eb) => eb.and([eb('org_id', '=', orgId), eb('deleted_at', 'is', null), ...(state === null ? [] : [eb('state', '=', state)]), d.after(eb, after)]))
+        .orderBy('created_at', d.asc).orderBy('id', d.asc).limit(limit).execute(),
+    /** Live machines in any of `states`, oldest first. */
+    inStates: async (states: readonly MachineState[]): Promise<MachineRow[]> =>
+      states.length === 0
+        ? []
+        : db.q().selectFrom('machines').selectAll().where('deleted_at', 'is', null).where('state', 'in', states)
+          .orderBy('created_at', d.asc).orderBy('id', d.asc).execute(),
+    countLive: (orgId: string): Promise<number> => count(orgId, null),
     /** Machines holding compute on this host (every organization), per size: what admission control counts. */
-    computeBySize: () =>
-      db.all<{ size: MachineSize; n: number }>(`SELECT size, COUNT(*) AS n FROM machines WHERE deleted_at IS NULL AND state IN (${inList}) GROUP BY size`),
-    countRunning: async (orgId: string) =>
-      (await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL AND state = 'running'", [orgId]))!.n,
-    /** Live machines per state (the metrics gauge). */
-    countByState: () => db.all<{ state: MachineState; n: number }>('SELECT state, COUNT(*) AS n FROM machines WHERE deleted_at IS NULL GROUP BY state'),
-    countCompute: async (orgId: string) =>
-      (await db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM machines WHERE org_id = ? AND deleted_at IS NULL AND state IN (${inList})`, [orgId]))!.n,
+    computeBySize: (): Promise<Array<{ size: MachineSize; n: number }>> =>
+      db.q().selectFrom('machines').select((eb) => ['size', eb.fn.countAll<number>().as('n')]).where('deleted_at', 'is', null)
+        .where('state', 'in', COMPUTE_STATES).groupBy('size').orderBy('size', d.asc).execute(),
+    /** Live machines (every organization) per state, for the metrics. */
+    countByState: (): Promise<Array<{ state: MachineState; n: number }>> =>
+      db.q().selectFrom('machines').select((eb) => ['state', eb.fn.countAll<number>().as('n')]).where('deleted_at', 'is', null)
+        .groupBy('state').orderBy('state', d.asc).execute(),
+    countRunning: (orgId: string): Promise<number> => count(orgId, ['running']),
+    countCompute: (orgId: string): Promise<number> => count(orgId, COMPUTE_STATES),
     /** Compare-and-set: moves the row only if its state is still `from`. */
     casState(id: string, from: MachineState, to: MachineState, at: string): Promise<boolean> {
-      return db.tx(async () => {
-        const ok = (await db.run('UPDATE machines SET state = ?, state_changed_at = ?, updated_at = ? WHERE id = ? AND state = ? AND deleted_at IS NULL', [
-          to, at, at, id, from,
-        ])).changes === 1;
-        if (ok) await moved(id, from, to, at);
-        return ok;
-      });
+      return db.tx(async () =>
+        moved(
+          await db.q().updateTable('machines').set({ state: to, state_changed_at: at, updated_at: at })
+            .where('id', '=', id).where('state', '=', from).where('deleted_at', 'is', null)
+            .returning(['id', 'org_id', 'size']).executeTakeFirst(),
+          from, to, at,
+        ),
+      );
     },
     markDeleted(id: string, at: string): Promise<boolean> {
-      return db.tx(async () => {
-        const ok = (await db.run("UPDATE machines SET deleted_at = ?, updated_at = ? WHERE id = ? AND state = 'deleting' AND deleted_at IS NULL", [at, at, id]))
-          .changes === 1;
-        if (ok) await moved(id, 'deleting', null, at);
-        return ok;
-      });
+      return db.tx(async () =>
+        moved(
+          await db.q().updateTable('machines').set({ deleted_at: at, updated_at: at })
+            .where('id', '=', id).where('state', '=', 'deleting').where('deleted_at', 'is', null)
+            .returning(['id', 'org_id', 'size']).executeTakeFirst(),
+          'deleting', null, at,
+        ),
+      );
     },
     /** Used only to undo an insert whose substrate create failed before anything existed. */
     removeRow(id: string): Promise<void> {
       return db.tx(async () => {
-        await db.run('DELETE FROM machine_events WHERE machine_id = ?', [id]);
-        await db.run('DELETE FROM machines WHERE id = ?', [id]);
+        await db.q().deleteFrom('machine_events').where('machine_id', '=', id).execute();
+        await db.q().deleteFrom('machines').where('id', '=', id).execute();
       });
     },
     async update(id: string, fields: { name: string; metadata: string }, at: string): Promise<void> {
-      await db.run('UPDATE machines SET name = ?, metadata = ?, updated_at = ? WHERE id = ?', [fields.name, fields.metadata, at, id]);
+      await db.q().updateTable('machines').set({ name: fields.name, metadata: fields.metadata, updated_at: at }).where('id', '=', id).execute();
     },
   };
 }
 
 export function sessionsRepo(db: Db) {
+  const d = dialect(db.engine);
   return {
     async insert(s: SessionRow): Promise<void> {
-      await db.run(
-        `INSERT INTO sessions (id,org_id,machine_id,type,state,opener_kind,opener_id,created_at,closed_at)
-         VALUES (@id,@org_id,@machine_id,@type,@state,@opener_kind,@opener_id,@created_at,@closed_at)`,
-        { ...s },
-      );
+      await db.q().insertInto('sessions').values(s).execute();
     },
-    inOrg: (orgId: string, id: string) => db.get<SessionRow>('SELECT * FROM sessions WHERE org_id = ? AND id = ?', [orgId, id]),
-    byId: (id: string) => db.get<SessionRow>('SELECT * FROM sessions WHERE id = ?', [id]),
-    page: (orgId: string, after: Keyset, limit: number, f: { machine_id: string | null; state: SessionState | null }) =>
-      db.all<SessionRow>(
-        `SELECT * FROM sessions WHERE org_id = @org AND (@mid IS NULL OR machine_id = @mid) AND (@state IS NULL OR state = @state)
-         AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`,
-        { org: orgId, ca: after.created_at, cid: after.id, limit, mid: f.machine_id, state: f.state },
-      ),
-    countOpen: async (orgId: string) => (await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM sessions WHERE org_id = ? AND state != 'closed'", [orgId]))!.n,
-    openOnMachine: (machineId: string) => db.all<SessionRow>("SELECT * FROM sessions WHERE machine_id = ? AND state != 'closed'", [machineId]),
+    inOrg: (orgId: string, id: string): Promise<SessionRow | undefined> =>
+      db.q().selectFrom('sessions').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst(),
+    byId: (id: string): Promise<SessionRow | undefined> => db.q().selectFrom('sessions').selectAll().where('id', '=', id).executeTakeFirst(),
+    page: (orgId: string, after: Keyset, limit: number, f: { machine_id: string | null; state: SessionState | null }): Promise<SessionRow[]> =>
+      db.q().selectFrom('sessions').selectAll()
+        .where((eb) =>
+          eb.and([
+            eb('org_id', '=', orgId),
+            ...(f.machine_id === null ? [] : [eb('machine_id', '=', f.machine_id)]),
+            ...(f.state === null ? [] : [eb('state', '=', f.state)]),
+            d.after(eb, after),
+          ]),
+        )
+        .orderBy('created_at', d.asc).orderBy('id', d.asc).limit(limit).execute(),
+    countOpen: async (orgId: string): Promise<number> =>
+      (await db.q().selectFrom('sessions').select((eb) => eb.fn.countAll<number>().as('n')).where('org_id', '=', orgId)
+        .where('state', '!=', 'closed').executeTakeFirstOrThrow()).n,
+    /** A machine's open sessions, oldest first. */
+    openOnMachine: (machineId: string): Promise<SessionRow[]> =>
+      db.q().selectFrom('sessions').selectAll().where('machine_id', '=', machineId).where('state', '!=', 'closed')
+        .orderBy('created_at', d.asc).orderBy('id', d.asc).execute(),
     async close(id: string, at: string): Promise<boolean> {
-      return (await db.run("UPDATE sessions SET state = 'closed', closed_at = ? WHERE id = ? AND state != 'closed'", [at, id])).changes === 1;
+      return one(await db.q().updateTable('sessions').set({ state: 'closed', closed_at: at }).where('id', '=', id).where('state', '!=', 'closed').executeTakeFirst());
     },
     async setState(id: string, from: SessionState, to: SessionState): Promise<boolean> {
-      return (await db.run('UPDATE sessions SET state = ? WHERE id = ? AND state = ?', [to, id, from])).changes === 1;
+      return one(await db.q().updateTable('sessions').set({ state: to }).where('id', '=', id).where('state', '=', from).executeTakeFirst());
     },
-    touch: (id: string, at: string) => db.run("UPDATE sessions SET last_active_at = ? WHERE id = ? AND state != 'closed'", [at, id]),
-    /** Every `active` session counts as in use at `at` (start-up: no socket survived the restart). */
+    touch: async (id: string, at: string): Promise<Changes> =>
+      changes(await db.q().updateTable('sessions').set({ last_active_at: at }).where('id', '=', id).where('state', '!=', 'closed').executeTakeFirst()),
+    /** Every active session was in use at `at` (a sweep that saw them attached). */
     async touchActive(at: string): Promise<void> {
-      await db.run("UPDATE sessions SET last_active_at = ? WHERE state = 'active'", [at]);
+      await db.q().updateTable('sessions').set({ last_active_at: at }).where('state', '=', 'active').execute();
     },
-    /** Open sessions with when they were last in use, and whether they hold a live input lease now. */
-    openWithActivity: (nowMs: number) =>
-      db.all<SessionRow & { last_active: string; leased: number }>(
-        `SELECT s.*, COALESCE(s.last_active_at, s.created_at) AS last_active,
-           EXISTS (SELECT 1 FROM input_leases l WHERE l.session_id = s.id AND l.expires_at > ?) AS leased
-         FROM sessions s WHERE s.state != 'closed'`,
-        [nowMs],
-      ),
+    /**
+     * Open sessions with when they were last in use, and whether they hold a live input lease now (`leased`: 1 or 0
+     * on both engines), oldest first.
+     */
+    openWithActivity: (nowMs: number): Promise<Array<SessionRow & { last_active: string; leased: number }>> =>
+      db.q().selectFrom('sessions as s').selectAll('s')
+        .select((eb) => [
+          eb.fn.coalesce('s.last_active_at', 's.created_at').as('last_active'),
+          eb.case()
+            .when(eb.exists(eb.selectFrom('input_leases as l').select('l.machine_id').whereRef('l.session_id', '=', 's.id').where('l.expires_at', '>', nowMs)))
+            .then(eb.lit(1)).else(eb.lit(0)).end().as('leased'),
+        ])
+        .where('s.state', '!=', 'closed').orderBy('s.created_at', d.asc).orderBy('s.id', d.asc).execute(),
   };
 }
 
 export function leasesRepo(db: Db) {
   return {
-    get: async (machineId: string) =>
-      (await db.get<LeaseRow>('SELECT machine_id, session_id, fence, expires_at FROM input_leases WHERE machine_id = ?', [machineId])) ?? null,
+    get: async (machineId: string): Promise<LeaseRow | null> =>
+      (await db.q().selectFrom('input_leases').select(['machine_id', 'session_id', 'fence', 'expires_at']).where('machine_id', '=', machineId)
+        .executeTakeFirst()) ?? null,
     /**
-     * Compare-and-set on the fence that was read (`null`: no row existed). A renewal keeps the fence, so
-     * it also matches on the holder.
+     * Compare-and-set on the fence that was read (`null`: no row existed, and the insert is ignored if one appeared
+     * since). A renewal keeps the fence, so it also matches on the holder.
      */
     async put(machineId: string, read: LeaseRow | null, next: { session_id: string | null; fence: number; expires_at: number }, at: string): Promise<boolean> {
       if (!read) {
-        return (
-          (await db.run('INSERT OR IGNORE INTO input_leases (machine_id, session_id, fence, expires_at, updated_at) VALUES (?,?,?,?,?)', [
-            machineId, next.session_id, next.fence, next.expires_at, at,
-          ])).changes === 1
+        return one(
+          await db.q().insertInto('input_leases')
+            .values({ machine_id: machineId, session_id: next.session_id, fence: next.fence, expires_at: next.expires_at, updated_at: at })
+            .onConflict((oc) => oc.doNothing()).executeTakeFirst(),
         );
       }
-      return (
-        (await db.run(
-          'UPDATE input_leases SET session_id = ?, fence = ?, expires_at = ?, updated_at = ? WHERE machine_id = ? AND fence = ? AND session_id IS ?',
-          [next.session_id, next.fence, next.expires_at, at, machineId, read.fence, read.session_id],
-        )).changes === 1
+      const holder = read.session_id;
+      return one(
+        await db.q().updateTable('input_leases')
+          .set({ session_id: next.session_id, fence: next.fence, expires_at: next.expires_at, updated_at: at })
+          .where((eb) => eb.and([eb('machine_id', '=', machineId), eb('fence', '=', read.fence), holder === null ? eb('session_id', 'is', null) : eb('session_id', '=', holder)]))
+          .executeTakeFirst(),
       );
     },
   };
@@ -206,33 +234,35 @@ export function leasesRepo(db: Db) {
 
 export function eventsRepo(db: Db) {
   return {
-    async insert(e: Omit<EventRow, 'seq'>): Promise<number> {
-      const r = await db.run('INSERT INTO machine_events (id,org_id,machine_id,type,data,created_at) VALUES (@id,@org_id,@machine_id,@type,@data,@created_at)', {
-        ...e,
-      });
-      return r.insertId;
-    },
+    /** Records an event; its `seq` (strictly increasing, never reused). */
+    insert: async (e: Omit<EventRow, 'seq'>): Promise<number> =>
+      (await db.q().insertInto('machine_events').values(e).returning('seq').executeTakeFirstOrThrow()).seq,
     /** Newest first: rows with seq below `before` (null: from the newest). */
-    pageDesc: (machineId: string, before: number | null, limit: number) =>
-      db.all<EventRow>('SELECT * FROM machine_events WHERE machine_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?', [
-        machineId, before ?? Number.MAX_SAFE_INTEGER, limit,
-      ]),
+    pageDesc: (machineId: string, before: number | null, limit: number): Promise<EventRow[]> =>
+      db.q().selectFrom('machine_events').selectAll().where('machine_id', '=', machineId).where('seq', '<', before ?? Number.MAX_SAFE_INTEGER)
+        .orderBy('seq', 'desc').limit(limit).execute(),
     /** Oldest first: rows after `after` (for live subscribers catching up). */
-    after: (machineId: string, after: number, limit: number) =>
-      db.all<EventRow>('SELECT * FROM machine_events WHERE machine_id = ? AND seq > ? ORDER BY seq ASC LIMIT ?', [machineId, after, limit]),
-    lastSeq: async (machineId: string) =>
-      (await db.get<{ s: number | null }>('SELECT MAX(seq) AS s FROM machine_events WHERE machine_id = ?', [machineId]))!.s ?? 0,
+    after: (machineId: string, after: number, limit: number): Promise<EventRow[]> =>
+      db.q().selectFrom('machine_events').selectAll().where('machine_id', '=', machineId).where('seq', '>', after)
+        .orderBy('seq', 'asc').limit(limit).execute(),
+    lastSeq: async (machineId: string): Promise<number> =>
+      (await db.q().selectFrom('machine_events').select((eb) => eb.fn.max('seq').as('s')).where('machine_id', '=', machineId).executeTakeFirst())?.s ?? 0,
   };
 }
 
 /** Machines a disk-volume recovery stopped and owes a start (migration 9). */
 export function volumeRestartsRepo(db: Db) {
+  const d = dialect(db.engine);
   return {
-    add: (machineId: string) => db.run('INSERT OR IGNORE INTO volume_restarts (machine_id, stopped_at) VALUES (?, NULL)', [machineId]),
-    stopped: (machineId: string, at: string) => db.run('UPDATE volume_restarts SET stopped_at = ? WHERE machine_id = ?', [at, machineId]),
-    all: () => db.all<{ machine_id: string; stopped_at: string | null }>('SELECT machine_id, stopped_at FROM volume_restarts ORDER BY machine_id'),
+    add: async (machineId: string): Promise<Changes> =>
+      changes(await db.q().insertInto('volume_restarts').values({ machine_id: machineId, stopped_at: null }).onConflict((oc) => oc.doNothing()).executeTakeFirst()),
+    stopped: async (machineId: string, at: string): Promise<Changes> =>
+      changes(await db.q().updateTable('volume_restarts').set({ stopped_at: at }).where('machine_id', '=', machineId).executeTakeFirst()),
+    all: (): Promise<Array<{ machine_id: string; stopped_at: string | null }>> =>
+      db.q().selectFrom('volume_restarts').select(['machine_id', 'stopped_at']).orderBy('machine_id', d.asc).execute(),
     /** Whether any start is owed (the substrate watch asks every pass). */
-    any: async () => (await db.get('SELECT 1 FROM volume_restarts LIMIT 1')) !== undefined,
-    forget: (machineId: string) => db.run('DELETE FROM volume_restarts WHERE machine_id = ?', [machineId]),
+    any: async (): Promise<boolean> => (await db.q().selectFrom('volume_restarts').select('machine_id').limit(1).executeTakeFirst()) !== undefined,
+    forget: async (machineId: string): Promise<Changes> =>
+      changes(await db.q().deleteFrom('volume_restarts').where('machine_id', '=', machineId).executeTakeFirst()),
   };
 }

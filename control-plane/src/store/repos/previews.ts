@@ -4,7 +4,9 @@
  */
 import type { PreviewAccess } from '../../../../shared/schemas/ports.js';
 import type { Db } from '../db.js';
-import { afterSql, type Keyset } from '../pagination.js';
+import type { Keyset } from '../pagination.js';
+import { dialect } from './dialect.js';
+import { one } from './results.js';
 
 export interface PreviewRow {
   id: string;
@@ -24,39 +26,38 @@ export interface PreviewRow {
   deleted_at: string | null;
 }
 
-const LIVE = `p.deleted_at IS NULL AND EXISTS (SELECT 1 FROM machines m WHERE m.id = p.machine_id AND m.deleted_at IS NULL)`;
-
 export function previewsRepo(db: Db) {
+  const d = dialect(db.engine);
+  /** Live previews of live machines (`p`). */
+  const live = () =>
+    db.q().selectFrom('previews as p').selectAll('p').where('p.deleted_at', 'is', null)
+      .where((eb) => eb.exists(eb.selectFrom('machines as m').select('m.id').whereRef('m.id', '=', 'p.machine_id').where('m.deleted_at', 'is', null)));
   return {
     async insert(r: PreviewRow): Promise<void> {
-      await db.run(
-        `INSERT INTO previews (id,org_id,machine_id,port,name,access,secret_hash,access_token_hash,cookie_hash,last_request_at,created_at,deleted_at)
-         VALUES (@id,@org_id,@machine_id,@port,@name,@access,@secret_hash,@access_token_hash,@cookie_hash,@last_request_at,@created_at,@deleted_at)`,
-        { ...r },
-      );
+      await db.q().insertInto('previews').values(r).execute();
     },
     /** A live preview, whatever its organization (the proxy resolves hostnames with it). */
-    live: (id: string) => db.get<PreviewRow>(`SELECT p.* FROM previews p WHERE p.id = ? AND ${LIVE}`, [id]),
-    inOrg: (orgId: string, machineId: string, id: string) =>
-      db.get<PreviewRow>(`SELECT p.* FROM previews p WHERE p.org_id = ? AND p.machine_id = ? AND p.id = ? AND ${LIVE}`, [orgId, machineId, id]),
-    onPort: (machineId: string, port: number) =>
-      db.get<PreviewRow>('SELECT * FROM previews WHERE machine_id = ? AND port = ? AND deleted_at IS NULL', [machineId, port]),
-    page: (orgId: string, machineId: string | null, after: Keyset, limit: number) =>
-      db.all<PreviewRow>(
-        `SELECT p.* FROM previews p WHERE p.org_id = @org AND (@mid IS NULL OR p.machine_id = @mid) AND ${LIVE}
-         AND ${afterSql('p')} ORDER BY p.created_at, p.id LIMIT @limit`,
-        { org: orgId, mid: machineId, ca: after.created_at, cid: after.id, limit },
-      ),
+    live: (id: string): Promise<PreviewRow | undefined> => live().where('p.id', '=', id).executeTakeFirst(),
+    inOrg: (orgId: string, machineId: string, id: string): Promise<PreviewRow | undefined> =>
+      live().where('p.org_id', '=', orgId).where('p.machine_id', '=', machineId).where('p.id', '=', id).executeTakeFirst(),
+    onPort: (machineId: string, port: number): Promise<PreviewRow | undefined> =>
+      db.q().selectFrom('previews').selectAll().where('machine_id', '=', machineId).where('port', '=', port).where('deleted_at', 'is', null)
+        .executeTakeFirst(),
+    page: (orgId: string, machineId: string | null, after: Keyset, limit: number): Promise<PreviewRow[]> =>
+      live()
+        .where((eb) => eb.and([eb('p.org_id', '=', orgId), ...(machineId === null ? [] : [eb('p.machine_id', '=', machineId)]), d.after(eb, after, 'p')]))
+        .orderBy('p.created_at', d.asc).orderBy('p.id', d.asc).limit(limit).execute(),
     /** Compare-and-set: only a live row is unpublished, once. */
-    markDeleted: async (id: string, at: string) => (await db.run('UPDATE previews SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL', [at, id])).changes === 1,
+    markDeleted: async (id: string, at: string): Promise<boolean> =>
+      one(await db.q().updateTable('previews').set({ deleted_at: at }).where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst()),
     /** The one-shot trade: succeeds once, for the token that was issued. */
-    useAccessToken: async (id: string, tokenHash: string, cookieHash: string) =>
-      (await db.run(
-        'UPDATE previews SET access_token_hash = NULL, cookie_hash = ? WHERE id = ? AND access_token_hash = ? AND deleted_at IS NULL',
-        [cookieHash, id, tokenHash],
-      )).changes === 1,
-    touch: async (id: string, at: string): Promise<void> => {
-      await db.run('UPDATE previews SET last_request_at = ? WHERE id = ? AND deleted_at IS NULL', [at, id]);
+    useAccessToken: async (id: string, tokenHash: string, cookieHash: string): Promise<boolean> =>
+      one(
+        await db.q().updateTable('previews').set({ access_token_hash: null, cookie_hash: cookieHash })
+          .where('id', '=', id).where('access_token_hash', '=', tokenHash).where('deleted_at', 'is', null).executeTakeFirst(),
+      ),
+    async touch(id: string, at: string): Promise<void> {
+      await db.q().updateTable('previews').set({ last_request_at: at }).where('id', '=', id).where('deleted_at', 'is', null).execute();
     },
   };
 }

@@ -4,7 +4,9 @@
  * the machine boot (its state_changed_at) it reached, so a stop or restart invalidates it without a write.
  */
 import type { Db } from '../db.js';
-import { afterSql, type Keyset } from '../pagination.js';
+import type { Keyset } from '../pagination.js';
+import { dialect } from './dialect.js';
+import { changes, one } from './results.js';
 
 export interface SecretRow {
   id: string;
@@ -23,57 +25,55 @@ export interface SecretRow {
 }
 
 export function secretsRepo(db: Db) {
+  const d = dialect(db.engine);
   return {
-    get: (machineId: string, name: string) =>
-      db.get<SecretRow>('SELECT * FROM machine_secrets WHERE machine_id = ? AND name = ?', [machineId, name]),
-    forMachine: (machineId: string) => db.all<SecretRow>('SELECT * FROM machine_secrets WHERE machine_id = ? ORDER BY name', [machineId]),
+    get: (machineId: string, name: string): Promise<SecretRow | undefined> =>
+      db.q().selectFrom('machine_secrets').selectAll().where('machine_id', '=', machineId).where('name', '=', name).executeTakeFirst(),
+    forMachine: (machineId: string): Promise<SecretRow[]> =>
+      db.q().selectFrom('machine_secrets').selectAll().where('machine_id', '=', machineId).orderBy('name', d.asc).execute(),
     /** Sealed secrets in the whole database (a missing keyring with any of them is a lost keyring). */
-    countAll: async () => (await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machine_secrets'))!.n,
+    countAll: async (): Promise<number> =>
+      (await db.q().selectFrom('machine_secrets').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n,
     /** Count and total value size of a machine's secrets, leaving one name out (the one being replaced). */
-    usage: async (machineId: string, except: string) =>
-      (await db.get<{ n: number; bytes: number }>(
-        'SELECT COUNT(*) AS n, COALESCE(SUM(value_bytes), 0) AS bytes FROM machine_secrets WHERE machine_id = ? AND name <> ?',
-        [machineId, except],
-      ))!,
-    pageOrg: (orgId: string, after: Keyset, limit: number) =>
-      db.all<SecretRow>(
-        `SELECT * FROM machine_secrets WHERE org_id = @org AND ${afterSql()} ORDER BY created_at, id LIMIT @limit`,
-        { org: orgId, ca: after.created_at, cid: after.id, limit },
-      ),
+    usage: (machineId: string, except: string): Promise<{ n: number; bytes: number }> =>
+      db.q().selectFrom('machine_secrets')
+        .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.coalesce(eb.fn.sum<number>('value_bytes'), eb.lit(0)).as('bytes')])
+        .where('machine_id', '=', machineId).where('name', '<>', except).executeTakeFirstOrThrow(),
+    pageOrg: (orgId: string, after: Keyset, limit: number): Promise<SecretRow[]> =>
+      db.q().selectFrom('machine_secrets').selectAll().where('org_id', '=', orgId).where((eb) => d.after(eb, after))
+        .orderBy('created_at', d.asc).orderBy('id', d.asc).limit(limit).execute(),
     async insert(r: SecretRow): Promise<void> {
-      await db.run(
-        `INSERT INTO machine_secrets (id, org_id, machine_id, name, version, key_id, sealed, value_bytes, created_at, updated_at,
-           delivered_at, delivered_version, delivered_boot)
-         VALUES (@id, @org_id, @machine_id, @name, @version, @key_id, @sealed, @value_bytes, @created_at, @updated_at,
-           @delivered_at, @delivered_version, @delivered_boot)`,
-        { ...r },
-      );
+      await db.q().insertInto('machine_secrets').values(r).execute();
     },
     /** Replace the sealed value, compare-and-set on the version that was read. */
     async replace(id: string, fromVersion: number, to: { version: number; key_id: string; sealed: Buffer; value_bytes: number; updated_at: string }): Promise<boolean> {
-      return (await db.run(
-        'UPDATE machine_secrets SET version = ?, key_id = ?, sealed = ?, value_bytes = ?, updated_at = ? WHERE id = ? AND version = ?',
-        [to.version, to.key_id, to.sealed, to.value_bytes, to.updated_at, id, fromVersion],
-      )).changes === 1;
+      return one(
+        await db.q().updateTable('machine_secrets')
+          .set({ version: to.version, key_id: to.key_id, sealed: to.sealed, value_bytes: to.value_bytes, updated_at: to.updated_at })
+          .where('id', '=', id).where('version', '=', fromVersion).executeTakeFirst(),
+      );
     },
     /** Re-seal under another key (rotation): same version, compare-and-set on the old key id. */
     async reseal(id: string, version: number, fromKey: string, to: { key_id: string; sealed: Buffer }): Promise<boolean> {
-      return (await db.run('UPDATE machine_secrets SET key_id = ?, sealed = ? WHERE id = ? AND version = ? AND key_id = ?', [
-        to.key_id, to.sealed, id, version, fromKey,
-      ])).changes === 1;
+      return one(
+        await db.q().updateTable('machine_secrets').set({ key_id: to.key_id, sealed: to.sealed })
+          .where('id', '=', id).where('version', '=', version).where('key_id', '=', fromKey).executeTakeFirst(),
+      );
     },
     /** Record a delivery of `version` during `boot`; a newer version stored meanwhile is left undelivered. */
     async markDelivered(machineId: string, name: string, version: number, boot: string, at: string): Promise<boolean> {
-      return (await db.run(
-        'UPDATE machine_secrets SET delivered_at = ?, delivered_version = ?, delivered_boot = ? WHERE machine_id = ? AND name = ? AND version = ?',
-        [at, version, boot, machineId, name, version],
-      )).changes === 1;
+      return one(
+        await db.q().updateTable('machine_secrets').set({ delivered_at: at, delivered_version: version, delivered_boot: boot })
+          .where('machine_id', '=', machineId).where('name', '=', name).where('version', '=', version).executeTakeFirst(),
+      );
     },
-    remove: async (machineId: string, name: string) =>
-      (await db.run('DELETE FROM machine_secrets WHERE machine_id = ? AND name = ?', [machineId, name])).changes === 1,
-    removeAllForMachine: async (machineId: string) => (await db.run('DELETE FROM machine_secrets WHERE machine_id = ?', [machineId])).changes,
-    all: () => db.all<SecretRow>('SELECT * FROM machine_secrets ORDER BY id'),
-    keyIds: async () => new Set((await db.all<{ key_id: string }>('SELECT DISTINCT key_id FROM machine_secrets')).map((r) => r.key_id)),
+    remove: async (machineId: string, name: string): Promise<boolean> =>
+      one(await db.q().deleteFrom('machine_secrets').where('machine_id', '=', machineId).where('name', '=', name).executeTakeFirst()),
+    removeAllForMachine: async (machineId: string): Promise<number> =>
+      changes(await db.q().deleteFrom('machine_secrets').where('machine_id', '=', machineId).executeTakeFirst()).changes,
+    all: (): Promise<SecretRow[]> => db.q().selectFrom('machine_secrets').selectAll().orderBy('id', d.asc).execute(),
+    keyIds: async (): Promise<Set<string>> =>
+      new Set((await db.q().selectFrom('machine_secrets').select('key_id').distinct().execute()).map((r) => r.key_id)),
   };
 }
 export type SecretsRepo = ReturnType<typeof secretsRepo>;

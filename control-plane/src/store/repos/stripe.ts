@@ -1,5 +1,7 @@
 /** The Stripe provider's own rows: customers, processed webhook events, reported meter quantities. */
 import type { Db } from '../db.js';
+import { dialect } from './dialect.js';
+import { changes, one, type Changes } from './results.js';
 
 export interface StripeCustomerRow {
   org_id: string;
@@ -20,33 +22,51 @@ export interface MeterReportRow {
 }
 
 export function stripeRepo(db: Db) {
+  const d = dialect(db.engine);
+  const report = (orgId: string, periodStart: string, meter: string) =>
+    db.q().updateTable('stripe_meter_reports').where('org_id', '=', orgId).where('period_start', '=', periodStart).where('meter', '=', meter);
   return {
-    customer: (orgId: string) => db.get<StripeCustomerRow>('SELECT * FROM stripe_customers WHERE org_id = ?', [orgId]),
-    customerById: (customerId: string) => db.get<StripeCustomerRow>('SELECT * FROM stripe_customers WHERE customer_id = ?', [customerId]),
-    customers: () => db.all<StripeCustomerRow>('SELECT * FROM stripe_customers ORDER BY org_id'),
-    insertCustomer: (r: StripeCustomerRow) =>
-      db.run(
-        'INSERT INTO stripe_customers (org_id,customer_id,subscription_id,last_event_created,created_at) VALUES (@org_id,@customer_id,@subscription_id,@last_event_created,@created_at)',
-        { ...r },
+    customer: (orgId: string): Promise<StripeCustomerRow | undefined> =>
+      db.q().selectFrom('stripe_customers').selectAll().where('org_id', '=', orgId).executeTakeFirst(),
+    customerById: (customerId: string): Promise<StripeCustomerRow | undefined> =>
+      db.q().selectFrom('stripe_customers').selectAll().where('customer_id', '=', customerId).executeTakeFirst(),
+    customers: (): Promise<StripeCustomerRow[]> => db.q().selectFrom('stripe_customers').selectAll().orderBy('org_id', d.asc).execute(),
+    insertCustomer: async (r: StripeCustomerRow): Promise<Changes> => changes(await db.q().insertInto('stripe_customers').values(r).executeTakeFirst()),
+    /** The subscription now, and the newest event second applied (never moved back by an older event). */
+    setSubscription: async (orgId: string, subscriptionId: string | null, created: number): Promise<Changes> =>
+      changes(
+        await db.q().updateTable('stripe_customers')
+          .set((eb) => ({
+            subscription_id: subscriptionId,
+            last_event_created: eb.case().when(eb.fn.coalesce('last_event_created', eb.lit(0)), '>', created).then(eb.ref('last_event_created')).else(created).end(),
+          }))
+          .where('org_id', '=', orgId).executeTakeFirst(),
       ),
-    setSubscription: (orgId: string, subscriptionId: string | null, created: number) =>
-      db.run('UPDATE stripe_customers SET subscription_id = ?, last_event_created = MAX(COALESCE(last_event_created, 0), ?) WHERE org_id = ?', [subscriptionId, created, orgId]),
 
     /** Records a webhook event id; false when it was processed before (a replay or a retry). */
-    markEvent: async (e: { id: string; type: string; org_id: string | null; outcome: string; received_at: string }) =>
-      (await db.run('INSERT OR IGNORE INTO stripe_webhook_events (id,type,org_id,outcome,received_at) VALUES (@id,@type,@org_id,@outcome,@received_at)', { ...e })).changes === 1,
-    event: (id: string) => db.get<{ id: string; type: string; org_id: string | null; outcome: string }>('SELECT id, type, org_id, outcome FROM stripe_webhook_events WHERE id = ?', [id]),
+    markEvent: async (e: { id: string; type: string; org_id: string | null; outcome: string; received_at: string }): Promise<boolean> =>
+      one(await db.q().insertInto('stripe_webhook_events').values(e).onConflict((oc) => oc.doNothing()).executeTakeFirst()),
+    event: (id: string): Promise<{ id: string; type: string; org_id: string | null; outcome: string } | undefined> =>
+      db.q().selectFrom('stripe_webhook_events').select(['id', 'type', 'org_id', 'outcome']).where('id', '=', id).executeTakeFirst(),
 
-    reports: (orgId: string) => db.all<MeterReportRow>('SELECT * FROM stripe_meter_reports WHERE org_id = ? ORDER BY period_start, meter', [orgId]),
-    ensureReport: (orgId: string, periodStart: string, periodEnd: string, meter: string) =>
-      db.run('INSERT OR IGNORE INTO stripe_meter_reports (org_id,period_start,period_end,meter) VALUES (?,?,?,?)', [orgId, periodStart, periodEnd, meter]),
+    reports: (orgId: string): Promise<MeterReportRow[]> =>
+      db.q().selectFrom('stripe_meter_reports').selectAll().where('org_id', '=', orgId).orderBy('period_start', d.asc).orderBy('meter', d.asc).execute(),
+    ensureReport: async (orgId: string, periodStart: string, periodEnd: string, meter: string): Promise<Changes> =>
+      changes(
+        await db.q().insertInto('stripe_meter_reports').values({ org_id: orgId, period_start: periodStart, period_end: periodEnd, meter })
+          .onConflict((oc) => oc.doNothing()).executeTakeFirst(),
+      ),
     /** Compare-and-set on the acknowledged quantity: only one reporter moves it. */
-    setPending: (orgId: string, periodStart: string, meter: string, reported: number, pending: number) =>
-      db.run('UPDATE stripe_meter_reports SET pending = ? WHERE org_id = ? AND period_start = ? AND meter = ? AND reported = ? AND pending IS NULL', [pending, orgId, periodStart, meter, reported]),
-    acknowledge: (orgId: string, periodStart: string, meter: string, pending: number) =>
-      db.run('UPDATE stripe_meter_reports SET reported = pending, pending = NULL WHERE org_id = ? AND period_start = ? AND meter = ? AND pending = ?', [orgId, periodStart, meter, pending]),
-    closePeriod: (orgId: string, periodStart: string, periodEnd: string) =>
-      db.run('UPDATE stripe_meter_reports SET closed = 1, period_end = ? WHERE org_id = ? AND period_start = ?', [periodEnd, orgId, periodStart]),
+    setPending: async (orgId: string, periodStart: string, meter: string, reported: number, pending: number): Promise<Changes> =>
+      changes(await report(orgId, periodStart, meter).set({ pending }).where('reported', '=', reported).where('pending', 'is', null).executeTakeFirst()),
+    /** The quantity in flight is acknowledged: it becomes the reported one (compare-and-set on it). */
+    acknowledge: async (orgId: string, periodStart: string, meter: string, pending: number): Promise<Changes> =>
+      changes(await report(orgId, periodStart, meter).set({ reported: pending, pending: null }).where('pending', '=', pending).executeTakeFirst()),
+    closePeriod: async (orgId: string, periodStart: string, periodEnd: string): Promise<Changes> =>
+      changes(
+        await db.q().updateTable('stripe_meter_reports').set({ closed: 1, period_end: periodEnd }).where('org_id', '=', orgId)
+          .where('period_start', '=', periodStart).executeTakeFirst(),
+      ),
   };
 }
 export type StripeRepo = ReturnType<typeof stripeRepo>;

@@ -2,10 +2,13 @@
  * Usage records (hourly, grown in place), meter cursors and closed-period summaries. Quantities are read
  * as decimal text: byte-seconds outgrow a double's exact range.
  */
+import { sql, type NotNull } from 'kysely';
 import { newId } from '../../../../shared/ids.js';
 import type { MachineSize } from '../../../../shared/schemas/machine.js';
 import type { Meter } from '../../../../shared/schemas/usage.js';
 import type { Db } from '../db.js';
+import { dialect } from './dialect.js';
+import { changes, type Changes } from './results.js';
 
 export interface UsageRecordRow {
   id: string;
@@ -35,74 +38,101 @@ export interface ColdSubject {
   since: string;
 }
 
-const COLD_SUBJECTS = `SELECT 'snapshot' AS kind, id, org_id, machine_id, size_bytes, COALESCE(completed_at, created_at) AS since FROM snapshots
-    WHERE state IN ('ready','deleting') AND size_bytes IS NOT NULL
-  UNION ALL
-  SELECT 'template' AS kind, id, org_id, NULL AS machine_id, size_bytes, COALESCE(completed_at, created_at) AS since FROM templates
-    WHERE state = 'ready' AND size_bytes IS NOT NULL`;
-
 export function usageRepo(db: Db) {
+  const d = dialect(db.engine);
+  /** What holds cold storage: ready (or deleting) snapshots and ready templates with a captured size. */
+  const cold = () => {
+    const q = db.q();
+    return q.selectFrom('snapshots')
+      .select((eb) => [
+        sql.lit<'snapshot' | 'template'>('snapshot').as('kind'), 'id', 'org_id', sql.ref<string | null>('machine_id').as('machine_id'), 'size_bytes', eb.fn.coalesce('completed_at', 'created_at').as('since'),
+      ])
+      .where('state', 'in', ['ready', 'deleting']).where('size_bytes', 'is not', null)
+      .unionAll(
+        q.selectFrom('templates')
+          .select((eb) => [
+            sql.lit<'snapshot' | 'template'>('template').as('kind'), 'id', 'org_id', sql.lit<string | null>(null).as('machine_id'), 'size_bytes',
+            eb.fn.coalesce('completed_at', 'created_at').as('since'),
+          ])
+          .where('state', '=', 'ready').where('size_bytes', 'is not', null),
+      )
+      .as('c');
+  };
+  const subjects = () =>
+    db.q().selectFrom(cold()).select(['c.kind', 'c.id', 'c.org_id', 'c.machine_id', 'c.size_bytes', 'c.since']).$narrowType<{ size_bytes: NotNull }>();
   return {
     /** Adds `quantity` to the subject's record for that meter and hour (creating it). */
     async add(r: { org_id: string; source_id: string; machine_id: string | null; template_id: string | null; meter: Meter; size: MachineSize | null; hour: string; quantity: bigint }, at: string): Promise<void> {
-      await db.run(
-        `INSERT INTO usage_records (id,org_id,source_id,machine_id,template_id,meter,size,hour,quantity,updated_at)
-         VALUES (@id,@org_id,@source_id,@machine_id,@template_id,@meter,@size,@hour,@quantity,@at)
-         ON CONFLICT (org_id, source_id, meter, size, hour) DO UPDATE SET quantity = quantity + excluded.quantity, updated_at = excluded.updated_at`,
-        { ...r, id: newId('usage'), size: r.size ?? '', at },
-      );
+      await db.q().insertInto('usage_records')
+        .values({ ...r, id: newId('usage'), size: r.size ?? '', updated_at: at })
+        .onConflict((oc) =>
+          oc.columns(['org_id', 'source_id', 'meter', 'size', 'hour'])
+            .doUpdateSet((eb) => ({ quantity: eb('usage_records.quantity', '+', eb.ref('excluded.quantity')), updated_at: eb.ref('excluded.updated_at') })),
+        )
+        .execute();
     },
-    cursor: async (sourceId: string) => (await db.get<{ metered_until: string }>('SELECT metered_until FROM meter_cursors WHERE source_id = ?', [sourceId]))?.metered_until ?? null,
+    cursor: async (sourceId: string): Promise<string | null> =>
+      (await db.q().selectFrom('meter_cursors').select('metered_until').where('source_id', '=', sourceId).executeTakeFirst())?.metered_until ?? null,
     async setCursor(sourceId: string, kind: CursorKind, at: string): Promise<void> {
-      await db.run(
-        'INSERT INTO meter_cursors (source_id, kind, metered_until) VALUES (?,?,?) ON CONFLICT (source_id) DO UPDATE SET metered_until = excluded.metered_until',
-        [sourceId, kind, at],
-      );
+      await db.q().insertInto('meter_cursors').values({ source_id: sourceId, kind, metered_until: at })
+        .onConflict((oc) => oc.column('source_id').doUpdateSet((eb) => ({ metered_until: eb.ref('excluded.metered_until') })))
+        .execute();
     },
     /** Moves every cursor to `at` without recording anything (start-up: time the server was down is not metered). */
     async resumeAll(at: string): Promise<void> {
-      await db.run('UPDATE meter_cursors SET metered_until = ? WHERE metered_until < ?', [at, at]);
+      await db.q().updateTable('meter_cursors').set({ metered_until: at }).where((eb) => eb(d.bytes('metered_until'), '<', at)).execute();
     },
-    dropCursor: (sourceId: string) => db.run('DELETE FROM meter_cursors WHERE source_id = ?', [sourceId]),
+    dropCursor: async (sourceId: string): Promise<Changes> =>
+      changes(await db.q().deleteFrom('meter_cursors').where('source_id', '=', sourceId).executeTakeFirst()),
     /** Cursors of snapshots and templates that are no longer stored (their rows are removed on delete). */
-    orphanCursors: () =>
-      db.all<{ source_id: string }>(
-        `SELECT source_id FROM meter_cursors c WHERE (kind = 'snapshot' AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.id = c.source_id))
-           OR (kind = 'template' AND NOT EXISTS (SELECT 1 FROM templates t WHERE t.id = c.source_id))`,
-      ),
+    orphanCursors: (): Promise<Array<{ source_id: string }>> =>
+      db.q().selectFrom('meter_cursors as c').select('c.source_id')
+        .where((eb) =>
+          eb.or([
+            eb.and([eb('c.kind', '=', 'snapshot'), eb.not(eb.exists(eb.selectFrom('snapshots as s').select('s.id').whereRef('s.id', '=', 'c.source_id')))]),
+            eb.and([eb('c.kind', '=', 'template'), eb.not(eb.exists(eb.selectFrom('templates as t').select('t.id').whereRef('t.id', '=', 'c.source_id')))]),
+          ]),
+        )
+        .orderBy('c.source_id', d.asc).execute(),
     /** Records whose hour overlaps [start, end), ordered by (hour, id) for keyset paging. */
-    page: (orgId: string, f: { start: string; end: string; meter: Meter | null }, after: { hour: string; id: string }, limit: number) =>
-      db.all<UsageRecordRow>(
-        `SELECT id, org_id, source_id, machine_id, template_id, meter, size, hour, CAST(quantity AS TEXT) AS quantity, updated_at
-         FROM usage_records WHERE org_id = @org AND hour >= @first AND hour < @end AND (@meter IS NULL OR meter = @meter)
-         AND (hour > @ah OR (hour = @ah AND id > @aid)) ORDER BY hour, id LIMIT @limit`,
-        { org: orgId, first: f.start, end: f.end, meter: f.meter, ah: after.hour, aid: after.id, limit },
-      ),
+    page: (orgId: string, f: { start: string; end: string; meter: Meter | null }, after: { hour: string; id: string }, limit: number): Promise<UsageRecordRow[]> =>
+      db.q().selectFrom('usage_records')
+        .select((eb) => ['id', 'org_id', 'source_id', 'machine_id', 'template_id', 'meter', 'size', 'hour', eb.cast<string>('quantity', 'text').as('quantity'), 'updated_at'])
+        .where((eb) =>
+          eb.and([
+            eb('org_id', '=', orgId),
+            eb(d.bytes('hour'), '>=', f.start),
+            eb(d.bytes('hour'), '<', f.end),
+            ...(f.meter === null ? [] : [eb('meter', '=', f.meter)]),
+            eb.or([eb(d.bytes('hour'), '>', after.hour), eb.and([eb('hour', '=', after.hour), eb(d.bytes('id'), '>', after.id)])]),
+          ]),
+        )
+        .orderBy('hour', d.asc).orderBy('id', d.asc).limit(limit).execute(),
     /**
      * Sums per (meter, UTC day) over hours in [first, end). Summed per day so a sum stays inside SQLite's
      * 64-bit integers whatever the fleet; callers add days up as bigint.
      */
-    daily: (orgId: string, first: string, end: string) =>
-      db.all<{ meter: Meter; day: string; q: string }>(
-        `SELECT meter, substr(hour, 1, 10) AS day, CAST(SUM(quantity) AS TEXT) AS q FROM usage_records
-         WHERE org_id = ? AND hour >= ? AND hour < ? GROUP BY meter, day ORDER BY day, meter`,
-        [orgId, first, end],
-      ),
-    hourly: (orgId: string, first: string, end: string, meter: Meter | null) =>
-      db.all<{ meter: Meter; hour: string; q: string }>(
-        `SELECT meter, hour, CAST(SUM(quantity) AS TEXT) AS q FROM usage_records
-         WHERE org_id = ? AND hour >= ? AND hour < ? AND (? IS NULL OR meter = ?) GROUP BY meter, hour ORDER BY hour, meter`,
-        [orgId, first, end, meter, meter],
-      ),
-    /** What holds cold storage: ready (or deleting) snapshots and ready templates with a captured size. */
-    coldSubjects: () => db.all<ColdSubject>(COLD_SUBJECTS),
+    daily: (orgId: string, first: string, end: string): Promise<Array<{ meter: Meter; day: string; q: string }>> =>
+      db.q().selectFrom('usage_records')
+        .select((eb) => ['meter', eb.fn<string>('substr', ['hour', eb.lit(1), eb.lit(10)]).as('day'), eb.cast<string>(eb.fn.sum('quantity'), 'text').as('q')])
+        .where('org_id', '=', orgId).where((eb) => eb.and([eb(d.bytes('hour'), '>=', first), eb(d.bytes('hour'), '<', end)]))
+        .groupBy((eb) => ['meter', eb.fn<string>('substr', ['hour', eb.lit(1), eb.lit(10)])])
+        .orderBy((eb) => eb.fn<string>('substr', ['hour', eb.lit(1), eb.lit(10)]), d.asc).orderBy('meter', d.asc).execute(),
+    hourly: (orgId: string, first: string, end: string, meter: Meter | null): Promise<Array<{ meter: Meter; hour: string; q: string }>> =>
+      db.q().selectFrom('usage_records')
+        .select((eb) => ['meter', 'hour', eb.cast<string>(eb.fn.sum('quantity'), 'text').as('q')])
+        .where((eb) => eb.and([eb('org_id', '=', orgId), eb(d.bytes('hour'), '>=', first), eb(d.bytes('hour'), '<', end), ...(meter === null ? [] : [eb('meter', '=', meter)])]))
+        .groupBy(['meter', 'hour']).orderBy('hour', d.asc).orderBy('meter', d.asc).execute(),
+    /** What holds cold storage: ready (or deleting) snapshots and ready templates with a captured size; by kind and id. */
+    coldSubjects: (): Promise<ColdSubject[]> => subjects().orderBy('c.kind', d.asc).orderBy('c.id', d.asc).execute(),
     /** One stored snapshot or template, if it accrues cold storage now. */
-    coldSubject: (kind: 'snapshot' | 'template', id: string) =>
-      db.get<ColdSubject>(`SELECT * FROM (${COLD_SUBJECTS}) WHERE kind = ? AND id = ?`, [kind, id]),
-    finalSummary: async (orgId: string, periodStart: string) =>
-      (await db.get<{ body: string }>('SELECT body FROM usage_summaries WHERE org_id = ? AND period_start = ?', [orgId, periodStart]))?.body ?? null,
+    coldSubject: (kind: 'snapshot' | 'template', id: string): Promise<ColdSubject | undefined> =>
+      subjects().where('c.kind', '=', kind).where('c.id', '=', id).executeTakeFirst(),
+    finalSummary: async (orgId: string, periodStart: string): Promise<string | null> =>
+      (await db.q().selectFrom('usage_summaries').select('body').where('org_id', '=', orgId).where('period_start', '=', periodStart).executeTakeFirst())
+        ?.body ?? null,
     async insertFinal(orgId: string, periodStart: string, body: string, at: string): Promise<void> {
-      await db.run('INSERT OR IGNORE INTO usage_summaries (org_id, period_start, body, created_at) VALUES (?,?,?,?)', [orgId, periodStart, body, at]);
+      await db.q().insertInto('usage_summaries').values({ org_id: orgId, period_start: periodStart, body, created_at: at }).onConflict((oc) => oc.doNothing()).execute();
     },
   };
 }

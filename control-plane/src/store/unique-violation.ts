@@ -1,0 +1,15 @@
+/**
+ * A unique (or primary key) constraint refused a write, on either engine: better-sqlite3's `SQLITE_CONSTRAINT_UNIQUE`
+ * / `SQLITE_CONSTRAINT_PRIMARYKEY`, PostgreSQL's SQLSTATE `23505` (unique_violation, for primary keys too).
+ *
+ * Why callers need it on PostgreSQL and never did on SQLite: a check-then-insert inside `db.tx` (an e-mail not yet
+ * taken, a machine name free, a port not yet published) cannot race on SQLite, whose BEGIN IMMEDIATE serializes
+ * whole write transactions; under PostgreSQL's READ COMMITTED two processes can both see the name free and both
+ * insert, and the second insert fails on the unique index. That failure is the same conflict the check reports,
+ * and must reach the caller as it (not as a 500).
+ */
+const UNIQUE_VIOLATION_CODES: ReadonlySet<string> = new Set(['SQLITE_CONSTRAINT_UNIQUE', 'SQLITE_CONSTRAINT_PRIMARYKEY', '23505']);
+
+export function isUniqueViolation(e: unknown): boolean {
+  return e instanceof Error && 'code' in e && typeof e.code === 'string' && UNIQUE_VIOLATION_CODES.has(e.code);
+}
