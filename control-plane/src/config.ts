@@ -14,6 +14,15 @@ export const ConfigSchema = z
     PORT: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535)).default(8080),
     HOST: z.string().min(1).default('127.0.0.1'),
     DATA_DIR: z.string().min(1).default('./data'),
+    /**
+     * The state on PostgreSQL (`postgres://user:password@host:5432/db`, or `?host=/socket/dir`), shared by every
+     * control plane started with it (docs/operations.md, "Running on Postgres"). Unset: SQLite in DATA_DIR. It may
+     * hold a password: never logged, and an error about it never repeats it.
+     */
+    DATABASE_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\/[^\s]+$/, 'must be a postgres:// or postgresql:// URL')
+      .optional(),
     /** The origin browsers see; its origin is the one recognised for cookie-authenticated writes. */
     PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
     PREVIEW_DOMAIN: z.string().min(1).optional(),
@@ -103,6 +112,7 @@ export const ConfigSchema = z
       port: e.PORT,
       host: e.HOST,
       dataDir: e.DATA_DIR,
+      databaseUrl: e.DATABASE_URL ?? null,
       publicBaseUrl,
       publicOrigin: new URL(publicBaseUrl).origin,
       /** https public base URL: cookies are Secure and the session cookie is `__Host-computer_session`. */

@@ -10,7 +10,7 @@ import { createApp } from './app.js';
 import { parseConfig, type Config } from './config.js';
 import { machineFailureLine, stderrLog, type LogSink } from './log.js';
 import { createServices, type ServiceDeps, type Services } from './services/index.js';
-import { DB_FILENAME, openDb } from './store/db.js';
+import { openStoreDb } from './store/engine/open.js';
 import { createStore } from './store/store.js';
 import { openKeyring } from './secrets/keyring-file.js';
 import { chooseSubstrateKind, DeferredSubstrate, findRepoRoot, prepareSubstrate } from './machine-host.js';
@@ -53,7 +53,8 @@ export async function serve(
   const say = opts.say ?? (() => {});
   const startedAt = new Date().toISOString();
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  const db = openDb(path.join(config.dataDir, DB_FILENAME));
+  // DATABASE_URL: PostgreSQL (migrated on open, shared with any other control plane on it); else SQLite in DATA_DIR.
+  const db = await openStoreDb({ databaseUrl: config.databaseUrl ?? undefined, dataDir: config.dataDir });
   const closeDb = () => db.close().catch(() => undefined);
   // The entry point passes the picked substrate (its image builds in the background); without one,
   // machine operations answer 503 (identity-only use, tests of other areas).

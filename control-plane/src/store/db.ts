@@ -75,7 +75,10 @@ export function openSqlite(path: string, opts: { exclusive?: boolean } = {}): Sq
 /** The SQLite file in DATA_DIR, opened (synchronously: it is a file) and migrated. */
 export function openDb(path: string): Db {
   const sqlite = openSqlite(path);
-  return dbOver(new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) }), 'sqlite', path);
+  // Kysely hands the file to its driver only at the first query: a Db closed before any must close the file itself.
+  return dbOver(new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) }), 'sqlite', path, () => {
+    if (sqlite.open) sqlite.close();
+  });
 }
 
 interface TxContext {
@@ -88,7 +91,7 @@ interface TxContext {
 const BEGIN: Record<Engine, string> = { sqlite: 'BEGIN IMMEDIATE', postgres: 'BEGIN' };
 
 /** A Db over an open Kysely engine (SQLite from `openDb`, PostgreSQL from engine/open.ts). */
-export function dbOver(k: Kysely<Database>, engine: Engine, path: string): Db {
+export function dbOver(k: Kysely<Database>, engine: Engine, path: string, closed: () => void = () => undefined): Db {
   const als = new AsyncLocalStorage<TxContext>();
   const q = (): Kysely<Database> => {
     const ctx = als.getStore();
@@ -138,7 +141,10 @@ export function dbOver(k: Kysely<Database>, engine: Engine, path: string): Db {
       if (ctx && !ctx.done) ctx.pending.push(fn);
       else fn();
     },
-    close: () => k.destroy(),
+    close: async () => {
+      await k.destroy();
+      closed();
+    },
   };
 }
 
