@@ -4,7 +4,7 @@
  */
 import t, { type Test } from 'tap';
 import { TRANSITIONS } from '../../control-plane/src/domain/machine-lifecycle.js';
-import { EVENT_TYPES } from '../../shared/schemas/machine.js';
+import { EVENT_TYPES, type MachineState } from '../../shared/schemas/machine.js';
 import { assertEnvelope } from '../helpers/control-plane.js';
 import { fakeAgentsRig, fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
@@ -15,7 +15,7 @@ function setup(t: Test) {
 
 /** No response ever carried a guest token or a substrate address. */
 async function assertNoLeaks(t: Test, rig: MachinesRig) {
-  const tokens = (await rig.store.db.all<{ agent_token: string }>('SELECT agent_token FROM machines')).map((r) => r.agent_token);
+  const tokens = (await rig.store.db.q().selectFrom('machines').select('agent_token').execute()).map((r) => r.agent_token);
   t.ok(tokens.length > 0, 'there were machines');
   const all = rig.bodies.join('\n');
   for (const tok of tokens) t.notOk(all.includes(tok), 'no response contains a guest token');
@@ -101,7 +101,7 @@ t.test('lifecycle through /v1 follows the transition table', async (t) => {
   t.equal(ev.json.data.length, 3);
   t.ok(Date.parse(ev.json.data[0].created_at) >= Date.parse(ev.json.data[2].created_at), 'newest first');
   // machine.ready is recorded in the background once the desktop answers.
-  for (let i = 0; i < 200 && !(await rig.store.db.get("SELECT 1 AS x FROM machine_events WHERE machine_id = ? AND type = 'machine.ready'", [m.id])); i++) {
+  for (let i = 0; i < 200 && !(await rig.store.db.q().selectFrom('machine_events').select('seq').where('machine_id', '=', m.id).where('type', '=', 'machine.ready').executeTakeFirst()); i++) {
     await new Promise((r) => setTimeout(r, 25));
   }
   const types: string[] = [];
@@ -119,7 +119,7 @@ t.test('lifecycle through /v1 follows the transition table', async (t) => {
   t.ok(types.every((x) => (EVENT_TYPES as readonly string[]).includes(x)), 'closed set');
   const failEvents = (await rig.call('GET', `/v1/machines/${cold.json.id}/events`, { key: a.key }));
   t.equal(failEvents.status, 404, 'a deleted machine has no event log');
-  const failedRow = await rig.store.db.all<{ type: string; data: string }>("SELECT type, data FROM machine_events WHERE machine_id = ? AND type = 'machine.failed'", [cold.json.id]);
+  const failedRow = await rig.store.db.q().selectFrom('machine_events').select(['type', 'data']).where('machine_id', '=', cold.json.id).where('type', '=', 'machine.failed').execute();
   t.equal(failedRow.length, 1, 'machine.failed recorded');
   t.match(JSON.parse(failedRow[0]!.data), { operation: 'start', code: 'compute_unavailable' });
 
@@ -320,7 +320,7 @@ t.test('reconciler settles transient states after a control-plane restart', asyn
   const lostCreating = await mk({});
   const rebooted = await mk({});
   await fake.substrate.start(starting);
-  const setState = async (id: string, s: string) => rig1.store.db.run('UPDATE machines SET state = ? WHERE id = ?', [s, id]);
+  const setState = async (id: string, s: MachineState) => rig1.store.db.q().updateTable('machines').set({ state: s }).where('id', '=', id).execute();
   await setState(creating, 'creating');
   await setState(starting, 'starting');
   await setState(stopping, 'stopping');
@@ -352,9 +352,9 @@ t.test('reconciler settles transient states after a control-plane restart', asyn
   t.equal(await state(lost), 'stopped', 'one whose start fails rests stopped');
   t.equal(await state(lostCreating), 'error');
   t.equal(moved.length, 7);
-  const failed = await rig2.store.db.all<{ machine_id: string }>("SELECT machine_id FROM machine_events WHERE type = 'machine.failed'");
+  const failed = await rig2.store.db.q().selectFrom('machine_events').select('machine_id').where('type', '=', 'machine.failed').orderBy('seq').execute();
   t.same(new Set(failed.map((f) => f.machine_id)), new Set([lostCreating]));
-  const last = async (id: string) => JSON.parse((await rig2.store.db.get<{ data: string }>('SELECT data FROM machine_events WHERE machine_id = ? ORDER BY seq DESC LIMIT 1', [id]))!.data);
+  const last = async (id: string) => JSON.parse((await rig2.store.db.q().selectFrom('machine_events').select('data').where('machine_id', '=', id).orderBy('seq', 'desc').limit(1).executeTakeFirstOrThrow()).data);
   t.match(await last(rebooted), { from: 'starting', to: 'running', reason: 'host_restart' });
   t.match(await last(lost), { from: 'starting', to: 'stopped', reason: 'host_restart', restarted: false, code: 'compute_unavailable' });
 });

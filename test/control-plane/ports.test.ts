@@ -218,7 +218,7 @@ t.test('published ports on preview hostnames', { timeout: 120_000 }, async (t) =
   t.equal((await previewRequest(port, host, { headers: bearer })).status, 404, 'the hostname stops answering');
   assertEnvelope(t, await rig.call('GET', `${base}/${pv.id}`, { key: a.key }), 'not_found', 404);
   assertEnvelope(t, await rig.call('DELETE', `${base}/${pv.id}`, { key: a.key }), 'not_found', 404);
-  t.equal((await rig.store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM previews WHERE id = ?', [pv.id]))!.n, 1, 'the row stays as a tombstone: the id is never issued again');
+  t.equal((await rig.store.db.q().selectFrom('previews').select('id').where('id', '=', pv.id).execute()).length, 1, 'the row stays as a tombstone: the id is never issued again');
 
   // Public: anyone, and Authorization passes through untouched.
   const pubNew = await rig.call('POST', base, { key: a.key, body: { port: appPort, access: 'public' } });

@@ -23,7 +23,7 @@ async function machine(rig: MachinesRig, key: string, body: object = {}) {
 }
 
 async function eventTypes(rig: MachinesRig, machineId: string): Promise<string[]> {
-  return (await rig.store.db.all<{ type: string }>('SELECT type FROM machine_events WHERE machine_id = ? ORDER BY seq', [machineId])).map((e) => e.type);
+  return (await rig.store.db.q().selectFrom('machine_events').select('type').where('machine_id', '=', machineId).orderBy('seq').execute()).map((e) => e.type);
 }
 
 t.test('capture: 202 pending then ready, ?wait=true, list/get, events in order, newest-only delete', async (t) => {
@@ -339,7 +339,7 @@ t.test('a crash mid-capture: the next run settles pending snapshots and releases
   // Two captures "in flight" when the process died: one whose layer exists (it finished, its record did not)
   // and one that never produced a layer; plus a pin held for a fork that never completed.
   const done = (await rig1.call('POST', '/v1/snapshots?wait=true', { key: a.key, body: { machine_id: m.id } })).json;
-  await rig1.store.db.run("UPDATE snapshots SET state = 'pending', layer_id = NULL, size_bytes = NULL, completed_at = NULL WHERE id = ?", [done.id]);
+  await rig1.store.db.q().updateTable('snapshots').set({ state: 'pending', layer_id: null, size_bytes: null, completed_at: null }).where('id', '=', done.id).execute();
   // Crash points: after the deciding transaction, before the act (no layer) ...
   const lost = { ...(await rig1.store.snapshots.byId(done.id))!, id: 'snp_' + 'l'.repeat(24), created_at: new Date(Date.now() - 1000).toISOString() };
   await rig1.store.snapshots.insert(lost);
