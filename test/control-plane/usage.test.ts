@@ -253,7 +253,7 @@ import { createMeteringService } from ${JSON.stringify(path.join(REPO, 'control-
 const store = createStore(openDb(${JSON.stringify(path.join(dir, DB_FILENAME))}));
 let k = 0;
 const m = createMeteringService({ store, now: () => new Date(${T0} + k * 1700 + 300) });
-for (;;) { k++; m.egress.add(${JSON.stringify(id)}, 7); m.flush(); process.stdout.write(k + '\\n'); }
+for (;;) { k++; m.egress.add(${JSON.stringify(id)}, 7); await m.flush(); process.stdout.write(k + '\\n'); }
 `);
   const proc = spawn(process.execPath, [...process.execArgv, child], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

@@ -75,7 +75,16 @@ export function openSqlite(path: string, opts: { exclusive?: boolean } = {}): Sq
 /** The SQLite file in DATA_DIR, opened (synchronously: it is a file) and migrated. */
 export function openDb(path: string): Db {
   const sqlite = openSqlite(path);
-  return dbOver(new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) }), 'sqlite', path);
+  const db = dbOver(new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) }), 'sqlite', path);
+  // Kysely closes the file only if a query ran (its driver initialises lazily): an open that ran none must
+  // still let go of the file, or its locks outlive close().
+  return {
+    ...db,
+    async close() {
+      await db.close();
+      if (sqlite.open) sqlite.close();
+    },
+  };
 }
 
 interface TxContext {
