@@ -20,7 +20,7 @@ import { MachineSize } from '../../shared/schemas/machine.js';
 import { parseConfig, type Config } from './config.js';
 import { PROVIDER_EVENTS, type ProviderEvent } from './domain/billing-account.js';
 import { createServices } from './services/index.js';
-import { DB_FILENAME, openDb } from './store/db.js';
+import { openStoreDb } from './store/engine/open.js';
 import { createStore } from './store/store.js';
 import { openKeyring } from './secrets/keyring-file.js';
 
@@ -39,7 +39,8 @@ export const AgreementEntitlements = z.strictObject({
 });
 
 export async function runCli(argv: string[], config: Config, out: (s: string) => void): Promise<number> {
-  const db = openDb(path.join(config.dataDir, DB_FILENAME));
+  // The deployment's state: PostgreSQL when DATABASE_URL is set, else SQLite in DATA_DIR (as the server).
+  const db = await openStoreDb({ databaseUrl: config.databaseUrl ?? undefined, dataDir: config.dataDir });
   try {
     // The keyring is opened here only for the command that needs it (others must work without one).
     const s = await createServices({ config, store: createStore(db), keyring: null, role: 'cli' });
