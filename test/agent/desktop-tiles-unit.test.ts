@@ -102,27 +102,62 @@ t.test('a scroll under a static band (a browser\'s bar) copies only the rows tha
   });
 });
 
+/**
+ * A 256x256 frame with a scrollbar drawn over columns 244-255: a grey track, its thumb (darker) at rows
+ * [top, top + length), and `arrows` rows of black at its top and bottom.
+ */
+function withScrollbar(b: Buffer, opts: { thumb: [number, number]; arrows: number }): Buffer {
+  const [top, length] = opts.thumb;
+  for (let y = 0; y < 256; y++) {
+    const v = y < opts.arrows || y >= 256 - opts.arrows ? 0 : y >= top && y < top + length ? 0x40 : 0x80;
+    for (let x = 244; x < 256; x++) b.fill(v, (y * 256 + x) * 3, (y * 256 + x + 1) * 3);
+  }
+  return b;
+}
+
 t.test('a scroll sends the moving scrollbar thumb and the pointer as narrow rectangles, not their 64-pixel tile columns', async (t) => {
   // 256x256: the page (scrolled by `offset` rows), a scrollbar in columns 244-255 (grey, its thumb darker,
   // rows 50 + offset / 2 to 40 further), and a 5x20 black pointer fixed at x 126-130 (straddling the tile
   // columns 64-127 and 128-191), y 150-169.
   const screen = (offset: number) => {
-    const b = striped(256, 256, offset);
-    const thumb = 50 + offset / 2;
-    for (let y = 0; y < 256; y++) for (let x = 244; x < 256; x++) b.fill(y >= thumb && y < thumb + 40 ? 0x40 : 0x80, (y * 256 + x) * 3, (y * 256 + x + 1) * 3);
+    const b = withScrollbar(striped(256, 256, offset), { thumb: [50 + offset / 2, 40], arrows: 0 });
     for (let y = 150; y < 170; y++) b.fill(0, (y * 256 + 126) * 3, (y * 256 + 131) * 3);
     return b;
   };
   t.same(diffFrames(screen(0), screen(10), 256, 256), {
-    copy: { sx: 0, sy: 10, x: 0, y: 0, w: 256, h: 246 },
+    // The scrollbar does not move with the page: it is left out of the copy (fitCopy).
+    copy: { sx: 0, sy: 10, x: 0, y: 0, w: 244, h: 246 },
     rects: [
-      // The thumb: copied up to rows 40-79, now at 55-94.
-      { x: 244, y: 40, w: 12, h: 55 },
+      // The thumb: at rows 50-89, now at 55-94.
+      { x: 244, y: 50, w: 12, h: 45 },
       // The pointer: copied up to rows 140-159, drawn again at 150-169.
       { x: 126, y: 140, w: 5, h: 30 },
       // The exposed strip of the page, without the scrollbar's unchanged track.
       { x: 0, y: 246, w: 244, h: 10 },
     ],
+  });
+});
+
+t.test('a scroll beside a scrollbar whose arrows stay put: the copy leaves the scrollbar out and covers every page row that moved', async (t) => {
+  // 256x256: the page in columns 0-243 (scrolled by `offset` rows), a scrollbar in columns 244-255: a grey
+  // track, arrows (black) in rows 0-11 and 244-255 that never move, and a thumb (dark grey) at rows
+  // 14 + offset / 2 to 30 further — near the top, as on a long page. With whole-row matching alone the
+  // copy stopped where the scrollbar's column stopped agreeing with the moved page (rows 19-233 here),
+  // and the page rows above and below it were painted again in full.
+  const screen = (offset: number) => withScrollbar(striped(256, 256, offset), { thumb: [14 + offset / 2, 30], arrows: 12 });
+  t.same(diffFrames(screen(0), screen(10), 256, 256), {
+    copy: { sx: 0, sy: 10, x: 0, y: 0, w: 244, h: 246 },
+    rects: [
+      // The thumb: at rows 14-43, now at 19-48.
+      { x: 244, y: 14, w: 12, h: 35 },
+      // The exposed strip of the page, and nothing else of it.
+      { x: 0, y: 246, w: 244, h: 10 },
+    ],
+  });
+  // Scrolling back up: the same, the strip at the top.
+  t.same(diffFrames(screen(10), screen(0), 256, 256), {
+    copy: { sx: 0, sy: 0, x: 0, y: 10, w: 244, h: 246 },
+    rects: [{ x: 0, y: 0, w: 256, h: 49 }],
   });
 });
 
