@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import { ScreenStreamDecoder } from '../../shared/agent-protocol.js';
 import { runScreenStream, type StreamSource } from '../../agent/src/desktop/stream.js';
 import { diffFrames, FrameDiffer, rowHashes } from '../../agent/src/desktop/tiles.js';
+import { encodeRgb } from '../../agent/src/desktop/screen.js';
 import { waitFor } from '../helpers/desktop-agent.js';
 
 /** A frame of a flat grey, with the given pixels set to red. */
@@ -172,7 +173,7 @@ class Sink extends Writable {
   }
 }
 
-t.test('the stream sends a key frame, then deltas, then a key frame again once the deltas outweigh it three times', async (t) => {
+t.test('the stream sends a key frame, then deltas, then a key frame again once the deltas outweigh a full-quality one three times', async (t) => {
   let n = 0;
   const src = {
     isUp: true,
@@ -199,19 +200,48 @@ t.test('the stream sends a key frame, then deltas, then a key frame again once t
     t.equal(firstTiles.header.copy, null);
     t.same(firstTiles.header.rects.map(({ x, y, w, h }) => ({ x, y, w, h })), [{ x: 3, y: 66, w: 2, h: 1 }], 'only the changed pixels (the red one moved from x 3 to 4)');
   }
-  // Each key frame after the first comes once the deltas since the previous one outweigh it three times, never before.
-  let key = 0;
+  // Each key frame after the first comes once the deltas since the previous one outweigh the first — at the
+  // stream's quality: a stream's first tick is never in motion — three times, never before. The later ones
+  // fall due in motion (every capture changes), so they are sent at the motion quality: smaller.
+  const key = msgs[1]!.header.bytes;
   let since = 0;
-  for (const m of msgs.slice(1)) {
+  for (const m of msgs.slice(2)) {
     if (m.header.type === 'frame') {
-      if (key) t.ok(since > 3 * key, `key frame after ${since} delta bytes > 3 x ${key}`);
-      key = m.header.bytes;
+      t.ok(since > 3 * key, `key frame after ${since} delta bytes > 3 x ${key}`);
+      t.ok(m.header.bytes < key, `a key frame in motion (${m.header.bytes} B) is smaller than the first (${key} B)`);
       since = 0;
     } else if (m.header.type === 'tiles') {
       t.ok(since <= 3 * key, 'a delta only while the deltas so far do not outweigh the key frame three times');
       since += m.header.bytes;
     }
   }
+});
+
+t.test('a key frame due in motion is sent at the motion quality, and the whole screen again at full quality, as a key frame, once still', async (t) => {
+  // Four captures of a flat 64x64 screen, each a different grey (every one repaints everything, so every one
+  // is a key frame), then still. The third and fourth changed ticks are in motion (refine.ts).
+  const greys = [10, 60, 110, 160];
+  const flat = (v: number) => Buffer.alloc(64 * 64 * 3, v);
+  let n = 0;
+  const src = {
+    isUp: true,
+    state: { width: 64, height: 64, up: true, resizable: true },
+    async capture() {
+      return { width: 64, height: 64, rgb: flat(greys[Math.min(n++, greys.length - 1)]!) };
+    },
+    releaseFrame() {},
+    onChange: () => () => {},
+  };
+  const out = new Sink();
+  const stop = runScreenStream(src as unknown as StreamSource, out, { format: 'jpeg', quality: 80, fps: 30, encoding: 'tiles' });
+  t.teardown(stop);
+  const sent = () => out.messages().filter((m) => m.header.type === 'frame' || m.header.type === 'tiles');
+  await waitFor(() => sent().length >= 5);
+  stop();
+  const jpeg = (v: number, q: number) => encodeRgb(flat(v), 64, 64, 'jpeg', q);
+  t.same(sent().map((m) => m.header.type), ['frame', 'frame', 'frame', 'frame', 'frame']);
+  t.same(sent().map((m) => m.payload), [await jpeg(10, 80), await jpeg(60, 80), await jpeg(110, 40), await jpeg(160, 40), await jpeg(160, 80)],
+    'quality 80, 80, then 40 in motion, then the last picture again at 80');
 });
 
 t.test('in motion the stream sends lower-quality deltas, then the same area again at full quality once still', async (t) => {
