@@ -123,16 +123,6 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<void
     procs.push(spawn('xterm', ['-geometry', '100x30+0+0', '-e', 'sh', '-c', 'cat > /dev/null'], { env, stdio: 'ignore' }));
     await sleep(1500);
 
-    const viewer = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30`);
-    let frames = 0;
-    let frameBytes = 0;
-    let onFrame: (() => void) | null = null;
-    viewer.on('message', (d, isBinary) => {
-      if (!isBinary) return;
-      frames++;
-      frameBytes += (d as Buffer).length;
-      onFrame?.();
-    });
     const input = await openWs(`${base}/input?session_id=ses_bench`);
     const acks: Array<() => void> = [];
     input.on('message', (d) => {
@@ -156,32 +146,45 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<void
     if (ackMs.length) line('input message → ack (mouse.move)', summary(ackMs));
 
     line('host', `${load()} (input → applied)`);
-    const toScreen: number[] = [];
-    const tilesToScreen: number[] = [];
+    const toScreen = { frames: [] as number[], tiles: [] as number[] };
     for (let i = 0; i < 80; i++) {
-      // Even keystrokes timed on the frames viewer, odd ones on a tiles viewer (same xterm, same run).
-      const tiles = i % 2 === 1;
-      const tv = tiles ? await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=tiles`) : null;
-      let tilesFrame: (() => void) | null = null;
-      tv?.on('message', (_d, isBinary) => isBinary && tilesFrame?.());
-      if (tv) await sleep(300);
+      // Even keystrokes timed on a frames viewer, odd ones on a tiles viewer (same xterm, same run), each the
+      // only screen stream running while it is timed: with a frames viewer kept open beside the tiles one (as
+      // before 2026-11-26), its whole-screen encode of the same keystroke competed with the tiles stream.
+      const encoding = i % 2 === 1 ? 'tiles' : 'frames';
+      const tv = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=${encoding}`);
+      let received = 0;
+      let next: (() => void) | null = null;
+      tv.on('message', (_d, isBinary) => {
+        if (!isBinary) return;
+        received++;
+        next?.();
+      });
+      await sleep(300);
       // Quiet first: no frame for 150 ms, so the next frame is the one the keystroke caused.
       for (;;) {
-        const n = frames;
+        const n = received;
         await sleep(150);
-        if (frames === n) break;
+        if (received === n) break;
       }
       const t0 = performance.now();
-      const got = new Promise<void>((resolve) => (tiles ? (tilesFrame = resolve) : (onFrame = resolve)));
+      const got = new Promise<void>((resolve) => (next = resolve));
       void send({ type: 'keyboard.type', text: String.fromCharCode(97 + (i % 26)) });
       await got;
-      onFrame = null;
-      (tiles ? tilesToScreen : toScreen).push(performance.now() - t0);
-      tv?.close();
+      toScreen[encoding].push(performance.now() - t0);
+      tv.close();
     }
-    line('input → applied on screen (type 1 char, fps 30)', summary(toScreen));
-    line('input → applied on screen, tiles encoding', summary(tilesToScreen));
+    line('input → applied on screen (type 1 char, fps 30)', summary(toScreen.frames));
+    line('input → applied on screen, tiles encoding', summary(toScreen.tiles));
 
+    const viewer = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30`);
+    let frames = 0;
+    let frameBytes = 0;
+    viewer.on('message', (d, isBinary) => {
+      if (!isBinary) return;
+      frames++;
+      frameBytes += (d as Buffer).length;
+    });
     // Whole-screen change: random text scrolling in a full-screen xterm.
     if (!opts.screenOnly) await wholeScreen();
     viewer.close();
