@@ -162,6 +162,21 @@ t.test('a scroll beside a scrollbar whose arrows stay put: the copy leaves the s
   });
 });
 
+t.test('a static mark in a gutter at the left is left out of the copy too', async (t) => {
+  // 256x256: a grey gutter in columns 0-7 with a black mark at rows 100-109 that stays put (a breakpoint,
+  // a bookmark), the page in columns 8-255 scrolled by 10 rows. Copied along, the mark would move to rows
+  // 90-99 and need painting back at both places.
+  const screen = (offset: number) => {
+    const b = striped(256, 256, offset);
+    for (let y = 0; y < 256; y++) b.fill(y >= 100 && y < 110 ? 0 : 0x80, y * 256 * 3, (y * 256 + 8) * 3);
+    return b;
+  };
+  t.same(diffFrames(screen(0), screen(10), 256, 256), {
+    copy: { sx: 8, sy: 10, x: 8, y: 0, w: 248, h: 246 },
+    rects: [{ x: 8, y: 246, w: 248, h: 10 }],
+  });
+});
+
 class Sink extends Writable {
   chunks: Buffer[] = [];
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void) {
