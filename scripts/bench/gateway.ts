@@ -12,7 +12,12 @@
  *    webp), one viewer at a time at fps 30, q60, on the same activity: an idle desktop, a terminal printing
  *    ten short lines a second, and a long web page in Chromium scrolled by the wheel (one click every 100 ms,
  *    smooth scrolling on): bytes/s and frames/s (binary messages; for tiles, key frames + deltas) per
- *    viewer, measured 5 s each, and for tiles the rows of new content the scroll copies exposed per second.
+ *    viewer, measured 5 s each, and for tiles the rows of new content the scroll copies exposed per second,
+ *    the bytes per exposed row and the share of key frames: how far the page moved varies by run with how
+ *    many animation steps the host renders, and the bytes follow it, so bytes per exposed row (and the
+ *    Mbit/s it makes at 1000 rows/s) is the figure that compares across runs.
+ *  - the host's load average (1 min) at the start of each part: the machine is shared, and every figure
+ *    here moves with it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -61,6 +66,7 @@ export interface GatewayBenchOptions {
 
 export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<void> {
   console.log(`\n== gateway${opts.screenOnly ? ', screen part' : ''} (ws on loopback → real agent process over a unix socket, 1280x800) ==`);
+  const load = () => `load average ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores`;
   const xvfb = await startXvfb({ width: 1280, height: 800 });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-gw-'));
   const token = 'bench-gw-token-' + 'g'.repeat(32);
@@ -117,16 +123,6 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<void
     procs.push(spawn('xterm', ['-geometry', '100x30+0+0', '-e', 'sh', '-c', 'cat > /dev/null'], { env, stdio: 'ignore' }));
     await sleep(1500);
 
-    const viewer = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30`);
-    let frames = 0;
-    let frameBytes = 0;
-    let onFrame: (() => void) | null = null;
-    viewer.on('message', (d, isBinary) => {
-      if (!isBinary) return;
-      frames++;
-      frameBytes += (d as Buffer).length;
-      onFrame?.();
-    });
     const input = await openWs(`${base}/input?session_id=ses_bench`);
     const acks: Array<() => void> = [];
     input.on('message', (d) => {
@@ -149,32 +145,46 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<void
     }
     if (ackMs.length) line('input message → ack (mouse.move)', summary(ackMs));
 
-    const toScreen: number[] = [];
-    const tilesToScreen: number[] = [];
+    line('host', `${load()} (input → applied)`);
+    const toScreen = { frames: [] as number[], tiles: [] as number[] };
     for (let i = 0; i < 80; i++) {
-      // Even keystrokes timed on the frames viewer, odd ones on a tiles viewer (same xterm, same run).
-      const tiles = i % 2 === 1;
-      const tv = tiles ? await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=tiles`) : null;
-      let tilesFrame: (() => void) | null = null;
-      tv?.on('message', (_d, isBinary) => isBinary && tilesFrame?.());
-      if (tv) await sleep(300);
+      // Even keystrokes timed on a frames viewer, odd ones on a tiles viewer (same xterm, same run), each the
+      // only screen stream running while it is timed: with a frames viewer kept open beside the tiles one (as
+      // before 2026-11-26), its whole-screen encode of the same keystroke competed with the tiles stream.
+      const encoding = i % 2 === 1 ? 'tiles' : 'frames';
+      const tv = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30&encoding=${encoding}`);
+      let received = 0;
+      let next: (() => void) | null = null;
+      tv.on('message', (_d, isBinary) => {
+        if (!isBinary) return;
+        received++;
+        next?.();
+      });
+      await sleep(300);
       // Quiet first: no frame for 150 ms, so the next frame is the one the keystroke caused.
       for (;;) {
-        const n = frames;
+        const n = received;
         await sleep(150);
-        if (frames === n) break;
+        if (received === n) break;
       }
       const t0 = performance.now();
-      const got = new Promise<void>((resolve) => (tiles ? (tilesFrame = resolve) : (onFrame = resolve)));
+      const got = new Promise<void>((resolve) => (next = resolve));
       void send({ type: 'keyboard.type', text: String.fromCharCode(97 + (i % 26)) });
       await got;
-      onFrame = null;
-      (tiles ? tilesToScreen : toScreen).push(performance.now() - t0);
-      tv?.close();
+      toScreen[encoding].push(performance.now() - t0);
+      tv.close();
     }
-    line('input → applied on screen (type 1 char, fps 30)', summary(toScreen));
-    line('input → applied on screen, tiles encoding', summary(tilesToScreen));
+    line('input → applied on screen (type 1 char, fps 30)', summary(toScreen.frames));
+    line('input → applied on screen, tiles encoding', summary(toScreen.tiles));
 
+    const viewer = await openWs(`${base}/screen?format=jpeg&quality=60&fps=30`);
+    let frames = 0;
+    let frameBytes = 0;
+    viewer.on('message', (d, isBinary) => {
+      if (!isBinary) return;
+      frames++;
+      frameBytes += (d as Buffer).length;
+    });
     // Whole-screen change: random text scrolling in a full-screen xterm.
     if (!opts.screenOnly) await wholeScreen();
     viewer.close();
@@ -207,30 +217,37 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<void
         let copies = 0;
         /** Rows of new content the scroll copies exposed (the viewer had to be sent them). */
         let exposed = 0;
+        let keyBytes = 0;
         ws.on('message', (d, isBinary) => {
           if (!isBinary) return;
           n++;
           bytes += (d as Buffer).length;
           const h = encoding === 'tiles' ? decodeScreenTilesMessage(d as Buffer).header : null;
+          if (h?.type === 'frame') keyBytes += (d as Buffer).length;
           if (h?.type === 'tiles' && h.copy) {
             copies++;
             exposed += Math.abs(h.copy.sy - h.copy.y);
           }
         });
         await sleep(1500);
-        const [n0, b0, c0, e0, t0] = [n, bytes, copies, exposed, performance.now()];
+        const [n0, b0, c0, e0, k0, t0] = [n, bytes, copies, exposed, keyBytes, performance.now()];
         await sleep(5000);
         const secs = (performance.now() - t0) / 1000;
         ws.close();
-        return { bps: (bytes - b0) / secs, fps: (n - n0) / secs, copies: copies - c0, rowsPerSec: (exposed - e0) / secs };
+        return { bps: (bytes - b0) / secs, fps: (n - n0) / secs, copies: copies - c0, rows: exposed - e0, keyShare: (keyBytes - k0) / Math.max(1, bytes - b0), secs };
       };
-      const fmt = (r: Awaited<ReturnType<typeof measure>>) =>
-        `${r.bps >= 100 * 1024 ? `${((r.bps * 8) / 1e6).toFixed(2)} Mbit/s` : `${(r.bps / 1024).toFixed(2)} KB/s`} ${r.fps.toFixed(1)} frames/s` +
-        (r.copies ? ` (${r.copies} scroll copies, ${r.rowsPerSec.toFixed(0)} rows/s exposed)` : '');
+      const fmt = (r: Awaited<ReturnType<typeof measure>>) => {
+        const rate = `${r.bps >= 100 * 1024 ? `${((r.bps * 8) / 1e6).toFixed(2)} Mbit/s` : `${(r.bps / 1024).toFixed(2)} KB/s`} ${r.fps.toFixed(1)} frames/s`;
+        if (!r.copies) return rate;
+        const perRow = (r.bps * r.secs) / Math.max(1, r.rows);
+        return `${rate} (${r.copies} scroll copies, ${(r.rows / r.secs).toFixed(0)} rows/s exposed, ${perRow.toFixed(0)} B/exposed row = ` +
+          `${((perRow * 1000 * 8) / 1e6).toFixed(2)} Mbit/s at 1000 rows/s, key frames ${(r.keyShare * 100).toFixed(0)}% of bytes)`;
+      };
       const compare = async (what: string, target: string) => {
         const out: string[] = [];
+        const at = load();
         for (const v of viewers) out.push(fmt(await measure(v)));
-        line(`screen ${what}: frames | tiles jpeg | tiles webp`, `${out.join('  |  ')}   (target for tiles: ${target})`);
+        line(`screen ${what}: frames | tiles jpeg | tiles webp`, `${out.join('  |  ')}   (target for tiles: ${target}; ${at})`);
       };
       await compare('idle desktop', '≤ 1 KB/s');
       const printer = spawn('xterm', ['-geometry', '100x30+0+0', '-e', 'sh', '-c', 'i=0; while :; do i=$((i+1)); echo "short line $i"; sleep 0.1; done'], { env, stdio: 'ignore' });

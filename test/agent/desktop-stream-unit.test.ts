@@ -69,6 +69,42 @@ t.test('backpressure: frames are skipped while the reader is full, not queued', 
   t.ok(msgs.filter((m) => m.header.type === 'frame').every((m, i) => m.header.type === 'frame' && m.header.seq === i));
 });
 
+t.test('a tick that outlasts the interval is followed at once by the tick it held up, not at the boundary after', async (t) => {
+  // fps 1: a tick every 1000 ms. The first capture is held until the interval has fired during it (the
+  // test's 1100 ms timer is due after the interval's 1000 ms one, so it runs after it). When the first frame
+  // is written, the second capture must already have started: with plain interval skipping it would wait
+  // for the boundary at 2000 ms (halving the rate of a stream whose ticks run just over 1000 / fps ms).
+  let captures = 0;
+  let release: (() => void) | null = null;
+  const src = {
+    isUp: true,
+    state: { width: 8, height: 4, up: true, resizable: true },
+    async capture() {
+      captures++;
+      if (captures === 1) await new Promise<void>((r) => (release = r));
+      return { width: 8, height: 4, rgb: Buffer.alloc(8 * 4 * 3, captures) };
+    },
+    releaseFrame() {},
+    onChange: () => () => {},
+  };
+  let capturesAtFirstFrame = -1;
+  const out = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      // The first frame (after the status): what has happened once the stream's own continuations ran.
+      const frame = new ScreenStreamDecoder().push(chunk).some((m) => m.header.type === 'frame');
+      if (frame && capturesAtFirstFrame < 0) setImmediate(() => (capturesAtFirstFrame = captures));
+      cb();
+    },
+  });
+  const stop = runScreenStream(src as unknown as StreamSource, out, { format: 'jpeg', quality: 50, fps: 1 });
+  t.teardown(stop);
+  await waitFor(() => release !== null);
+  await new Promise((r) => setTimeout(r, 1100));
+  release!();
+  await waitFor(() => capturesAtFirstFrame >= 0);
+  t.equal(capturesAtFirstFrame, 2, 'the held-up tick ran as soon as the slow one ended');
+});
+
 t.test('an unchanged screen sends no frames, only keepalives', async (t) => {
   const src = fakeSource({ changing: false });
   const out = new HeldWritable();

@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import { ScreenStreamDecoder } from '../../shared/agent-protocol.js';
 import { runScreenStream, type StreamSource } from '../../agent/src/desktop/stream.js';
 import { diffFrames, FrameDiffer, rowHashes } from '../../agent/src/desktop/tiles.js';
+import { encodeRgb } from '../../agent/src/desktop/screen.js';
 import { waitFor } from '../helpers/desktop-agent.js';
 
 /** A frame of a flat grey, with the given pixels set to red. */
@@ -102,27 +103,77 @@ t.test('a scroll under a static band (a browser\'s bar) copies only the rows tha
   });
 });
 
+/**
+ * A 256x256 frame with a scrollbar drawn over columns 244-255: a grey track, its thumb (darker) at rows
+ * [top, top + length), and `arrows` rows of black at its top and bottom.
+ */
+function withScrollbar(b: Buffer, opts: { thumb: [number, number]; arrows: number }): Buffer {
+  const [top, length] = opts.thumb;
+  for (let y = 0; y < 256; y++) {
+    const v = y < opts.arrows || y >= 256 - opts.arrows ? 0 : y >= top && y < top + length ? 0x40 : 0x80;
+    for (let x = 244; x < 256; x++) b.fill(v, (y * 256 + x) * 3, (y * 256 + x + 1) * 3);
+  }
+  return b;
+}
+
 t.test('a scroll sends the moving scrollbar thumb and the pointer as narrow rectangles, not their 64-pixel tile columns', async (t) => {
   // 256x256: the page (scrolled by `offset` rows), a scrollbar in columns 244-255 (grey, its thumb darker,
   // rows 50 + offset / 2 to 40 further), and a 5x20 black pointer fixed at x 126-130 (straddling the tile
   // columns 64-127 and 128-191), y 150-169.
   const screen = (offset: number) => {
-    const b = striped(256, 256, offset);
-    const thumb = 50 + offset / 2;
-    for (let y = 0; y < 256; y++) for (let x = 244; x < 256; x++) b.fill(y >= thumb && y < thumb + 40 ? 0x40 : 0x80, (y * 256 + x) * 3, (y * 256 + x + 1) * 3);
+    const b = withScrollbar(striped(256, 256, offset), { thumb: [50 + offset / 2, 40], arrows: 0 });
     for (let y = 150; y < 170; y++) b.fill(0, (y * 256 + 126) * 3, (y * 256 + 131) * 3);
     return b;
   };
   t.same(diffFrames(screen(0), screen(10), 256, 256), {
-    copy: { sx: 0, sy: 10, x: 0, y: 0, w: 256, h: 246 },
+    // The scrollbar does not move with the page: it is left out of the copy (fitCopy).
+    copy: { sx: 0, sy: 10, x: 0, y: 0, w: 244, h: 246 },
     rects: [
-      // The thumb: copied up to rows 40-79, now at 55-94.
-      { x: 244, y: 40, w: 12, h: 55 },
+      // The thumb: at rows 50-89, now at 55-94.
+      { x: 244, y: 50, w: 12, h: 45 },
       // The pointer: copied up to rows 140-159, drawn again at 150-169.
       { x: 126, y: 140, w: 5, h: 30 },
       // The exposed strip of the page, without the scrollbar's unchanged track.
       { x: 0, y: 246, w: 244, h: 10 },
     ],
+  });
+});
+
+t.test('a scroll beside a scrollbar whose arrows stay put: the copy leaves the scrollbar out and covers every page row that moved', async (t) => {
+  // 256x256: the page in columns 0-243 (scrolled by `offset` rows), a scrollbar in columns 244-255: a grey
+  // track, arrows (black) in rows 0-11 and 244-255 that never move, and a thumb (dark grey) at rows
+  // 14 + offset / 2 to 30 further — near the top, as on a long page. With whole-row matching alone the
+  // copy stopped where the scrollbar's column stopped agreeing with the moved page (rows 19-233 here),
+  // and the page rows above and below it were painted again in full.
+  const screen = (offset: number) => withScrollbar(striped(256, 256, offset), { thumb: [14 + offset / 2, 30], arrows: 12 });
+  t.same(diffFrames(screen(0), screen(10), 256, 256), {
+    copy: { sx: 0, sy: 10, x: 0, y: 0, w: 244, h: 246 },
+    rects: [
+      // The thumb: at rows 14-43, now at 19-48.
+      { x: 244, y: 14, w: 12, h: 35 },
+      // The exposed strip of the page, and nothing else of it.
+      { x: 0, y: 246, w: 244, h: 10 },
+    ],
+  });
+  // Scrolling back up: the same, the strip at the top.
+  t.same(diffFrames(screen(10), screen(0), 256, 256), {
+    copy: { sx: 0, sy: 0, x: 0, y: 10, w: 244, h: 246 },
+    rects: [{ x: 0, y: 0, w: 256, h: 49 }],
+  });
+});
+
+t.test('a static mark in a gutter at the left is left out of the copy too', async (t) => {
+  // 256x256: a grey gutter in columns 0-7 with a black mark at rows 100-109 that stays put (a breakpoint,
+  // a bookmark), the page in columns 8-255 scrolled by 10 rows. Copied along, the mark would move to rows
+  // 90-99 and need painting back at both places.
+  const screen = (offset: number) => {
+    const b = striped(256, 256, offset);
+    for (let y = 0; y < 256; y++) b.fill(y >= 100 && y < 110 ? 0 : 0x80, y * 256 * 3, (y * 256 + 8) * 3);
+    return b;
+  };
+  t.same(diffFrames(screen(0), screen(10), 256, 256), {
+    copy: { sx: 8, sy: 10, x: 8, y: 0, w: 248, h: 246 },
+    rects: [{ x: 8, y: 246, w: 248, h: 10 }],
   });
 });
 
@@ -137,7 +188,7 @@ class Sink extends Writable {
   }
 }
 
-t.test('the stream sends a key frame, then deltas, then a key frame again once the deltas outweigh it three times', async (t) => {
+t.test('the stream sends a key frame, then deltas, then a key frame again once the deltas outweigh a full-quality one three times', async (t) => {
   let n = 0;
   const src = {
     isUp: true,
@@ -164,19 +215,48 @@ t.test('the stream sends a key frame, then deltas, then a key frame again once t
     t.equal(firstTiles.header.copy, null);
     t.same(firstTiles.header.rects.map(({ x, y, w, h }) => ({ x, y, w, h })), [{ x: 3, y: 66, w: 2, h: 1 }], 'only the changed pixels (the red one moved from x 3 to 4)');
   }
-  // Each key frame after the first comes once the deltas since the previous one outweigh it three times, never before.
-  let key = 0;
+  // Each key frame after the first comes once the deltas since the previous one outweigh the first — at the
+  // stream's quality: a stream's first tick is never in motion — three times, never before. The later ones
+  // fall due in motion (every capture changes), so they are sent at the motion quality: smaller.
+  const key = msgs[1]!.header.bytes;
   let since = 0;
-  for (const m of msgs.slice(1)) {
+  for (const m of msgs.slice(2)) {
     if (m.header.type === 'frame') {
-      if (key) t.ok(since > 3 * key, `key frame after ${since} delta bytes > 3 x ${key}`);
-      key = m.header.bytes;
+      t.ok(since > 3 * key, `key frame after ${since} delta bytes > 3 x ${key}`);
+      t.ok(m.header.bytes < key, `a key frame in motion (${m.header.bytes} B) is smaller than the first (${key} B)`);
       since = 0;
     } else if (m.header.type === 'tiles') {
       t.ok(since <= 3 * key, 'a delta only while the deltas so far do not outweigh the key frame three times');
       since += m.header.bytes;
     }
   }
+});
+
+t.test('a key frame due in motion is sent at the motion quality, and the whole screen again at full quality, as a key frame, once still', async (t) => {
+  // Four captures of a flat 64x64 screen, each a different grey (every one repaints everything, so every one
+  // is a key frame), then still. The third and fourth changed ticks are in motion (refine.ts).
+  const greys = [10, 60, 110, 160];
+  const flat = (v: number) => Buffer.alloc(64 * 64 * 3, v);
+  let n = 0;
+  const src = {
+    isUp: true,
+    state: { width: 64, height: 64, up: true, resizable: true },
+    async capture() {
+      return { width: 64, height: 64, rgb: flat(greys[Math.min(n++, greys.length - 1)]!) };
+    },
+    releaseFrame() {},
+    onChange: () => () => {},
+  };
+  const out = new Sink();
+  const stop = runScreenStream(src as unknown as StreamSource, out, { format: 'jpeg', quality: 80, fps: 30, encoding: 'tiles' });
+  t.teardown(stop);
+  const sent = () => out.messages().filter((m) => m.header.type === 'frame' || m.header.type === 'tiles');
+  await waitFor(() => sent().length >= 5);
+  stop();
+  const jpeg = (v: number, q: number) => encodeRgb(flat(v), 64, 64, 'jpeg', q);
+  t.same(sent().map((m) => m.header.type), ['frame', 'frame', 'frame', 'frame', 'frame']);
+  t.same(sent().map((m) => m.payload), [await jpeg(10, 80), await jpeg(60, 80), await jpeg(110, 40), await jpeg(160, 40), await jpeg(160, 80)],
+    'quality 80, 80, then 40 in motion, then the last picture again at 80');
 });
 
 t.test('in motion the stream sends lower-quality deltas, then the same area again at full quality once still', async (t) => {

@@ -14,6 +14,8 @@ export const TILE = 64;
 export const MAX_RECTS = 48;
 /** A scroll is only used when at least this many rows agree on the offset. */
 const MIN_SCROLL_VOTES = 16;
+/** How many columns at each side of a scroll copy may be found not to move with it (a scrollbar: fitCopy). */
+export const COPY_EDGE_COLUMNS = TILE;
 
 export interface Rect {
   x: number;
@@ -159,7 +161,56 @@ export function detectScroll(prev: Buffer, cur: Buffer, width: number, box: Rect
     if (lo < 0) lo = i;
     hi = i;
   }
-  return { sx: box.x, sy: box.y + lo + dy, x: box.x, y: box.y + lo, w: box.w, h: hi - lo + 1 };
+  return fitCopy(prev, cur, width, box, { sx: box.x, sy: box.y + lo + dy, x: box.x, y: box.y + lo, w: box.w, h: hi - lo + 1 });
+}
+
+/**
+ * A vertical copy fitted to the content that moved (docs/gateway.md, "Screen encodings"). `detectScroll`
+ * finds its rows from whole-row hashes, so a column that does not move with the page — a scrollbar, whose
+ * arrows stay put and whose thumb moves a little — both (1) lands in the copy, where the viewer then needs
+ * it painted back, and (2) keeps the rows it differs in from matching, so the copy stops short of them and
+ * the page's rows there are painted again in full (measured on the bench's scroll: a band of ~20-60 page
+ * rows under the top of the viewport, as many bytes as the exposed strip itself). So:
+ * 1. columns at the copy's left and right edges (at most COPY_EDGE_COLUMNS each side) are dropped from it
+ *    while they differ from the moved content in at least as many rows as from the unmoved one;
+ * 2. the rows are extended up and down, within `box`, while they equal their moved source in the kept columns.
+ */
+export function fitCopy(prev: Buffer, cur: Buffer, width: number, box: Rect, c: CopyRect): CopyRect {
+  const dy = c.sy - c.y;
+  const stride = width * 3;
+  // Per edge column, in how many of the copy's rows it differs from the moved content and from the unmoved
+  // one; counted row by row (the rows' bytes are contiguous, a column's are a stride apart).
+  const band = Math.min(COPY_EDGE_COLUMNS, c.w);
+  const edges = [c.x, c.x + c.w - band];
+  const moved = [new Int32Array(band), new Int32Array(band)];
+  const still = [new Int32Array(band), new Int32Array(band)];
+  for (let y = c.y; y < c.y + c.h; y++) {
+    for (let e = 0; e < 2; e++) {
+      const m = moved[e]!;
+      const s = still[e]!;
+      for (let i = 0, at = y * stride + edges[e]! * 3; i < band; i++, at += 3) {
+        const src = at + dy * stride;
+        if (cur[at] !== prev[src] || cur[at + 1] !== prev[src + 1] || cur[at + 2] !== prev[src + 2]) m[i]!++;
+        if (cur[at] !== prev[at] || cur[at + 1] !== prev[at + 1] || cur[at + 2] !== prev[at + 2]) s[i]!++;
+      }
+    }
+  }
+  const staticColumn = (x: number) => {
+    const e = x >= edges[1]! ? 1 : 0;
+    return moved[e]![x - edges[e]!]! >= still[e]![x - edges[e]!]!;
+  };
+  let x0 = c.x;
+  let x1 = c.x + c.w;
+  while (x1 - 1 > x0 && x1 > edges[1]! && staticColumn(x1 - 1)) x1--;
+  while (x0 < x1 - 1 && x0 < c.x + band && staticColumn(x0)) x0++;
+  const moves = (y: number) => cur.compare(prev, (y + dy) * stride + x0 * 3, (y + dy) * stride + x1 * 3, y * stride + x0 * 3, y * stride + x1 * 3) === 0;
+  const top = Math.max(box.y, box.y - dy);
+  const bottom = Math.min(box.y + box.h, box.y + box.h - dy);
+  let y0 = c.y;
+  let y1 = c.y + c.h;
+  while (y0 > top && moves(y0 - 1)) y0--;
+  while (y1 < bottom && moves(y1)) y1++;
+  return { sx: x0, sy: y0 + dy, x: x0, y: y0, w: x1 - x0, h: y1 - y0 };
 }
 
 /** `rgb` with `c` applied the way a viewer applies it (a new buffer; `rgb` is not touched). */
