@@ -14,6 +14,11 @@ export const ConfigSchema = z
     PORT: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535)).default(8080),
     HOST: z.string().min(1).default('127.0.0.1'),
     DATA_DIR: z.string().min(1).default('./data'),
+    /**
+     * The region this host registers in (docs/operations.md, "Hosts"): the spec's placement hint, the only placement
+     * word tenants see. A short slug.
+     */
+    REGION: z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/, 'a short slug: 1-32 of a-z, 0-9 and -, starting and ending with a letter or digit').default('default'),
     /** The origin browsers see; its origin is the one recognised for cookie-authenticated writes. */
     PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
     PREVIEW_DOMAIN: z.string().min(1).optional(),
@@ -93,6 +98,7 @@ export const ConfigSchema = z
       port: e.PORT,
       host: e.HOST,
       dataDir: e.DATA_DIR,
+      region: e.REGION,
       publicBaseUrl,
       publicOrigin: new URL(publicBaseUrl).origin,
       /** https public base URL: cookies are Secure and the session cookie is `__Host-computer_session`. */
