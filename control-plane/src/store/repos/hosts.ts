@@ -123,10 +123,8 @@ export function hostsRepo(db: Db) {
     }
   };
 
-  return {
-    get,
-    /** Every host with its live machine count, in id order, and the database's clock. */
-    async list(): Promise<HostListing> {
+  /** Every host with its live machine count, in id order, and the database's clock. */
+  const list = async (): Promise<HostListing> => {
       const rows = await db
         .q()
         .selectFrom('hosts')
@@ -144,7 +142,29 @@ export function hostsRepo(db: Db) {
       const at = rows[0]?.now ?? (await sql<{ now: string }>`SELECT ${now} AS now`.execute(db.q())).rows[0]!.now;
       const hosts = rows.map(({ now: _now, machines, ...r }) => ({ ...toRow(r), machines: Number(machines ?? 0) }));
       return { now: at, hosts: hosts.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)) };
-    },
+  };
+
+  /** Marks `read` down, epoch bumped, if the row is still what was read (heartbeat, state, epoch). */
+  const markDown = async (read: HostRow): Promise<boolean> => {
+    const decision = decideHostMove(read.state, 'markDown');
+    if (!decision.ok) return false;
+    return changed(
+      await db
+        .q()
+        .updateTable('hosts')
+        .set((eb) => ({ state: decision.to, epoch: eb('epoch', '+', 1), updated_at: now }))
+        .where('id', '=', read.id)
+        .where('state', '=', read.state)
+        .where('epoch', '=', read.epoch)
+        .where((eb) => (read.heartbeat_at === null ? eb('heartbeat_at', 'is', null) : eb('heartbeat_at', '=', read.heartbeat_at)))
+        .executeTakeFirst(),
+    );
+  };
+
+  return {
+    get,
+    list,
+    markDown,
 
     /**
      * A driver's takeover (see the header): returns the new epoch, its fence. Registration, the epoch bump and the
@@ -219,24 +239,11 @@ export function hostsRepo(db: Db) {
      * compare-and-set on the heartbeat, state and epoch read, bumping the epoch; returns the hosts it marked.
      */
     async sweepDown(downAfterMs = HOST_DOWN_AFTER_MS): Promise<string[]> {
-      const { now: at, hosts } = await this.list();
+      const { now: at, hosts } = await list();
       const marked: string[] = [];
       for (const h of hosts) {
         const seen = { state: h.state, heartbeatMs: h.heartbeat_at === null ? null : Date.parse(h.heartbeat_at), createdMs: Date.parse(h.created_at) };
-        const liveness = decideLiveness(seen, Date.parse(at), downAfterMs);
-        if (!liveness.down) continue;
-        const decision = decideHostMove(h.state, 'markDown');
-        if (!decision.ok) continue;
-        const r = await db
-          .q()
-          .updateTable('hosts')
-          .set((eb) => ({ state: decision.to, epoch: eb('epoch', '+', 1), updated_at: now }))
-          .where('id', '=', h.id)
-          .where('state', '=', h.state)
-          .where('epoch', '=', h.epoch)
-          .where((eb) => (h.heartbeat_at === null ? eb('heartbeat_at', 'is', null) : eb('heartbeat_at', '=', h.heartbeat_at)))
-          .executeTakeFirst();
-        if (changed(r)) marked.push(h.id);
+        if (decideLiveness(seen, Date.parse(at), downAfterMs).down && (await markDown(h))) marked.push(h.id);
       }
       return marked;
     },
