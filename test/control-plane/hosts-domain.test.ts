@@ -1,9 +1,13 @@
 /**
  * The hosts' pure decisions (issue 25 items 1, 5, 6), table-tested literally: the state moves an operator, the
  * down sweep and a returning driver make (domain/host-states.ts), when a host is down (domain/host-liveness.ts),
- * and what a host can hold (domain/host-capacity.ts).
+ * and what a host can hold (domain/host-capacity.ts); and the shape cluster/host-shape.ts reads from the OS.
  */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import t from 'tap';
+import { measureHostShape } from '../../control-plane/src/cluster/host-shape.js';
 import { hostCapacity } from '../../control-plane/src/domain/host-capacity.js';
 import { decideLiveness, HOST_DOWN_AFTER_MS, HOST_HEARTBEAT_MS } from '../../control-plane/src/domain/host-liveness.js';
 import { decideHostMove, HOST_STATES, takesNewMachines, type HostAction } from '../../control-plane/src/domain/host-states.js';
@@ -70,4 +74,12 @@ t.test('capacity: machines of each size alone, the tightest of memory, CPU and d
   // 64 cores, 1 TiB of memory, 1000 GiB of disk: disk binds every size.
   t.same(hostCapacity({ cores: 64, memory_bytes: 1024 * GiB, disk_bytes: 1000 * GiB }, { memory: 0.9, cpu: 4 }, sizes).machines, { small: 100, standard: 40, large: 20 });
   t.same(hostCapacity({ cores: 1, memory_bytes: 2 * GiB, disk_bytes: 5 * GiB }, { memory: 0.9, cpu: 1 }, sizes).machines, { small: 0, standard: 0, large: 0 }, 'too small for any');
+});
+
+t.test("this host's shape, read from the OS", async (t) => {
+  const shape = measureHostShape(os.tmpdir());
+  const df = execFileSync('df', ['--output=size', '-B1', os.tmpdir()], { encoding: 'utf8' }).trim().split('\n').at(-1)!.trim();
+  const nproc = Number(execFileSync('nproc', { encoding: 'utf8' }).trim());
+  const memTotalKb = Number(/^MemTotal:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/meminfo', 'utf8'))![1]);
+  t.same(shape, { cores: nproc, memory_bytes: memTotalKb * 1024, disk_bytes: Number(df) }, 'what nproc, /proc/meminfo and df say');
 });
