@@ -104,7 +104,7 @@ export function hostsRepo(db: Db) {
   };
 
   /** Reads the host, decides `action` on its state, writes the move if it is one; retried on a lost race. */
-  const move = async (id: string, action: HostAction, extra: { bumpEpoch: boolean }): Promise<HostMoveResult> => {
+  const move = async (id: string, action: HostAction): Promise<HostMoveResult> => {
     for (let attempt = 1; ; attempt++) {
       const row = await get(id);
       if (!row) return { ok: false, reason: 'no_such_host' };
@@ -113,7 +113,7 @@ export function hostsRepo(db: Db) {
       const r = await db
         .q()
         .updateTable('hosts')
-        .set((eb) => ({ state: decision.to, updated_at: now, ...(extra.bumpEpoch ? { epoch: eb('epoch', '+', 1) } : {}) }))
+        .set({ state: decision.to, updated_at: now })
         .where('id', '=', id)
         .where('state', '=', row.state)
         .where('epoch', '=', row.epoch)
@@ -125,23 +125,23 @@ export function hostsRepo(db: Db) {
 
   /** Every host with its live machine count, in id order, and the database's clock. */
   const list = async (): Promise<HostListing> => {
-      const rows = await db
-        .q()
-        .selectFrom('hosts')
-        .select(HOST_COLUMNS)
-        .select((eb) => [
-          eb
-            .selectFrom('machines')
-            .select((m) => m.fn.countAll<number>().as('n'))
-            .whereRef('machines.host_id', '=', 'hosts.id')
-            .where('machines.deleted_at', 'is', null)
-            .as('machines'),
-          now.as('now'),
-        ])
-        .execute();
-      const at = rows[0]?.now ?? (await sql<{ now: string }>`SELECT ${now} AS now`.execute(db.q())).rows[0]!.now;
-      const hosts = rows.map(({ now: _now, machines, ...r }) => ({ ...toRow(r), machines: Number(machines ?? 0) }));
-      return { now: at, hosts: hosts.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)) };
+    const rows = await db
+      .q()
+      .selectFrom('hosts')
+      .select(HOST_COLUMNS)
+      .select((eb) => [
+        eb
+          .selectFrom('machines')
+          .select((m) => m.fn.countAll<number>().as('n'))
+          .whereRef('machines.host_id', '=', 'hosts.id')
+          .where('machines.deleted_at', 'is', null)
+          .as('machines'),
+        now.as('now'),
+      ])
+      .execute();
+    const at = rows[0]?.now ?? (await sql<{ now: string }>`SELECT ${now} AS now`.execute(db.q())).rows[0]!.now;
+    const hosts = rows.map(({ now: _now, machines, ...r }) => ({ ...toRow(r), machines: Number(machines ?? 0) }));
+    return { now: at, hosts: hosts.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)) };
   };
 
   /** Marks `read` down, epoch bumped, if the row is still what was read (heartbeat, state, epoch). */
@@ -232,7 +232,7 @@ export function hostsRepo(db: Db) {
     },
 
     /** An operator's cordon or uncordon. */
-    operate: (id: string, action: 'cordon' | 'uncordon'): Promise<HostMoveResult> => move(id, action, { bumpEpoch: false }),
+    operate: (id: string, action: 'cordon' | 'uncordon'): Promise<HostMoveResult> => move(id, action),
 
     /**
      * Marks down every host silent for `downAfterMs` (domain/host-liveness.ts, on the database's clock), each with a
