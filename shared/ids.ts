@@ -23,6 +23,7 @@ export const ID_PREFIX = {
   layer: 'lyr',
   disk: 'dsk',
   usage: 'use',
+  host: 'host',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIX;

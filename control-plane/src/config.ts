@@ -23,6 +23,11 @@ export const ConfigSchema = z
       .string()
       .regex(/^postgres(ql)?:\/\/[^\s]+$/, 'must be a postgres:// or postgresql:// URL')
       .optional(),
+    /**
+     * The region this host registers in (docs/operations.md, "Hosts"): the spec's placement hint, the only placement
+     * word tenants see. A short slug.
+     */
+    REGION: z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/, 'a short slug: 1-32 of a-z, 0-9 and -, starting and ending with a letter or digit').default('default'),
     /** The origin browsers see; its origin is the one recognised for cookie-authenticated writes. */
     PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
     PREVIEW_DOMAIN: z.string().min(1).optional(),
@@ -113,6 +118,7 @@ export const ConfigSchema = z
       host: e.HOST,
       dataDir: e.DATA_DIR,
       databaseUrl: e.DATABASE_URL ?? null,
+      region: e.REGION,
       publicBaseUrl,
       publicOrigin: new URL(publicBaseUrl).origin,
       /** https public base URL: cookies are Secure and the session cookie is `__Host-computer_session`. */

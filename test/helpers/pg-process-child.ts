@@ -5,18 +5,25 @@
  *                   and the jobs' start/stop.
  *   mode 'publish': on {op:'publish', machine, ids}, records one event per id, each in its own transaction
  *                   (control-plane/src/cluster/notify.ts), and prints {published: seq, id} after each commit.
+ *   mode 'host-driver': competes to drive host `hostId` (control-plane/src/cluster/host-driver.ts); prints state
+ *                   changes, {driving: epoch} when its work starts, {work: 'stop'} when it stops, and
+ *                   {log: 'host.driver_fenced'} when its heartbeat's compare-and-set fails.
  *   mode 'follow':  follows the events from `from` and prints {event: seq, id} for each, in the order received;
  *                   {connected}/{disconnected} around each LISTEN session. With `holdReconnects`, every connect
  *                   after the first waits for {op:'reconnect'} (so the test decides what happens while it is away).
  */
 import readline from 'node:readline';
+import { driveHost, hostDriverLock } from '../../control-plane/src/cluster/host-driver.js';
 import { onLeader, postgresLock } from '../../control-plane/src/cluster/leader.js';
 import { followEvents, postgresListen, publishEvents, readEventsAfter, type ListenConnector } from '../../control-plane/src/cluster/notify.js';
+import { openStoreDb } from '../../control-plane/src/store/engine/open.js';
 import { openPostgres } from '../../control-plane/src/store/engine/postgres.js';
+import { hostsRepo } from '../../control-plane/src/store/repos/hosts.js';
 
 type Args =
   | { mode: 'leader'; url: string; intervalMs: number }
   | { mode: 'publish'; url: string }
+  | { mode: 'host-driver'; url: string; hostId: string; intervalMs: number; heartbeatMs: number }
   | { mode: 'follow'; url: string; from: number; retryMs: number; holdReconnects?: boolean };
 type Command = { op: 'exit' } | { op: 'reconnect' } | { op: 'publish'; machine: string; org: string; ids: string[] };
 
@@ -49,6 +56,20 @@ if (args.mode === 'leader') {
     { intervalMs: args.intervalMs, onState: (state) => say({ state }), log: (l) => (l.event === 'leader.session_failed' ? say({ log: l.event }) : undefined) },
   );
   stops.push(() => election.stop());
+} else if (args.mode === 'host-driver') {
+  const db = await openStoreDb({ databaseUrl: args.url, dataDir: '/nonexistent' });
+  const capacity = { cores: 2, memory_bytes: 1, disk_bytes: 1, machines: { small: 0, standard: 0, large: 0 } };
+  const driver = driveHost({
+    hosts: hostsRepo(db),
+    registration: { id: args.hostId, region: 'default', capacity, internalUrl: `http://127.0.0.1/${process.pid}` },
+    connect: hostDriverLock(args.url, args.hostId),
+    work: { start: (fence) => say({ driving: fence.epoch }), stop: () => say({ work: 'stop' }) },
+    intervalMs: args.intervalMs,
+    heartbeatMs: args.heartbeatMs,
+    onState: (state) => say({ state }),
+    log: (l) => (l.event === 'host.driver_fenced' || l.event === 'leader.session_failed' ? say({ log: l.event }) : undefined),
+  });
+  stops.push(() => driver.stop(), () => db.close());
 } else if (args.mode === 'publish') {
   const engine = await openPostgres(args.url, { max: 2 });
   stops.push(engine.close);

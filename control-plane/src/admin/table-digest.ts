@@ -29,7 +29,10 @@ export interface TablePlan {
 const byId = (table: TableName): TablePlan => ({ table, key: ['id'], keyType: 'text' });
 const by = (table: TableName, ...key: string[]): TablePlan => ({ table, key, keyType: 'text' });
 
-/** Every table, parents before children (the migrations' order, which their foreign keys follow). */
+/**
+ * Every table, parents before children (the migrations' order, which their foreign keys follow; `hosts`, from
+ * version 11, comes before `machines`, which references it).
+ */
 export const COPY_PLAN: readonly TablePlan[] = [
   byId('users'),
   byId('organizations'),
@@ -42,6 +45,7 @@ export const COPY_PLAN: readonly TablePlan[] = [
   byId('billing_events'),
   by('billing_links', 'token_hash'),
   byId('entitlement_overrides'),
+  byId('hosts'),
   byId('machines'),
   byId('sessions'),
   by('input_leases', 'machine_id'),
@@ -57,6 +61,7 @@ export const COPY_PLAN: readonly TablePlan[] = [
   byId('stripe_webhook_events'),
   by('stripe_meter_reports', 'org_id', 'period_start', 'meter'),
   by('volume_restarts', 'machine_id'),
+  by('cluster_keys', 'name'),
 ];
 
 export type Row = Record<string, unknown>;

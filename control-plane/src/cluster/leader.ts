@@ -17,7 +17,11 @@ export const DEPLOYMENT_LEADER_KEY = 0x636c6472;
 export type LeaderState = 'disconnected' | 'following' | 'leading' | 'stopped';
 
 export interface LeaderJobs {
-  start(): void | Promise<void>;
+  /**
+   * `resign`: the jobs found they may no longer lead (a host driver whose epoch moved): the loop stops them, lets
+   * the lock go (closing the session) and competes again after its interval.
+   */
+  start(resign: () => void): void | Promise<void>;
   stop(): void | Promise<void>;
 }
 
@@ -55,9 +59,9 @@ export const alwaysLeader: LockConnector = async () => ({
 });
 
 /** A dedicated connection (never a pooled one: the lock belongs to the session) holding advisory lock `key`. */
-export function postgresLock(url: string, key = DEPLOYMENT_LEADER_KEY, opts: { queryTimeoutMs?: number } = {}): LockConnector {
+export function postgresLock(url: string, key: number | bigint = DEPLOYMENT_LEADER_KEY, opts: { queryTimeoutMs?: number; applicationName?: string } = {}): LockConnector {
   return async () => {
-    const { client, onLost, close } = await dedicatedClient(url, 'computer-leader', { query_timeout: opts.queryTimeoutMs ?? 5000 });
+    const { client, onLost, close } = await dedicatedClient(url, opts.applicationName ?? 'computer-leader', { query_timeout: opts.queryTimeoutMs ?? 5000 });
     return {
       tryLock: async () => (await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [key])).rows[0]!.locked,
       ping: async () => {
@@ -86,15 +90,16 @@ export function onLeader(connect: LockConnector, jobs: LeaderJobs, opts: LeaderO
     try {
       lock = await connect();
       let lost = false;
-      lock.onLost(() => {
+      const end = () => {
         lost = true;
         z.wake();
-      });
+      };
+      lock.onLost(end);
       while (!loop.stopping && !lost) {
         if (state === 'leading') await lock.ping();
         else if (await lock.tryLock()) {
           set('leading');
-          await jobs.start();
+          await jobs.start(end);
         } else set('following');
         if (!loop.stopping && !lost) await z.sleep(intervalMs);
       }

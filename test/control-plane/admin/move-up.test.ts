@@ -55,8 +55,12 @@ async function populate(file: string): Promise<void> {
     await db.insertInto('billing_events').values({ id: 'bev_1', org_id: org, type: 'payment_succeeded', from_state: 'trialing', to_state: 'active', created_at: TS }).execute();
     await db.insertInto('billing_links').values({ token_hash: 'blh', kind: 'checkout', org_id: org, plan_id: 'pro', return_url: null, created_at: TS, expires_at: LATER, used_at: null }).execute();
     await db.insertInto('entitlement_overrides').values({ id: 'eo_1', org_id: org, entitlements: '{"machines":9}', effective_from: TS, effective_until: null, created_at: TS }).execute();
+    await db.insertInto('hosts').values({
+      id: 'host_1', region: 'default', state: 'active', epoch: 3, internal_url: null, capacity: '{"cores":2,"memory_bytes":1,"disk_bytes":1,"machines":{}}',
+      heartbeat_at: TS, created_at: TS, updated_at: TS,
+    }).execute();
     await db.insertInto('machines').values({
-      id: 'mch_1', org_id: org, name: 'box', size: 'standard', template: null, region: null, metadata: '{"k":"v"}', state: 'running',
+      host_id: 'host_1', id: 'mch_1', org_id: org, name: 'box', size: 'standard', template: null, region: null, metadata: '{"k":"v"}', state: 'running',
       agent_token: 'agent-token-value', created_by_kind: 'user', created_by_id: 'usr_1', created_at: TS, updated_at: TS, state_changed_at: TS, deleted_at: null,
     }).execute();
     await db.insertInto('sessions').values({
@@ -91,6 +95,7 @@ async function populate(file: string): Promise<void> {
     await db.insertInto('stripe_webhook_events').values({ id: 'evt_stripe_1', type: 'invoice.paid', org_id: null, outcome: 'applied', received_at: TS }).execute();
     await db.insertInto('stripe_meter_reports').values({ org_id: org, period_start: TS, period_end: LATER, meter: 'computer_compute', reported: 10, pending: null, closed: 0 }).execute();
     await db.insertInto('volume_restarts').values({ machine_id: 'mch_1', stopped_at: null }).execute();
+    await db.insertInto('cluster_keys').values({ name: 'internal-channel', key: SEALED, created_at: TS }).execute();
   } finally {
     await db.destroy();
   }
@@ -141,7 +146,7 @@ t.test('move-up: SQLite DATA_DIR → empty PostgreSQL', async (t) => {
   const copied = await run('--data-dir', dataDir, '--to', to, '--batch', '2');
   t.equal(copied.code, 0, copied.text);
   t.equal(copied.lines.length, 1 + COPY_PLAN.length + 1);
-  t.equal(copied.lines.at(-1), `move-up: copied ${copied.lines.slice(1, -1).reduce((n, l) => n + Number(l.split(/\s+/)[1]), 0)} rows in 26 tables, every table verified`);
+  t.equal(copied.lines.at(-1), `move-up: copied ${copied.lines.slice(1, -1).reduce((n, l) => n + Number(l.split(/\s+/)[1]), 0)} rows in 28 tables, every table verified`);
   const byTable = new Map(copied.lines.slice(1, -1).map((l) => {
     const [table, lite, pg, sum, both, verdict] = l.split(/\s+/);
     return [table!, { lite: Number(lite), pg: Number(pg), sum, both, verdict }];
@@ -170,7 +175,7 @@ t.test('move-up: SQLite DATA_DIR → empty PostgreSQL', async (t) => {
   // A second run: refused, nothing changed.
   const again = await run('--data-dir', dataDir, '--to', to);
   t.equal(again.code, 2);
-  t.match(again.text, /^move-up: refused: the PostgreSQL database is not empty \(rows in users, organizations, memberships, .*volume_restarts\): move-up copies only into an empty database$/);
+  t.match(again.text, /^move-up: refused: the PostgreSQL database is not empty \(rows in users, organizations, memberships, .*volume_restarts, cluster_keys\): move-up copies only into an empty database$/);
   t.equal((await sql<{ n: number }>`SELECT count(*)::int AS n FROM machine_events`.execute(pg.db)).rows[0]!.n, 2);
 
   t.equal((await run('--data-dir', dataDir, '--to', to, '--verify')).code, 0, 'the untouched copy verifies');
@@ -205,7 +210,7 @@ t.test('move-up: a DATA_DIR left by an older release is migrated forward first, 
   const lines: string[] = [];
   t.equal(await runMoveUp(['--data-dir', dataDir, '--to', server.url], (l) => lines.push(l)), 0, lines.join('\n'));
   const after = new Database(file, { readonly: true });
-  t.equal(after.pragma('user_version', { simple: true }), 10, 'the SQLite file is at the current version');
+  t.equal(after.pragma('user_version', { simple: true }), 11, 'the SQLite file is at the current version');
   after.close();
   const pg = await openPostgres(server.url, { max: 1 });
   t.teardown(() => pg.close());

@@ -19,7 +19,7 @@ import { startPostgres } from '../../helpers/postgres.js';
 import { LEGACY_MIGRATIONS } from './legacy-migrations.js';
 
 const ALL_TABLES = [
-  'api_keys', 'auth_sessions', 'billing_accounts', 'billing_events', 'billing_links', 'entitlement_overrides', 'input_leases',
+  'api_keys', 'auth_sessions', 'billing_accounts', 'billing_events', 'billing_links', 'cluster_keys', 'entitlement_overrides', 'hosts', 'input_leases',
   'invitations', 'machine_events', 'machine_secrets', 'machines', 'memberships', 'meter_cursors', 'organizations', 'previews',
   'rate_limits', 'sessions', 'snapshots', 'stripe_customers', 'stripe_meter_reports', 'stripe_webhook_events', 'templates',
   'usage_records', 'usage_summaries', 'users', 'volume_restarts',
@@ -95,6 +95,8 @@ function legacyFile(file: string, version: number, rows?: (db: Database.Database
 t.test('a fresh SQLite built by the engine migrations has exactly the schema the shipped SQL built', async (t) => {
   const legacy = tmpFile(t, 'legacy.sqlite');
   legacyFile(legacy, 10);
+  // Versions 11 on (no legacy SQL: written with the engines) applied to the shipped version 10.
+  await openDb(legacy).close();
   const fresh = tmpFile(t, 'fresh.sqlite');
   await openDb(fresh).close();
   const want = describeSqlite(legacy);
@@ -120,17 +122,29 @@ t.test('a fresh SQLite built by the engine migrations has exactly the schema the
     name: 'machines_org_name', unique: 1, origin: 'c', partial: 1, columns: ['org_id', 'name'], where: 'where deleted_at is null',
   });
   t.same(got.sessions!.columns.map((c) => c.name).slice(-1), ['last_active_at']);
+  // Version 11: hosts, machines.host_id, cluster_keys.
+  t.same(got.hosts!.columns.map((c) => [c.name, c.type, c.notnull, c.dflt_value, c.pk]), [
+    ['id', 'TEXT', 0, null, 1], ['region', 'TEXT', 1, "'default'", 0], ['state', 'TEXT', 1, null, 0], ['epoch', 'INTEGER', 1, '0', 0],
+    ['internal_url', 'TEXT', 0, null, 0], ['capacity', 'TEXT', 1, null, 0], ['heartbeat_at', 'TEXT', 0, null, 0],
+    ['created_at', 'TEXT', 1, null, 0], ['updated_at', 'TEXT', 1, null, 0],
+  ]);
+  t.same(got.hosts!.checks, ["state in ('active','cordoned','draining','down')"]);
+  t.same(got.machines!.columns.at(-1), { name: 'host_id', type: 'TEXT', notnull: 0, dflt_value: null, pk: 0 });
+  t.same(got.machines!.foreignKeys.find((f) => f.from === 'host_id'), { table: 'hosts', from: 'host_id', to: 'id', on_update: 'NO ACTION', on_delete: 'NO ACTION' });
+  t.same(got.machines!.indexes.find((i) => i.name === 'machines_host'), { name: 'machines_host', unique: 0, origin: 'c', partial: 0, columns: ['host_id', 'state'], where: null });
+  t.same(got.cluster_keys!.columns.map((c) => `${c.name} ${c.type} ${c.notnull || c.pk}`), ['name TEXT 1', 'key BLOB 1', 'created_at TEXT 1']);
 });
 
 t.test('a data dir left at any version 1..10 migrates forward in place to the same schema', async (t) => {
   const full = tmpFile(t, 'full.sqlite');
   legacyFile(full, 10);
+  await openDb(full).close();
   const want = describeSqlite(full);
   for (let v = 1; v <= 10; v++) {
     const file = tmpFile(t, `v${v}.sqlite`);
     legacyFile(file, v);
     const db = openDb(file);
-    t.equal((await schemaVersion(db)), LATEST_VERSION, `from version ${v}`);
+    t.equal(await schemaVersion(db), LATEST_VERSION, `from version ${v}`);
     await db.close();
     t.same(describeSqlite(file), want, `from version ${v}: the schema a fresh build has`);
   }
@@ -149,7 +163,6 @@ t.test('an existing version-10 SQLite file with rows survives the new runner and
     db.prepare("INSERT INTO machine_secrets (id,org_id,machine_id,name,version,key_id,sealed,value_bytes,created_at,updated_at) VALUES ('sec_1','org_1','mch_1','K',1,'k1',?,3,'x','x')")
       .run(Buffer.from([0, 1, 255]));
   });
-  const before = describeSqlite(file);
   const kdb = (await openEngine({ dataDir: path.dirname(file) })).db;
   t.teardown(() => kdb.destroy());
   t.same(await kdb.selectFrom('organizations').selectAll().execute(), [{ id: 'org_1', name: 'a', personal: 1, created_at: '2026-01-01T00:00:00.000Z' }]);
@@ -161,9 +174,12 @@ t.test('an existing version-10 SQLite file with rows survives the new runner and
     .returning('seq')
     .executeTakeFirstOrThrow();
   t.equal(inserted.seq, 3);
-  t.same(describeSqlite(file), before, 'the schema is untouched');
+  t.same(await kdb.selectFrom('machines').select(['id', 'host_id']).execute(), [{ id: 'mch_1', host_id: null }], 'recorded before hosts existed: no host yet');
+  const fresh = tmpFile(t, 'fresh.sqlite');
+  await openDb(fresh).close();
+  t.same(describeSqlite(file), describeSqlite(fresh), 'migrated forward to the schema a fresh build has');
   const db = openDb(file);
-  t.equal((await schemaVersion(db)), 10);
+  t.equal(await schemaVersion(db), LATEST_VERSION);
   await db.close();
 });
 
@@ -172,7 +188,7 @@ t.test('the same migrations on a real PostgreSQL: the same tables and columns, t
   t.teardown(server.stop);
   const engine = await openPostgres(server.url);
   t.equal(await postgresSchemaVersion(engine.pool), LATEST_VERSION);
-  t.same((await engine.pool.query('SELECT version, name FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  t.same((await engine.pool.query('SELECT version, name FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
 
   const cols = (await engine.pool.query<{ table_name: string; column_name: string; data_type: string; is_nullable: string; is_identity: string }>(
     `SELECT table_name, column_name, data_type, is_nullable, is_identity FROM information_schema.columns
@@ -244,7 +260,7 @@ t.test('PostgreSQL: version 10 migrates stored "restore" origins, and concurrent
   await pool.query("INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,created_at) VALUES ('s1','org_1','m','Before restore','ready','restore','x'), ('s2','org_1','m','n','ready','manual','x')");
   // Three control planes start at once on the half-migrated database.
   const engines = await Promise.all([1, 2, 3].map(() => openPostgres(server.url, { max: 2 })));
-  t.same((await pool.query('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 'each version applied once');
+  t.same((await pool.query('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], 'each version applied once');
   t.same((await pool.query('SELECT id, origin FROM snapshots ORDER BY id')).rows, [{ id: 's1', origin: 'stop' }, { id: 's2', origin: 'manual' }]);
   for (const e of engines) await e.close();
   await pool.end();

@@ -27,6 +27,7 @@ import {
   BILLING_LINK_KINDS,
   BILLING_STATES,
   CREATOR_KINDS,
+  HOST_STATES,
   INVITATION_STATES,
   MACHINE_SIZES,
   MACHINE_STATES,
@@ -461,6 +462,35 @@ export const MIGRATIONS: Migration[] = [
             k.raw(`UPDATE snapshots SET origin = 'stop' WHERE origin = 'restore'`),
             k.schema.alterTable('snapshots').addCheckConstraint('snapshots_origin_check', oneOf('origin', SNAPSHOT_ORIGINS)),
           ],
+  },
+  {
+    version: 11,
+    name: 'hosts, the machine-to-host link, cluster keys',
+    // A host is a DATA_DIR with its substrate (docs/operations.md, "Hosts"). `epoch` is bumped by every driver
+    // takeover and by the host being declared down: the fence of the host's machine writes. `capacity` is JSON
+    // (domain/host-capacity.ts). machines.host_id NULL: a machine recorded before hosts existed, on the
+    // deployment's only host, adopted by that host's first driver (store/repos/hosts.ts). cluster_keys: secrets
+    // every process of the deployment shares (the internal channel's key), created once.
+    up: (k) => [
+      k.schema
+        .createTable('hosts')
+        .addColumn('id', 'text', textId)
+        .addColumn('region', 'text', (c) => c.notNull().defaultTo('default'))
+        .addColumn('state', 'text', (c) => c.notNull().check(oneOf('state', HOST_STATES)))
+        .addColumn('epoch', k.int, (c) => c.notNull().defaultTo(0))
+        .addColumn('internal_url', 'text')
+        .addColumn('capacity', 'text', required)
+        .addColumn('heartbeat_at', 'text')
+        .addColumn('created_at', 'text', required)
+        .addColumn('updated_at', 'text', required),
+      k.schema.alterTable('machines').addColumn('host_id', 'text', (c) => c.references('hosts.id')),
+      k.schema.createIndex('machines_host').on('machines').columns(['host_id', 'state']),
+      k.schema
+        .createTable('cluster_keys')
+        .addColumn('name', 'text', textId)
+        .addColumn('key', k.blob, required)
+        .addColumn('created_at', 'text', required),
+    ],
   },
 ];
 

@@ -5,6 +5,9 @@
  */
 import type { ColumnType, Generated } from 'kysely';
 import type { Meter } from '../../../../shared/schemas/usage.js';
+import { HOST_STATES } from '../../domain/host-states.js';
+
+export { HOST_STATES };
 
 export const ROLES = ['owner', 'admin', 'member'] as const;
 export const INVITATION_STATES = ['pending', 'accepted', 'revoked', 'expired'] as const;
@@ -60,6 +63,11 @@ export interface MachinesTable {
   /** The guest agent's bearer token. Never leaves the control plane except towards the agent. */
   agent_token: string; created_by_kind: Of<typeof CREATOR_KINDS>; created_by_id: string;
   created_at: Ts; updated_at: Ts; state_changed_at: Ts; deleted_at: Ts | null;
+  /**
+   * The host holding the machine's disk (version 11). NULL: recorded before hosts existed, so on the deployment's
+   * only host until its driver adopts it (docs/operations.md, "Hosts"). Optional on insert (NULL by default).
+   */
+  host_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 export interface SessionsTable {
   id: string; org_id: string; machine_id: string; type: Of<typeof SESSION_TYPES>; state: Of<typeof SESSION_STATES>;
@@ -98,6 +106,18 @@ export interface StripeMeterReportsTable {
   org_id: string; period_start: Ts; period_end: Ts; meter: string; reported: Generated<number>; pending: number | null; closed: Generated<number>;
 }
 export interface VolumeRestartsTable { machine_id: string; stopped_at: Ts | null }
+/** One host of the deployment: a DATA_DIR with its substrate (version 11; store/repos/hosts.ts). */
+export interface HostsTable {
+  id: string; region: Generated<string>; state: Of<typeof HOST_STATES>;
+  /** Bumped by each driver's takeover and by being declared down: a driver's fence. */
+  epoch: Generated<number>;
+  /** Where the host's driver takes forwarded requests (other processes only); NULL until a driver registers one. */
+  internal_url: string | null;
+  /** JSON: domain/host-capacity.ts's HostCapacity. */
+  capacity: string; heartbeat_at: Ts | null; created_at: Ts; updated_at: Ts;
+}
+/** Deployment-wide secrets created once and shared by every process (version 11; store/repos/cluster-keys.ts). */
+export interface ClusterKeysTable { name: string; key: Buffer; created_at: Ts }
 
 /** Every table, for `Kysely<Database>`. */
 export interface Database {
@@ -127,4 +147,6 @@ export interface Database {
   stripe_webhook_events: StripeWebhookEventsTable;
   stripe_meter_reports: StripeMeterReportsTable;
   volume_restarts: VolumeRestartsTable;
+  hosts: HostsTable;
+  cluster_keys: ClusterKeysTable;
 }
