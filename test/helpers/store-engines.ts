@@ -65,7 +65,7 @@ export async function seedOrg(store: Store, orgId = 'org_a', userId = 'usr_a'): 
 export function machineRow(id: string, over: Partial<MachineRow> = {}): MachineRow {
   return {
     id, org_id: 'org_a', name: id, size: 'small', template: null, region: null, metadata: '{}', state: 'running', agent_token: 'token',
-    created_by_kind: 'user', created_by_id: 'usr_a', created_at: T0, updated_at: T0, state_changed_at: T0, deleted_at: null, ...over,
+    created_by_kind: 'user', created_by_id: 'usr_a', created_at: T0, updated_at: T0, state_changed_at: T0, deleted_at: null, host_id: null, ...over,
   };
 }
 

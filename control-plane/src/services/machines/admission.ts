@@ -81,6 +81,8 @@ export async function admitInTx(c: MachineCore, orgId: string, by: ReturnType<ty
     template: a.template, region: a.region, metadata: JSON.stringify(a.metadata), state: dec.to,
     agent_token: randomBytes(32).toString('base64url'), created_by_kind: by.type, created_by_id: by.id,
     created_at: t, updated_at: t, state_changed_at: t, deleted_at: null,
+    // Placement on a host comes with issue 25; until then the deployment's only host holds it (docs/operations.md, "Hosts").
+    host_id: null,
   };
   await d.store.machines.insert(m);
   await d.events.append(orgId, m.id, 'machine.created', { to: dec.to, size: m.size, by, ...(a.template ? { template: a.template } : {}), ...eventData });

@@ -27,6 +27,8 @@ export interface MachineRow {
   updated_at: string;
   state_changed_at: string;
   deleted_at: string | null;
+  /** The host whose substrate holds it (null: recorded before hosts existed; docs/operations.md, "Hosts"). */
+  host_id: string | null;
 }
 
 export type SessionType = 'agent' | 'human' | 'view';
