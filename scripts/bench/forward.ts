@@ -11,7 +11,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
-import { createForwarder, type ForwardCall } from '../../control-plane/src/cluster/forward/forwarder.js';
+import type { ForwardCall } from '../../control-plane/src/cluster/forward/call.js';
+import { createForwarder } from '../../control-plane/src/cluster/forward/forwarder.js';
 import { DeploymentKey } from '../../control-plane/src/cluster/forward/key.js';
 import { createInternalServer } from '../../control-plane/src/cluster/forward/listener.js';
 import { fmt, line, measure } from './stats.js';

@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream';
 import { ERRORS } from '../../errors.js';
 import { sendError } from './envelope.js';
-import type { Dial, ForwardCall } from './forwarder.js';
+import type { Dial, ForwardCall } from './call.js';
 import { responseHeadersForCaller } from './headers.js';
 
 function hasBody(req: IncomingMessage): boolean {

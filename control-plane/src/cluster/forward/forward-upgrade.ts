@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import { STATUS_CODES } from 'node:http';
 import { ERRORS } from '../../errors.js';
 import { refuseSocket } from './envelope.js';
-import type { Dial, ForwardCall } from './forwarder.js';
+import type { Dial, ForwardCall } from './call.js';
 import { responseHeadersForCaller } from './headers.js';
 
 /** A status line and flat header list as an HTTP/1.1 response head. */

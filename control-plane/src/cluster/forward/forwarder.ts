@@ -8,20 +8,12 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { causeChain, silentLog, type LogSink } from '../../log.js';
-import type { Assertion } from './assertion.js';
+import type { Dial, ForwardCall } from './call.js';
 import { forwardRequest } from './forward-request.js';
 import { forwardUpgrade } from './forward-upgrade.js';
-import { requestHeadersForOwner, type AuthorizationRule } from './headers.js';
+import { requestHeadersForOwner } from './headers.js';
 import type { DeploymentKey } from './key.js';
-import type { RemoteOwner } from './owner.js';
 import { signRequest } from './signature.js';
-
-/** One forward: to whom, for whom, and whether the caller's Authorization is the guest app's own (previews). */
-export interface ForwardCall {
-  target: RemoteOwner;
-  assertion: Assertion;
-  authorization: AuthorizationRule;
-}
 
 export interface ForwarderOptions {
   key: DeploymentKey;
@@ -41,9 +33,6 @@ export interface Forwarder {
   /** Ends every open channel and pooled connection. */
   close(): void;
 }
-
-/** Opens the signed request for one forward (its body, if any, still to be written). */
-export type Dial = (req: IncomingMessage, call: ForwardCall, upgrade: boolean) => http.ClientRequest;
 
 /** Owners' pools kept at most; the oldest is dropped past it (owners that went away leave their address behind). */
 const MAX_POOLS = 256;

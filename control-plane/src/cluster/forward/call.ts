@@ -1,0 +1,16 @@
+/** What one forward is (to whom, for whom) and how its signed request is opened: shared by forwarder.ts and the two kinds of forward it makes. */
+import type http from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import type { Assertion } from './assertion.js';
+import type { AuthorizationRule } from './headers.js';
+import type { RemoteOwner } from './owner.js';
+
+/** One forward: to whom, for whom, and whether the caller's Authorization is the guest app's own (previews). */
+export interface ForwardCall {
+  target: RemoteOwner;
+  assertion: Assertion;
+  authorization: AuthorizationRule;
+}
+
+/** Opens the signed request for one forward (its body, if any, still to be written). */
+export type Dial = (req: IncomingMessage, call: ForwardCall, upgrade: boolean) => http.ClientRequest;
