@@ -7,7 +7,12 @@ import { TRANSITIONS } from '../../control-plane/src/domain/machine-lifecycle.js
 import { EVENT_TYPES, type MachineState } from '../../shared/schemas/machine.js';
 import { assertEnvelope } from '../helpers/control-plane.js';
 import { fakeAgentsRig, fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
-import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
+import { makeMachinesRig, until, type MachinesRig } from '../helpers/machines-rig.js';
+
+/** Resolves once the substrate act `call` (`op:id`) has begun: its decision is recorded by then. */
+async function actBegun(calls: readonly string[], call: string): Promise<void> {
+  while (!calls.includes(call)) await new Promise((r) => setTimeout(r, 1));
+}
 
 function setup(t: Test) {
   return fakeAgentsRig(t);
@@ -156,10 +161,10 @@ t.test('every refused move of the transition table answers 409 through the API',
     }
   }
   // Transient states refuse every move but delete (the stored state is read, not the requested one).
-  fake.substrate.setDelay('stop', 30);
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
+  let release = fake.substrate.hold('stop');
   const stopping = rig.call('POST', `/v1/machines/${m.id}/stop`, { key: a.key });
-  await new Promise((r) => setTimeout(r, 5));
+  await actBegun(fake.substrate.calls, `stop:${m.id}`);
   t.equal((await rig.call('GET', `/v1/machines/${m.id}`, { key: a.key })).json.state, 'stopping');
   for (const [name, r] of Object.entries(routes)) {
     if (name === 'delete') continue;
@@ -167,13 +172,20 @@ t.test('every refused move of the transition table answers 409 through the API',
     assertEnvelope(t, res, 'conflict', 409);
     t.match(res.json.error.message, /stopping/, `${name} while stopping names it`);
   }
+  release();
   t.equal((await stopping).json.state, 'stopped');
 
   // A delete during a transient state wins; the act in flight finishes first, then reports the row moved.
   const m2 = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
+  release = fake.substrate.hold('stop');
   const stopping2 = rig.call('POST', `/v1/machines/${m2.id}/stop`, { key: a.key });
-  await new Promise((r) => setTimeout(r, 5));
-  const del = await rig.call('DELETE', `/v1/machines/${m2.id}`, { key: a.key });
+  await actBegun(fake.substrate.calls, `stop:${m2.id}`);
+  // The delete is recorded at once and its destroy waits on the disk lock the stop holds: release the stop then.
+  const deleting = rig.call('DELETE', `/v1/machines/${m2.id}`, { key: a.key });
+  await until('the delete recorded', 120, async () =>
+    (await rig.call('GET', `/v1/machines/${m2.id}`, { key: a.key })).json?.state === 'deleting' ? true : null);
+  release();
+  const del = await deleting;
   t.equal(del.status, 204, 'delete while stopping is allowed');
   const lost = await stopping2;
   assertEnvelope(t, lost, 'conflict', 409);
@@ -271,8 +283,11 @@ t.test('quotas: subscription, machines, running_machines, largest size', async (
   const portal = await rig.call('POST', '/v1/billing/portal', { cookie: dev.cookie, body: {} });
   const tokenPath = new URL(portal.json.url).pathname;
   t.equal((await rig.call('POST', `${tokenPath}/cancel`, {})).status, 303);
-  await new Promise((r) => setTimeout(r, 50));
-  const after = await rig.call('GET', '/v1/machines?state=running', { key: dev.key });
+  // The billing stops run after the cancel is answered: wait until they are done (the captures they end with).
+  const after = await until('the billing stops', 120, async () => {
+    const r = await rig.call('GET', '/v1/machines?state=running', { key: dev.key });
+    return r.json.data.length === 0 ? r : null;
+  });
   t.equal(after.json.data.length, 0, 'no machine left running after cancel');
   assertEnvelope(t, await rig.call('POST', `/v1/machines/${cold1.json.id}/start`, { key: dev.key }), 'quota_exceeded', 402);
 });
@@ -354,7 +369,10 @@ t.test('reconciler settles transient states after a control-plane restart', asyn
   t.equal(moved.length, 7);
   const failed = await rig2.store.db.q().selectFrom('machine_events').select('machine_id').where('type', '=', 'machine.failed').orderBy('seq').execute();
   t.same(new Set(failed.map((f) => f.machine_id)), new Set([lostCreating]));
-  const last = async (id: string) => JSON.parse((await rig2.store.db.q().selectFrom('machine_events').select('data').where('machine_id', '=', id).orderBy('seq', 'desc').limit(1).executeTakeFirstOrThrow()).data);
+  // The last lifecycle event: a `machine.ready` the readiness watch records after the boot may come later, when it
+  // will (it did first on PostgreSQL, whose queries take longer than the watch's first probe).
+  const last = async (id: string) => JSON.parse((await rig2.store.db.q().selectFrom('machine_events').select('data').where('machine_id', '=', id)
+    .where('type', '!=', 'machine.ready').orderBy('seq', 'desc').limit(1).executeTakeFirstOrThrow()).data);
   t.match(await last(rebooted), { from: 'starting', to: 'running', reason: 'host_restart' });
   t.match(await last(lost), { from: 'starting', to: 'stopped', reason: 'host_restart', restarted: false, code: 'compute_unavailable' });
 });

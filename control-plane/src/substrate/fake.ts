@@ -64,6 +64,21 @@ export class FakeSubstrate implements Substrate {
     this.failures.set(op, q);
   }
 
+  private readonly holds = new Map<FakeOp, Promise<void>>();
+
+  /**
+   * Every call of `op` from now waits, once entered (and listed in `calls`), until the returned release is called:
+   * a test sees the state the control plane recorded before the act, however long its queries take.
+   */
+  hold(op: FakeOp): () => void {
+    let release!: () => void;
+    this.holds.set(op, new Promise<void>((r) => (release = r)));
+    return () => {
+      this.holds.delete(op);
+      release();
+    };
+  }
+
   setDelay(op: FakeOp, ms: number): void {
     this.opts.delays = { ...this.opts.delays, [op]: ms };
   }
@@ -76,6 +91,7 @@ export class FakeSubstrate implements Substrate {
 
   private async enter(op: FakeOp, id: string): Promise<void> {
     this.calls.push(`${op}:${id}`);
+    await this.holds.get(op);
     const d = this.opts.delays?.[op] ?? 0;
     if (d > 0) await new Promise((r) => setTimeout(r, d));
     const q = this.failures.get(op);
