@@ -8,6 +8,7 @@ import { EVENT_TYPES, type MachineState } from '../../shared/schemas/machine.js'
 import { assertEnvelope } from '../helpers/control-plane.js';
 import { fakeAgentsRig, fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig, until, type MachinesRig } from '../helpers/machines-rig.js';
+import { TEST_ENGINE } from '../helpers/rig-db.js';
 
 /** Resolves once the substrate act `call` (`op:id`) has begun: its decision is recorded by then. */
 async function actBegun(calls: readonly string[], call: string): Promise<void> {
@@ -195,7 +196,10 @@ t.test('every refused move of the transition table answers 409 through the API',
   t.equal((await rig.call('GET', `/v1/machines/${m2.id}`, { key: a.key })).status, 404);
 });
 
-t.test('1,000 rounds of concurrent conflicting lifecycle calls: exactly one winner each', async (t) => {
+// On SQLite the two calls of a round always overlap (one connection, each query in turn); on PostgreSQL through one
+// in-process app they need not (one may finish before the other starts, so 204 then 404 is right): the race across
+// processes, with overlap guaranteed, is test/postgres/cross-process.test.ts's.
+t.test('1,000 rounds of concurrent conflicting lifecycle calls: exactly one winner each', { skip: TEST_ENGINE === 'postgres' ? 'overlap is not guaranteed on PostgreSQL here; see the cross-process race' : false }, async (t) => {
   const { rig, fake } = await setup(t);
   fake.substrate.setDelay('stop', 1);
   fake.substrate.setDelay('start', 1);
