@@ -1,8 +1,9 @@
-// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer (default: all);
+// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,events (default: all);
 // BENCH=screen is the gateway's screen encodings only (BENCH_AGENT_PROFILE=dir: the agent's CPU profile there).
 import path from 'node:path';
 import { benchAgent } from './bench/agent.js';
 import { benchApi } from './bench/api.js';
+import { benchEvents } from './bench/events.js';
 import { benchForward } from './bench/forward.js';
 import { benchGateway } from './bench/gateway.js';
 import { benchMemory } from './bench/memory.js';
@@ -12,7 +13,7 @@ import { benchSnapshots } from './bench/snapshots.js';
 import { benchContainer, benchVm } from './bench/substrates.js';
 import { benchTransfer } from './bench/transfer.js';
 
-const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer').split(',').map((s) => s.trim()));
+const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,events').split(',').map((s) => s.trim()));
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 async function main(): Promise<void> {
@@ -28,6 +29,7 @@ async function main(): Promise<void> {
   if (parts.has('forward')) await benchForward();
   if (parts.has('vm')) await benchVm({ repoRoot });
   if (parts.has('transfer')) await benchTransfer();
+  if (parts.has('events')) await benchEvents();
 }
 
 main().then(

@@ -10,6 +10,7 @@ import { createApp } from './app.js';
 import { parseConfig, type Config } from './config.js';
 import { machineFailureLine, stderrLog, type LogSink } from './log.js';
 import { createServices, type ServiceDeps, type Services } from './services/index.js';
+import { startEventsFeed } from './cluster/events-feed.js';
 import { openStoreDb } from './store/engine/open.js';
 import { createStore } from './store/store.js';
 import { openKeyring } from './secrets/keyring-file.js';
@@ -127,6 +128,9 @@ export async function serve(
   }, SESSION_SWEEP_MS);
   sessionSweep.unref();
 
+  // On PostgreSQL, events other processes record wake this process's live subscribers (cluster/events-feed.ts).
+  const eventsFeed = config.databaseUrl ? await startEventsFeed({ databaseUrl: config.databaseUrl, store, events: services.events, log }) : null;
+
   // One listener: the API, the WebSocket gateway (sharing the agent pool's one HTTP/2 session per
   // machine) and the preview hostnames, which reach published ports through the same sessions.
   const gw = gatewayDepsFromServices(services, { log });
@@ -151,6 +155,7 @@ export async function serve(
       // Started-but-unassigned machines are not kept across runs (the next run's image may differ).
       await services.machines.warmPool.drain();
       await gateway.close();
+      await eventsFeed?.stop();
       gw.close();
       previews?.close();
       clearInterval(timer);

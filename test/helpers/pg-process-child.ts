@@ -11,20 +11,27 @@
  *   mode 'follow':  follows the events from `from` and prints {event: seq, id} for each, in the order received;
  *                   {connected}/{disconnected} around each LISTEN session. With `holdReconnects`, every connect
  *                   after the first waits for {op:'reconnect'} (so the test decides what happens while it is away).
+ *   mode 'serve':   a whole control plane (main.ts `serve`) on `url`, on 127.0.0.1 port 0, with the fake substrate
+ *                   (`substrate: true`) or none; prints {port} once listening, and its `events.*` log lines.
  */
 import readline from 'node:readline';
 import { driveHost, hostDriverLock } from '../../control-plane/src/cluster/host-driver.js';
 import { onLeader, postgresLock } from '../../control-plane/src/cluster/leader.js';
 import { followEvents, postgresListen, publishEvents, readEventsAfter, type ListenConnector } from '../../control-plane/src/cluster/notify.js';
+import { parseConfig } from '../../control-plane/src/config.js';
+import { serve } from '../../control-plane/src/main.js';
 import { openStoreDb } from '../../control-plane/src/store/engine/open.js';
 import { openPostgres } from '../../control-plane/src/store/engine/postgres.js';
 import { hostsRepo } from '../../control-plane/src/store/repos/hosts.js';
+import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
+import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
 
 type Args =
   | { mode: 'leader'; url: string; intervalMs: number }
   | { mode: 'publish'; url: string }
   | { mode: 'host-driver'; url: string; hostId: string; intervalMs: number; heartbeatMs: number }
-  | { mode: 'follow'; url: string; from: number; retryMs: number; holdReconnects?: boolean };
+  | { mode: 'follow'; url: string; from: number; retryMs: number; holdReconnects?: boolean }
+  | { mode: 'serve'; url: string; dataDir: string; substrate: boolean };
 type Command = { op: 'exit' } | { op: 'reconnect' } | { op: 'publish'; machine: string; org: string; ids: string[] };
 
 const args = JSON.parse(process.argv[2]!) as Args;
@@ -83,6 +90,17 @@ if (args.mode === 'leader') {
     }
     say({ done: cmd.ids.length });
   });
+} else if (args.mode === 'serve') {
+  const config = parseConfig({
+    PORT: '0', HOST: '127.0.0.1', DATA_DIR: args.dataDir, DATABASE_URL: args.url, PUBLIC_BASE_URL, WARM_POOL_PER_SIZE: '0', SECRETS_KEYRING: 'off',
+  });
+  const running = await serve(config, {
+    services: { passwordCost: FAST_SCRYPT, ...(args.substrate ? { substrate: new FakeSubstrate() } : {}) },
+    log: (l) => (String(l.event).startsWith('events.') ? say({ log: l.event }) : undefined),
+    dashboardDir: null,
+  });
+  stops.push(running.close);
+  say({ port: running.port });
 } else {
   const engine = await openPostgres(args.url, { max: 2 });
   stops.push(engine.close);

@@ -9,7 +9,7 @@
  * and a reader at cursor 6 would skip 5 for ever. Writers therefore take one transaction-scoped advisory lock
  * before inserting: seqs are assigned and committed in the same order, deployment-wide.
  */
-import { sql, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely';
+import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import { causeChain, silentLog, type LogSink } from '../log.js';
 import type { Database, MachineEventsTable } from '../store/engine/schema.js';
 import { dedicatedClient, sessionLoop, sleeper } from './session.js';
@@ -20,8 +20,13 @@ export const EVENTS_WRITE_KEY = 0x63657674;
 
 export type EventRow = Selectable<MachineEventsTable>;
 
-/** Inserts `events` in the caller's transaction and notifies readers (delivered at its commit). Returns their seqs. */
-export async function publishEvents(trx: Transaction<Database>, events: Array<Insertable<MachineEventsTable>>): Promise<number[]> {
+/**
+ * Inserts `events` in the caller's transaction and notifies readers (delivered at its commit). Returns their seqs.
+ * `trx` must be a transaction's connection (a Kysely `Transaction`, or the store's `Db.q()` inside `Db.tx`): the
+ * advisory lock is held, and the NOTIFY sent, at its commit. The store's eventsRepo records every event through it
+ * on PostgreSQL.
+ */
+export async function publishEvents(trx: Kysely<Database>, events: Array<Insertable<MachineEventsTable>>): Promise<number[]> {
   if (!events.length) return [];
   await sql`SELECT pg_advisory_xact_lock(${EVENTS_WRITE_KEY})`.execute(trx);
   const rows = await trx.insertInto('machine_events').values(events).returning('seq').execute();

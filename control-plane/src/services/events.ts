@@ -1,6 +1,7 @@
 /**
  * The machine event log: append (inside the caller's transaction), list newest first with a cursor,
- * and an in-process publish/subscribe hook for the gateway's live channel.
+ * and an in-process publish/subscribe hook for the gateway's live channel. Subscribers are woken by this process's
+ * own appends at their commit and, on PostgreSQL, by `wakeMachines` for appends other processes committed.
  *
  * Invariant: subscribers read from the database, never from a copy handed over by the writer, so a
  * subscriber sees exactly the committed events of its machine, in `seq` order, without gaps — even
@@ -57,6 +58,15 @@ export function createEventService(d: { store: Store; now: () => Date }) {
   const pending = new Set<string>();
   let scheduled = false;
 
+  /** Wakes the subscribers of `machineIds` once, in a microtask (a burst of appends costs one read each). */
+  function wakeLater(machineIds: Iterable<string>): void {
+    for (const id of machineIds) if (subscribers.has(id)) pending.add(id);
+    if (pending.size && !scheduled) {
+      scheduled = true;
+      queueMicrotask(wake);
+    }
+  }
+
   function wake(): void {
     scheduled = false;
     const ids = [...pending];
@@ -71,14 +81,15 @@ export function createEventService(d: { store: Store; now: () => Date }) {
      */
     async append(orgId: string, machineId: string, type: EventType, data: Record<string, unknown> = {}): Promise<void> {
       await store.events.insert({ id: newId('event'), org_id: orgId, machine_id: machineId, type, data: JSON.stringify(data), created_at: d.now().toISOString() });
-      store.db.afterCommit(() => {
-        if (!subscribers.has(machineId)) return;
-        pending.add(machineId);
-        if (!scheduled) {
-          scheduled = true;
-          queueMicrotask(wake);
-        }
-      });
+      store.db.afterCommit(() => wakeLater([machineId]));
+    },
+
+    /**
+     * Wakes this process's subscribers of `machineIds`: events of theirs were committed elsewhere (another
+     * control-plane process on PostgreSQL; cluster/events-feed.ts). Each reads from the table by its own cursor.
+     */
+    wakeMachines(machineIds: Iterable<string>): void {
+      wakeLater(machineIds);
     },
 
     async list(machineId: string, q: { limit?: number; cursor?: string }): Promise<Page<MachineEvent>> {

@@ -3,6 +3,7 @@
  * value that was read (`changes` 0 means someone else moved the row first).
  */
 import type { MachineSize, MachineState } from '../../../../shared/schemas/machine.js';
+import { publishEvents } from '../../cluster/notify.js';
 import type { LeaseRow } from '../../domain/lease.js';
 import type { Db } from '../db.js';
 import type { Keyset } from '../pagination.js';
@@ -236,9 +237,15 @@ export function leasesRepo(db: Db) {
 
 export function eventsRepo(db: Db) {
   return {
-    /** Records an event; its `seq` (strictly increasing, never reused). */
+    /**
+     * Records an event; its `seq` (strictly increasing, never reused). On PostgreSQL, through cluster/notify.ts in a
+     * transaction (the caller's, else one of its own): seqs commit in order deployment-wide and every control-plane
+     * process LISTENing is woken at the commit. SQLite has one writer and one process: a plain insert.
+     */
     insert: async (e: Omit<EventRow, 'seq'>): Promise<number> =>
-      (await db.q().insertInto('machine_events').values(e).returning('seq').executeTakeFirstOrThrow()).seq,
+      db.engine === 'postgres'
+        ? db.tx(async () => (await publishEvents(db.q(), [e]))[0]!)
+        : (await db.q().insertInto('machine_events').values(e).returning('seq').executeTakeFirstOrThrow()).seq,
     /** Newest first: rows with seq below `before` (null: from the newest). */
     pageDesc: (machineId: string, before: number | null, limit: number): Promise<EventRow[]> =>
       db.q().selectFrom('machine_events').selectAll().where('machine_id', '=', machineId).where('seq', '<', before ?? Number.MAX_SAFE_INTEGER)
@@ -247,6 +254,9 @@ export function eventsRepo(db: Db) {
     after: (machineId: string, after: number, limit: number): Promise<EventRow[]> =>
       db.q().selectFrom('machine_events').selectAll().where('machine_id', '=', machineId).where('seq', '>', after)
         .orderBy('seq', 'asc').limit(limit).execute(),
+    /** The newest seq of any machine (0: none yet): where a process's events feed starts. */
+    headSeq: async (): Promise<number> =>
+      (await db.q().selectFrom('machine_events').select((eb) => eb.fn.max('seq').as('s')).executeTakeFirst())?.s ?? 0,
     lastSeq: async (machineId: string): Promise<number> =>
       (await db.q().selectFrom('machine_events').select((eb) => eb.fn.max('seq').as('s')).where('machine_id', '=', machineId).executeTakeFirst())?.s ?? 0,
   };
