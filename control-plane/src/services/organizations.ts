@@ -112,7 +112,7 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
         if (existing && (await store.identity.membership(orgId, existing.id))) throw ERRORS.addressIsMember();
         if (await store.access.pendingInvitationFor(orgId, req.email)) throw ERRORS.invitationPendingForAddress();
         // Pending invitations hold seats: otherwise accepting them all could overshoot the members limit.
-        await d.quotas.check(orgId, 'members', { current: (await store.identity.countMembers(orgId)) + (await store.access.countPendingInvitations(orgId)) });
+        await d.quotas.check(orgId, 'members', { current: async () => (await store.identity.countMembers(orgId)) + (await store.access.countPendingInvitations(orgId)) });
         const { token, hash } = newOpaqueToken();
         const at = now();
         const row: InvitationRow = {
@@ -146,7 +146,7 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
         if (user.email !== i.email) throw ERRORS.invitationForAnotherAddress();
         if (i.state !== 'pending') throw ERRORS.invitationNotPending(i.state);
         if (await store.identity.membership(i.org_id, user.id)) throw ERRORS.alreadyMember();
-        await d.quotas.check(i.org_id, 'members', { current: await store.identity.countMembers(i.org_id) });
+        await d.quotas.check(i.org_id, 'members', { current: () => store.identity.countMembers(i.org_id) });
         if ((await store.access.moveInvitation(i.id, 'pending', 'accepted', { at: iso(), by: user.id })).changes !== 1) {
           throw ERRORS.invitationChangedConcurrently();
         }
