@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
+import { holdWrites, type Hold } from './pg-hold.js';
 import { childGroup } from './pg-processes.js';
 import { startPostgres } from './postgres.js';
 import { PUBLIC_ORIGIN } from './control-plane.js';
@@ -84,3 +85,18 @@ export async function startServed(t: Test, engine: Engine): Promise<Served> {
     },
   };
 }
+
+/**
+ * Runs `n` calls at once (round robin over the processes). On PostgreSQL `table`'s writes are held (pg-hold.ts) until
+ * all `n` wait on a lock, so that every call has read before any writes unless something serializes them.
+ */
+export async function race(s: Served, table: string, n: number, one: (base: string, i: number) => Promise<HttpReply>): Promise<HttpReply[]> {
+  const hold: Hold | null = s.url ? await holdWrites(s.url, table) : null;
+  const replies = Promise.all(Array.from({ length: n }, (_, i) => one(s.base(i), i)));
+  if (hold) {
+    await hold.waiting(n);
+    await hold.release();
+  }
+  return replies;
+}
+

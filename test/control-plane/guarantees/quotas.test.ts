@@ -7,19 +7,7 @@
  * all 8 transactions wait on a lock, so without the row lock all 8 would have counted the same number.
  */
 import t from 'tap';
-import { holdWrites, type Hold } from '../../helpers/pg-hold.js';
-import { startServed, type Engine, type HttpReply, type Served } from '../../helpers/served-processes.js';
-
-/** Runs `n` calls at once (round robin over the processes); on PostgreSQL while `table`'s writes are held. */
-async function race(s: Served, table: string, n: number, one: (base: string, i: number) => Promise<HttpReply>): Promise<HttpReply[]> {
-  const hold: Hold | null = s.url ? await holdWrites(s.url, table) : null;
-  const replies = Promise.all(Array.from({ length: n }, (_, i) => one(s.base(i), i)));
-  if (hold) {
-    await hold.waiting(n);
-    await hold.release();
-  }
-  return replies;
-}
+import { race, startServed, type Engine, type HttpReply } from '../../helpers/served-processes.js';
 
 const statuses = (rs: HttpReply[]) => rs.map((r) => r.status).sort((a, b) => a - b);
 

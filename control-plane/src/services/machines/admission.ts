@@ -13,6 +13,7 @@ import { resourcesForSize } from '../../substrate/substrate.js';
 import type { actorOf } from '../actor.js';
 import type { MachineCore } from './core.js';
 import { ERRORS } from '../../errors.js';
+import { conflictOnUnique } from '../../store/unique-violation.js';
 
 export const SIZE_RANK: Record<MachineSize, number> = { small: 0, standard: 1, large: 2 };
 
@@ -82,7 +83,8 @@ export async function admitInTx(c: MachineCore, orgId: string, by: ReturnType<ty
     agent_token: randomBytes(32).toString('base64url'), created_by_kind: by.type, created_by_id: by.id,
     created_at: t, updated_at: t, state_changed_at: t, deleted_at: null,
   };
-  await d.store.machines.insert(m);
+  // The organization's lock (quotas.check) already serializes creates; the index is the last word all the same.
+  await conflictOnUnique(d.store.machines.insert(m), () => ERRORS.machineNameTaken(m.name, [{ field: 'name', message: 'already in use' }]));
   await d.events.append(orgId, m.id, 'machine.created', { to: dec.to, size: m.size, by, ...(a.template ? { template: a.template } : {}), ...eventData });
   return m;
 }
