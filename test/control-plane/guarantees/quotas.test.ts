@@ -31,5 +31,14 @@ for (const engine of ['postgres', 'sqlite'] as Engine[]) {
       const list = await s.call(s.base(1), 'GET', '/v1/machines?limit=100', { key });
       t.equal(list.json.data.length, 5);
     });
+
+    await t.test('12 concurrent session opens on a 10-session allowance: exactly 10', async (t) => {
+      const replies = await race(s, 'sessions', 12, (b) => s.call(b, 'POST', '/v1/sessions', { key, body: { machine_id: first.json.id, type: 'agent' } }));
+      t.same(statuses(replies), [...Array<number>(10).fill(201), 402, 402], JSON.stringify(replies.map((r) => r.json)));
+      for (const r of replies.filter((r) => r.status === 402)) {
+        t.equal(r.json.error.quota.limit, 'concurrent_sessions');
+        t.equal(r.json.error.quota.maximum, 10);
+      }
+    });
   });
 }
