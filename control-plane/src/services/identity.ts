@@ -16,6 +16,7 @@ import type { AuthSessionRow } from '../store/repos/identity.js';
 import type { Store } from '../store/store.js';
 import type { RateLimiter } from './rate-limiter.js';
 import { ERRORS } from '../errors.js';
+import { conflictOnUnique } from '../store/unique-violation.js';
 
 /** last_used_at of keys and sessions is written at most once a minute: every request is not worth an fsync. */
 const TOUCH_INTERVAL_MS = 60_000;
@@ -71,7 +72,8 @@ export function createIdentityService(d: IdentityDeps) {
       const display = req.name ?? req.email.split('@')[0]!;
       return store.db.tx(async () => {
         if (await store.identity.userByEmail(req.email)) throw ERRORS.emailTaken();
-        await store.identity.insertUser({ id: userId, email: req.email, name: req.name ?? null, password_hash: passwordHash, personal_org_id: null, created_at: at });
+        // Another process may insert the same address between the check and this insert (PostgreSQL): the same 409.
+        await conflictOnUnique(store.identity.insertUser({ id: userId, email: req.email, name: req.name ?? null, password_hash: passwordHash, personal_org_id: null, created_at: at }), ERRORS.emailTaken);
         await store.identity.insertOrg({ id: orgId, name: `${display}'s organization`.slice(0, 120), personal: 1, created_at: at });
         await store.identity.setPersonalOrg(userId, orgId);
         await store.identity.insertMembership({ id: newId('membership'), org_id: orgId, user_id: userId, role: 'owner', created_at: at });

@@ -98,6 +98,7 @@ export async function createServices(d: ServiceDeps) {
     billing,
     upgradeUrl: config.upgradeUrl,
     counters: { members: (orgId) => store.identity.countMembers(orgId), ...d.counters },
+    lockOrg: (orgId) => store.identity.lockOrg(orgId),
   });
   const identity = createIdentityService({ store, now, limiter, passwordCost: d.passwordCost, openBillingAccount: (orgId) => billing.open(orgId) });
   const orgs = createOrganizationService({ store, now, quotas });

@@ -14,6 +14,7 @@ import type { MemberView } from '../store/repos/identity.js';
 import type { Store } from '../store/store.js';
 import type { QuotaService } from './quotas.js';
 import { ERRORS } from '../errors.js';
+import { conflictOnUnique } from '../store/unique-violation.js';
 
 /** Invitations expire a week after they are sent. */
 export const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
@@ -112,14 +113,14 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
         if (existing && (await store.identity.membership(orgId, existing.id))) throw ERRORS.addressIsMember();
         if (await store.access.pendingInvitationFor(orgId, req.email)) throw ERRORS.invitationPendingForAddress();
         // Pending invitations hold seats: otherwise accepting them all could overshoot the members limit.
-        await d.quotas.check(orgId, 'members', { current: (await store.identity.countMembers(orgId)) + (await store.access.countPendingInvitations(orgId)) });
+        await d.quotas.check(orgId, 'members', { current: async () => (await store.identity.countMembers(orgId)) + (await store.access.countPendingInvitations(orgId)) });
         const { token, hash } = newOpaqueToken();
         const at = now();
         const row: InvitationRow = {
           id: newId('invitation'), org_id: orgId, email: req.email, role: req.role, state: 'pending', token_hash: hash, invited_by: p.user_id,
           created_at: at.toISOString(), expires_at: new Date(at.getTime() + INVITATION_TTL_MS).toISOString(), accepted_at: null, accepted_by: null, revoked_at: null,
         };
-        await store.access.insertInvitation(row);
+        await conflictOnUnique(store.access.insertInvitation(row), ERRORS.invitationPendingForAddress);
         return { ...invitationView(row), token };
       });
     },
@@ -146,12 +147,12 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
         if (user.email !== i.email) throw ERRORS.invitationForAnotherAddress();
         if (i.state !== 'pending') throw ERRORS.invitationNotPending(i.state);
         if (await store.identity.membership(i.org_id, user.id)) throw ERRORS.alreadyMember();
-        await d.quotas.check(i.org_id, 'members', { current: await store.identity.countMembers(i.org_id) });
+        await d.quotas.check(i.org_id, 'members', { current: () => store.identity.countMembers(i.org_id) });
         if ((await store.access.moveInvitation(i.id, 'pending', 'accepted', { at: iso(), by: user.id })).changes !== 1) {
           throw ERRORS.invitationChangedConcurrently();
         }
         const membership = { id: newId('membership'), org_id: i.org_id, user_id: user.id, role: i.role, created_at: iso() };
-        await store.identity.insertMembership(membership);
+        await conflictOnUnique(store.identity.insertMembership(membership), ERRORS.alreadyMember);
         const org = (await store.identity.orgById(i.org_id))!;
         return { membership: memberView({ ...membership, email: user.email, name: user.name }), organization: { id: org.id, name: org.name } };
       });

@@ -11,7 +11,16 @@ export type Counter = (orgId: string) => Promise<number>;
 /** A further refusal of `key` beyond its count (a used-up trial): rendered as `subscription` 402. */
 export type Gate = (orgId: string) => Promise<{ current: number; maximum: number; message: string } | null>;
 
-export function createQuotaService(d: { billing: BillingService; upgradeUrl: string | null; counters: Partial<Record<CountedLimitKey, Counter>> }) {
+export function createQuotaService(d: {
+  billing: BillingService;
+  upgradeUrl: string | null;
+  counters: Partial<Record<CountedLimitKey, Counter>>;
+  /**
+   * Serializes the organization's counting transactions until the caller's transaction ends (the store's
+   * `identity.lockOrg`: a row lock on PostgreSQL, nothing on SQLite whose write transactions are serialized whole).
+   */
+  lockOrg: (orgId: string) => Promise<void>;
+}) {
   const counters = { ...d.counters };
   const gates: Partial<Record<CountedLimitKey, Gate>> = {};
   const count = async (orgId: string, key: CountedLimitKey): Promise<number> => {
@@ -40,15 +49,21 @@ export function createQuotaService(d: { billing: BillingService; upgradeUrl: str
     /**
      * Throws 402 quota_exceeded (with the `quota` object) unless `adding` more of `key` fit.
      * `current` overrides the registered counter (e.g. snapshots of one machine).
+     *
+     * Call it inside the transaction that then records the new thing, before anything of the count is read: it takes
+     * the organization's lock first, then counts (issue 24 item 2). So of two processes admitting at once on
+     * PostgreSQL the second counts only after the first committed its row, and a quota is exact across processes.
+     * That is why a counted `current` is given as a function: it is read after the lock, never before.
      */
-    async check(orgId: string, key: CountedLimitKey, opts: { adding?: number; current?: number } = {}): Promise<void> {
+    async check(orgId: string, key: CountedLimitKey, opts: { adding?: number; current?: number | (() => Promise<number>) } = {}): Promise<void> {
+      await d.lockOrg(orgId);
       const a = await d.billing.account(orgId);
       const decision = decideQuota({
         state: a.state,
         plan_id: a.plan_id,
         entitlements: await d.billing.entitlements(a),
         key,
-        current: opts.current ?? (await count(orgId, key)),
+        current: typeof opts.current === 'function' ? await opts.current() : opts.current ?? (await count(orgId, key)),
         adding: opts.adding ?? 1,
         upgrade_url: d.upgradeUrl,
       });

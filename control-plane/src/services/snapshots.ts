@@ -78,7 +78,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
    */
   async function beginInTx(m: MachineRow, origin: SnapshotOrigin, name: string | undefined, by: Actor, opts: { admit: CaptureAdmission }): Promise<SnapshotRow> {
     capturable(m);
-    if (opts.admit === 'quota') await d.quotas.check(m.org_id, 'snapshots_per_machine', { current: await store.snapshots.countForMachine(m.id) });
+    if (opts.admit === 'quota') await d.quotas.check(m.org_id, 'snapshots_per_machine', { current: () => store.snapshots.countForMachine(m.id) });
     else if (opts.admit === 'subscription') await d.quotas.checkSubscription(m.org_id);
     const state = decideSnapshot(null, 'capture');
     if (!state) throw ERRORS.snapshotTableRefusesCapture();

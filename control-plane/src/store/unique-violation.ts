@@ -13,3 +13,15 @@ const UNIQUE_VIOLATION_CODES: ReadonlySet<string> = new Set(['SQLITE_CONSTRAINT_
 export function isUniqueViolation(e: unknown): boolean {
   return e instanceof Error && 'code' in e && typeof e.code === 'string' && UNIQUE_VIOLATION_CODES.has(e.code);
 }
+
+/**
+ * Runs `write` (an insert or update inside the caller's transaction, after its check); a unique violation it raises
+ * becomes `conflict()`, the error that check gives, and rolls the transaction back like it. Anything else passes.
+ */
+export async function conflictOnUnique<T>(write: Promise<T>, conflict: () => Error): Promise<T> {
+  try {
+    return await write;
+  } catch (e) {
+    throw isUniqueViolation(e) ? conflict() : e;
+  }
+}

@@ -13,6 +13,7 @@ import { resourcesForSize } from '../../substrate/substrate.js';
 import type { actorOf } from '../actor.js';
 import type { MachineCore } from './core.js';
 import { ERRORS } from '../../errors.js';
+import { conflictOnUnique } from '../../store/unique-violation.js';
 
 export const SIZE_RANK: Record<MachineSize, number> = { small: 0, standard: 1, large: 2 };
 
@@ -84,7 +85,8 @@ export async function admitInTx(c: MachineCore, orgId: string, by: ReturnType<ty
     // Placement on a host comes with issue 25; until then the deployment's only host holds it (docs/operations.md, "Hosts").
     host_id: null,
   };
-  await d.store.machines.insert(m);
+  // The organization's lock (quotas.check) already serializes creates; the index is the last word all the same.
+  await conflictOnUnique(d.store.machines.insert(m), () => ERRORS.machineNameTaken(m.name, [{ field: 'name', message: 'already in use' }]));
   await d.events.append(orgId, m.id, 'machine.created', { to: dec.to, size: m.size, by, ...(a.template ? { template: a.template } : {}), ...eventData });
   return m;
 }

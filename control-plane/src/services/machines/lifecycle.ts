@@ -11,6 +11,7 @@ import { reserveCompute } from './admission.js';
 import type { MachineCore } from './core.js';
 import type { Readiness } from './ready.js';
 import { ERRORS } from '../../errors.js';
+import { conflictOnUnique } from '../../store/unique-violation.js';
 
 /** The acts of a start and a stop, after their decision was recorded (shared with the billing stops). */
 export interface LifecycleActs {
@@ -79,7 +80,8 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
           throw ERRORS.machineNameTaken(name, [{ field: 'name', message: 'already in use' }]);
         }
         const metadata = req.metadata !== undefined ? JSON.stringify(req.metadata) : m.metadata;
-        await store.machines.update(m.id, { name, metadata }, c.at());
+        // A rename to the same name in another process between the check and this update (PostgreSQL): the same 409.
+        await conflictOnUnique(store.machines.update(m.id, { name, metadata }, c.at()), () => ERRORS.machineNameTaken(name, [{ field: 'name', message: 'already in use' }]));
         await events.append(orgId, m.id, 'machine.updated', {
           fields: [...(req.name !== undefined ? ['name'] : []), ...(req.metadata !== undefined ? ['metadata'] : [])], by: actorOf(p),
         });

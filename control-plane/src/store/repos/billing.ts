@@ -84,7 +84,17 @@ export function billingRepo(db: Db) {
 export type BillingRepo = ReturnType<typeof billingRepo>;
 
 export function rateLimitRepo(db: Db) {
+  const d = dialect(db.engine);
   return {
+    /**
+     * Serializes, until the transaction ends, every read-decide-write of `bucket` (issue 24 item 2: limits shared by
+     * processes). PostgreSQL: a transaction-scoped advisory lock on the bucket's hash, held even while the bucket has
+     * no row yet (a row lock could not be). SQLite: nothing to do, BEGIN IMMEDIATE serializes write transactions.
+     */
+    async lock(bucket: string): Promise<void> {
+      if (!d.rowLocks) return;
+      await sql`SELECT pg_advisory_xact_lock(hashtextextended(${bucket}, 0))`.execute(db.q());
+    },
     get: (bucket: string): Promise<{ window_start_ms: number; count: number } | undefined> =>
       db.q().selectFrom('rate_limits').select(['window_start_ms', 'count']).where('bucket', '=', bucket).executeTakeFirst(),
     put: async (bucket: string, w: { window_start_ms: number; count: number }): Promise<Changes> =>
