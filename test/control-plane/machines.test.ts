@@ -198,8 +198,9 @@ t.test('every refused move of the transition table answers 409 through the API',
 
 // On SQLite the two calls of a round always overlap (one connection, each query in turn); on PostgreSQL through one
 // in-process app they need not (one may finish before the other starts, so 204 then 404 is right): the race across
-// processes, with overlap guaranteed, is test/postgres/cross-process.test.ts's.
-t.test('1,000 rounds of concurrent conflicting lifecycle calls: exactly one winner each', { skip: TEST_ENGINE === 'postgres' ? 'overlap is not guaranteed on PostgreSQL here; see the cross-process race' : false }, async (t) => {
+// processes, with overlap forced by a held table lock as test/control-plane/guarantees/ does, needs the forward to
+// the machine's host first (each process has its own substrate): not proven yet (docs/operations.md).
+t.test('1,000 rounds of concurrent conflicting lifecycle calls: exactly one winner each', { skip: TEST_ENGINE === 'postgres' ? 'overlap is not guaranteed through one app on PostgreSQL' : false }, async (t) => {
   const { rig, fake } = await setup(t);
   fake.substrate.setDelay('stop', 1);
   fake.substrate.setDelay('start', 1);
