@@ -1,4 +1,4 @@
-// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,events (default: all);
+// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events (default: all);
 // BENCH=screen is the gateway's screen encodings only (BENCH_AGENT_PROFILE=dir: the agent's CPU profile there).
 import path from 'node:path';
 import { benchAgent } from './bench/agent.js';
@@ -10,10 +10,11 @@ import { benchMemory } from './bench/memory.js';
 import { benchPool } from './bench/pool.js';
 import { benchPorts } from './bench/ports.js';
 import { benchSnapshots } from './bench/snapshots.js';
+import { benchStore } from './bench/store.js';
 import { benchContainer, benchVm } from './bench/substrates.js';
 import { benchTransfer } from './bench/transfer.js';
 
-const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,events').split(',').map((s) => s.trim()));
+const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events').split(',').map((s) => s.trim()));
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 async function main(): Promise<void> {
@@ -29,6 +30,7 @@ async function main(): Promise<void> {
   if (parts.has('forward')) await benchForward();
   if (parts.has('vm')) await benchVm({ repoRoot });
   if (parts.has('transfer')) await benchTransfer();
+  if (parts.has('store')) await benchStore();
   if (parts.has('events')) await benchEvents();
 }
 
