@@ -47,6 +47,8 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
   const egress = new EgressTally();
   const flushListeners: Array<(orgIds: Set<string>) => Promise<void>> = [];
   let timer: NodeJS.Timeout | null = null;
+  // Off in a process that does not lead the deployment: its flushes then record only the egress it served.
+  let intervals = true;
 
   const diskBytes = (size: MachineSize, atMs: number) =>
     BigInt(catalogAt(new Date(atMs), catalog).sizes.find((s) => s.id === size)?.disk_gb ?? 0) * GIB;
@@ -113,21 +115,26 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
   store.snapshots.onRemove(removed);
   store.templates.onRemove(removed);
 
+  /** Inside a transaction: every machine's and stored snapshot's or template's usage up to `at`. */
+  async function meterIntervals(at: string, touched: Set<string>): Promise<void> {
+    for (const m of await store.machines.inStates(MachineState.options)) {
+      await meterMachine(m, m.state, at, 'flush');
+      touched.add(m.org_id);
+    }
+    for (const c of await store.usage.coldSubjects()) {
+      await meterCold(c, at);
+      touched.add(c.org_id);
+    }
+    for (const o of await store.usage.orphanCursors()) await store.usage.dropCursor(o.source_id);
+  }
+
   async function flush(opts: { notify?: boolean } = {}): Promise<Set<string>> {
     const at = d.now().toISOString();
     const served = egress.take();
     const touched = new Set<string>();
     try {
       await store.db.tx(async () => {
-        for (const m of await store.machines.inStates(MachineState.options)) {
-          await meterMachine(m, m.state, at, 'flush');
-          touched.add(m.org_id);
-        }
-        for (const c of await store.usage.coldSubjects()) {
-          await meterCold(c, at);
-          touched.add(c.org_id);
-        }
-        for (const o of await store.usage.orphanCursors()) await store.usage.dropCursor(o.source_id);
+        if (intervals) await meterIntervals(at, touched);
         const hour = new Date(hourOf(Date.parse(at))).toISOString();
         for (const [machineId, bytes] of served) {
           const m = await store.machines.anyById(machineId);
@@ -151,6 +158,10 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
     /** After a flush, with the organizations that accrued usage (trial limits are checked there). */
     onFlush(l: (orgIds: Set<string>) => Promise<void>): void {
       flushListeners.push(l);
+    },
+    /** Whether flushes meter intervals (the deployment leader's job) or only this process's egress. */
+    meterIntervals(on: boolean): void {
+      intervals = on;
     },
     /** Start-up: the downtime before `at` is not metered. */
     resume(at: Date = d.now()): Promise<void> {
