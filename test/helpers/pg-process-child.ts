@@ -5,6 +5,9 @@
  *                   and the jobs' start/stop.
  *   mode 'publish': on {op:'publish', machine, ids}, records one event per id, each in its own transaction
  *                   (control-plane/src/cluster/notify.ts), and prints {published: seq, id} after each commit.
+ *   mode 'serve':   a whole control plane (main.ts serve) on DATABASE_URL `url`, no substrate, its clock at `t0` until
+ *                   {op:'clock', t}; its jobs every `periodMs`; prints its leader state, every session sweep
+ *                   ({sweep: idled, expired}) and every flush ({flushed}).
  *   mode 'follow':  follows the events from `from` and prints {event: seq, id} for each, in the order received;
  *                   {connected}/{disconnected} around each LISTEN session. With `holdReconnects`, every connect
  *                   after the first waits for {op:'reconnect'} (so the test decides what happens while it is away).
@@ -13,12 +16,18 @@ import readline from 'node:readline';
 import { onLeader, postgresLock } from '../../control-plane/src/cluster/leader.js';
 import { followEvents, postgresListen, publishEvents, readEventsAfter, type ListenConnector } from '../../control-plane/src/cluster/notify.js';
 import { openPostgres } from '../../control-plane/src/store/engine/postgres.js';
+import { parseConfig } from '../../control-plane/src/config.js';
+import { serve } from '../../control-plane/src/main.js';
+
+/** helpers/control-plane.ts's FAST_SCRYPT (not imported: that module loads tap, which a child must not). */
+const FAST_SCRYPT = { N: 1024, r: 8, p: 1 };
 
 type Args =
   | { mode: 'leader'; url: string; intervalMs: number }
   | { mode: 'publish'; url: string }
+  | { mode: 'serve'; url: string; dataDir: string; t0: number; periodMs: number }
   | { mode: 'follow'; url: string; from: number; retryMs: number; holdReconnects?: boolean };
-type Command = { op: 'exit' } | { op: 'reconnect' } | { op: 'publish'; machine: string; org: string; ids: string[] };
+type Command = { op: 'exit' } | { op: 'reconnect' } | { op: 'publish'; machine: string; org: string; ids: string[] } | { op: 'clock'; t: number };
 
 const args = JSON.parse(process.argv[2]!) as Args;
 const say = (line: Record<string, unknown>): void => {
@@ -49,6 +58,28 @@ if (args.mode === 'leader') {
     { intervalMs: args.intervalMs, onState: (state) => say({ state }), log: (l) => (l.event === 'leader.session_failed' ? say({ log: l.event }) : undefined) },
   );
   stops.push(() => election.stop());
+} else if (args.mode === 'serve') {
+  let t = args.t0;
+  const config = parseConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: args.dataDir, DATABASE_URL: args.url, LEADER_INTERVAL_MS: '200' });
+  const running = await serve(config, {
+    log: (l) => (l.event === 'leader.state' ? say({ state: l.state }) : undefined),
+    services: { now: () => new Date(t), keyring: null, passwordCost: FAST_SCRYPT },
+    jobPeriodsMs: { flush: args.periodMs, sweep: args.periodMs, billing: args.periodMs },
+  });
+  const sessions = running.services.sessions;
+  const sweep = sessions.sweep;
+  sessions.sweep = async () => {
+    const r = await sweep();
+    say({ sweep: true, ...r });
+    return r;
+  };
+  running.services.metering.onFlush(async () => say({ flushed: true }));
+  stops.push(() => running.close());
+  handlers.push((cmd) => {
+    if (cmd.op !== 'clock') return;
+    t = cmd.t;
+    say({ clock: t });
+  });
 } else if (args.mode === 'publish') {
   const engine = await openPostgres(args.url, { max: 2 });
   stops.push(engine.close);
