@@ -90,6 +90,8 @@ export const ConfigSchema = z
      * size a tenant created lately, so a plain create takes one instead of booting. 0: no pool. Container
      * substrate only (the vm substrate has none).
      */
+    /** PostgreSQL: between two attempts of a follower to lead and two liveness checks of the leader (cluster/leader.ts). */
+    LEADER_INTERVAL_MS: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(50).max(60_000)).default(1000),
     WARM_POOL_PER_SIZE: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(8)).default(1),
     MACHINE_CPU_COMMIT_RATIO: Ratio.default(4),
     /** vm substrate: the host bridge, its IPv4 subnet and the nameservers guests get (comma-separated). */
@@ -138,6 +140,7 @@ export const ConfigSchema = z
       substrate: e.SUBSTRATE ?? null,
       imageCacheDir: e.IMAGE_CACHE_DIR ?? null,
       machineNetwork: e.MACHINE_NETWORK,
+      leaderIntervalMs: e.LEADER_INTERVAL_MS,
       warmPoolPerSize: e.WARM_POOL_PER_SIZE,
       commitRatios: { memory: e.MACHINE_MEMORY_COMMIT_RATIO, cpu: e.MACHINE_CPU_COMMIT_RATIO },
       vmNetwork: {

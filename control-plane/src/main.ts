@@ -23,10 +23,9 @@ import { createHttpServer, listen } from './http-server.js';
 import { previewProxyFromServices } from './previews/from-services.js';
 import { createMetrics } from './metrics.js';
 import { timedSubstrate, type TimingSink } from './substrate/timed.js';
-import { SESSION_SWEEP_MS } from './services/sessions.js';
-
-/** How often the billing provider is asked what is due (trial ends). Reads also ask, per account. */
-const BILLING_SYNC_MS = 60_000;
+import { alwaysLeader, postgresLock } from './cluster/leader.js';
+import { controlPlaneJobs, runJobs, type JobPeriods } from './cluster/jobs.js';
+import { substrateJob } from './cluster/substrate-job.js';
 
 export interface Running {
   url: string;
@@ -42,7 +41,7 @@ export interface Running {
 
 export async function serve(
   config: Config,
-  opts: { log?: LogSink; services?: Partial<ServiceDeps>; say?: (line: string) => void; dashboardDir?: string | null } = {},
+  opts: { log?: LogSink; services?: Partial<ServiceDeps>; say?: (line: string) => void; dashboardDir?: string | null; jobPeriodsMs?: Partial<JobPeriods> } = {},
 ): Promise<Running> {
   const baseLog = opts.log ?? stderrLog;
   // With METRICS_PORT set, request and failure lines also feed the Prometheus metrics.
@@ -87,46 +86,15 @@ export async function serve(
   onTiming = metrics ? (op, seconds, ok) => metrics.observeSubstrate(op, seconds, ok) : null;
   const metricsListener = metrics ? await metrics.listen(config.metricsPort!) : null;
   if (metricsListener) say(`metrics: ${metricsListener.url} (loopback only)`);
-  // Time this server was not running is not metered; from now on usage is recorded every FLUSH_MS.
-  await services.metering.resume();
-  services.metering.start(undefined, (e) => log({ event: 'metering_flush_failed', cause: (e as Error)?.name ?? 'Error' }));
-  // Machines a previous run left mid-operation are settled as soon as the substrate is there.
-  const reconciled = (deferred ? deferred.ready : Promise.resolve()).then(
-    () => (substrate ? services.machines.reconcile({ before: startedAt }) : []),
-    async (e) => {
-      say(`substrate unavailable: ${(e as Error)?.message ?? String(e)}`);
-      await services.machines.substrateUnavailable();
-      return [];
-    },
+  // The background jobs, each run by its role's process (cluster/jobs.ts): on PostgreSQL the deployment-wide ones
+  // only in the elected leader; on SQLite the one process always leads, as before.
+  const jobs = runJobs(
+    controlPlaneJobs(services, { log, resumeMetering: !config.databaseUrl, periodsMs: opts.jobPeriodsMs, substrate: substrate ? substrateJob(services, { ready: deferred?.ready, startedAt, say, log }) : null }),
+    { deployment: config.databaseUrl ? postgresLock(config.databaseUrl) : alwaysLeader },
+    { log, intervalMs: config.leaderIntervalMs },
   );
-  reconciled.then(
-    (moved) => moved.length && say(`reconciled ${moved.length} machine(s) left mid-operation`),
-    (e) => log({ event: 'reconcile_failed', cause: (e as Error)?.name ?? 'Error' }),
-  );
-  // Then the substrate watch: a machine killed or shut down from outside leaves `running` within seconds.
-  let stopWatch: (() => void) | null = null;
-  let closing = false;
-  void reconciled.catch(() => {}).then(() => {
-    if (substrate && !closing) {
-      stopWatch = services.machines.startWatch();
-      // After the reconcile: it destroyed what a previous run's pool left (services/machines/warm-pool.ts).
-      services.machines.warmPool.start();
-    }
-  });
-  const timer = setInterval(() => {
-    void (async () => {
-      await services.billing.provider.syncAll();
-      // Changes the operator CLI recorded (a cancellation) are acted on here, by the server.
-      await services.enforceAll();
-    })().catch((e: unknown) => log({ event: 'billing_sync_failed', cause: (e as Error)?.name ?? 'Error' }));
-  }, BILLING_SYNC_MS);
-  timer.unref();
-  // Sessions no client is attached to go idle, then expire (services/sessions.ts).
-  await services.sessions.resume();
-  const sessionSweep = setInterval(() => {
-    services.sessions.sweep().catch((e: unknown) => log({ event: 'session_sweep_failed', cause: (e as Error)?.name ?? 'Error' }));
-  }, SESSION_SWEEP_MS);
-  sessionSweep.unref();
+  // Intervals are metered by the leader only (metering job); until this process leads, its flushes carry its egress.
+  await jobs.ready;
 
   // On PostgreSQL, events other processes record wake this process's live subscribers (cluster/events-feed.ts).
   const eventsFeed = config.databaseUrl ? await startEventsFeed({ databaseUrl: config.databaseUrl, store, events: services.events, log }) : null;
@@ -150,17 +118,13 @@ export async function serve(
     metricsUrl: metricsListener?.url ?? null,
     close: async () => {
       await metricsListener?.close();
-      closing = true;
-      stopWatch?.();
-      // Started-but-unassigned machines are not kept across runs (the next run's image may differ).
-      await services.machines.warmPool.drain();
+      // The elected jobs stop first (the substrate's warm pool drains: started-but-unassigned machines are not kept
+      // across runs, the next run's image may differ), then the lock goes, then the per-process jobs.
+      await jobs.stop();
       await gateway.close();
       await eventsFeed?.stop();
       gw.close();
       previews?.close();
-      clearInterval(timer);
-      clearInterval(sessionSweep);
-      services.metering.stop();
       await services.metering.flush({ notify: false }).catch((e: unknown) => log({ event: 'metering_flush_failed', cause: (e as Error)?.name ?? 'Error' }));
       await new Promise<void>((resolve) => {
         void services.pool.close();

@@ -8,6 +8,9 @@
  *   mode 'host-driver': competes to drive host `hostId` (control-plane/src/cluster/host-driver.ts); prints state
  *                   changes, {driving: epoch} when its work starts, {work: 'stop'} when it stops, and
  *                   {log: 'host.driver_fenced'} when its heartbeat's compare-and-set fails.
+ *   mode 'serve-jobs': a whole control plane (main.ts serve) on DATABASE_URL `url`, no substrate, its clock at `t0` until
+ *                   {op:'clock', t}; its jobs every `periodMs`; prints its leader state, every session sweep
+ *                   ({sweep: idled, expired}) and every flush ({flushed}).
  *   mode 'follow':  follows the events from `from` and prints {event: seq, id} for each, in the order received;
  *                   {connected}/{disconnected} around each LISTEN session. With `holdReconnects`, every connect
  *                   after the first waits for {op:'reconnect'} (so the test decides what happens while it is away).
@@ -24,15 +27,19 @@ import { openStoreDb } from '../../control-plane/src/store/engine/open.js';
 import { openPostgres } from '../../control-plane/src/store/engine/postgres.js';
 import { hostsRepo } from '../../control-plane/src/store/repos/hosts.js';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
-import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
+
+/** helpers/control-plane.ts's FAST_SCRYPT and PUBLIC_BASE_URL (not imported: that module loads tap, which a child must not). */
+const FAST_SCRYPT = { N: 1024, r: 8, p: 1 };
+const PUBLIC_BASE_URL = 'http://cp.test';
 
 type Args =
   | { mode: 'leader'; url: string; intervalMs: number }
   | { mode: 'publish'; url: string }
   | { mode: 'host-driver'; url: string; hostId: string; intervalMs: number; heartbeatMs: number }
   | { mode: 'follow'; url: string; from: number; retryMs: number; holdReconnects?: boolean }
-  | { mode: 'serve'; url: string; dataDir: string; substrate: boolean };
-type Command = { op: 'exit' } | { op: 'reconnect' } | { op: 'publish'; machine: string; org: string; ids: string[] };
+  | { mode: 'serve'; url: string; dataDir: string; substrate: boolean }
+  | { mode: 'serve-jobs'; url: string; dataDir: string; t0: number; periodMs: number };
+type Command = { op: 'exit' } | { op: 'reconnect' } | { op: 'publish'; machine: string; org: string; ids: string[] } | { op: 'clock'; t: number };
 
 const args = JSON.parse(process.argv[2]!) as Args;
 const say = (line: Record<string, unknown>): void => {
@@ -77,6 +84,28 @@ if (args.mode === 'leader') {
     log: (l) => (l.event === 'host.driver_fenced' || l.event === 'leader.session_failed' ? say({ log: l.event }) : undefined),
   });
   stops.push(() => driver.stop(), () => db.close());
+} else if (args.mode === 'serve-jobs') {
+  let t = args.t0;
+  const config = parseConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: args.dataDir, DATABASE_URL: args.url, LEADER_INTERVAL_MS: '200' });
+  const running = await serve(config, {
+    log: (l) => (l.event === 'leader.state' ? say({ state: l.state }) : undefined),
+    services: { now: () => new Date(t), keyring: null, passwordCost: FAST_SCRYPT },
+    jobPeriodsMs: { flush: args.periodMs, sweep: args.periodMs, billing: args.periodMs },
+  });
+  const sessions = running.services.sessions;
+  const sweep = sessions.sweep;
+  sessions.sweep = async () => {
+    const r = await sweep();
+    say({ sweep: true, ...r });
+    return r;
+  };
+  running.services.metering.onFlush(async () => say({ flushed: true }));
+  stops.push(() => running.close());
+  handlers.push((cmd) => {
+    if (cmd.op !== 'clock') return;
+    t = cmd.t;
+    say({ clock: t });
+  });
 } else if (args.mode === 'publish') {
   const engine = await openPostgres(args.url, { max: 2 });
   stops.push(engine.close);

@@ -15,7 +15,7 @@ import type { MachineSize } from '../../../shared/schemas/machine.js';
 import { CATALOG, catalogAt, type CatalogVersion } from '../domain/catalog.js';
 import { accrue, GIB, hourOf, machineRates, type Accrual } from '../domain/metering.js';
 import type { Store } from '../store/store.js';
-import type { ColdSubject } from '../store/repos/usage.js';
+import type { ColdSubject, CursorKind } from '../store/repos/usage.js';
 
 /** How often usage is recorded while machines run: the most a crash can lose. */
 export const FLUSH_MS = 30_000;
@@ -47,6 +47,8 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
   const egress = new EgressTally();
   const flushListeners: Array<(orgIds: Set<string>) => Promise<void>> = [];
   let timer: NodeJS.Timeout | null = null;
+  // Off in a process that does not lead the deployment: its flushes then record only the egress it served.
+  let intervals = true;
 
   const diskBytes = (size: MachineSize, atMs: number) =>
     BigInt(catalogAt(new Date(atMs), catalog).sizes.find((s) => s.id === size)?.disk_gb ?? 0) * GIB;
@@ -57,33 +59,51 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
     }
   }
 
+  /**
+   * Inside a transaction: claims the subject's interval from its cursor (or `start` when it has none) to `at` by a
+   * compare-and-set on the cursor, so that of two processes metering the same subject at once (two flushes, an old
+   * leader's and a new one's, or a flush and a state move) each instant is recorded by exactly one. A lost CAS means
+   * another process recorded up to its own instant first: this one claims what is left after it. Null: nothing left
+   * (the cursor is already at or past `at`, or it was dropped meanwhile: the subject was deleted and metered then).
+   */
+  async function claim(id: string, kind: CursorKind, start: () => Promise<string | null>, at: string): Promise<{ from: number; to: number } | null> {
+    for (let seen = false; ; seen = true) {
+      const cursor = await store.usage.cursor(id);
+      if (cursor === null && seen) return null;
+      const since = cursor ?? (await start());
+      if (since === null) return null;
+      const from = Date.parse(since);
+      const to = Date.parse(at);
+      if (to <= from) return null;
+      if (await store.usage.advanceCursor(id, kind, cursor, at)) return { from, to };
+    }
+  }
+
   /** Inside a transaction: the machine's usage from its cursor to `at`, spent in `state`. */
-  async function meterMachine(m: { id: string; org_id: string; size: MachineSize }, state: MachineState, at: string): Promise<void> {
-    const since = (await store.usage.cursor(m.id)) ?? (await store.machines.anyById(m.id))?.created_at ?? at;
-    const from = Date.parse(since);
-    const to = Date.parse(at);
-    if (to <= from) return;
-    await record(m.org_id, { source_id: m.id, machine_id: m.id, template_id: null }, accrue(machineRates(state, m.size, diskBytes(m.size, from)), from, to), at);
-    await store.usage.setCursor(m.id, 'machine', at);
+  async function meterMachine(m: { id: string; org_id: string; size: MachineSize }, state: MachineState, at: string, by: 'move' | 'flush'): Promise<void> {
+    // No cursor yet: from its creation. A flush skips a machine deleted meanwhile (its deletion metered it and dropped
+    // the cursor); a move is that deletion, in its own transaction.
+    const created = async () => (await (by === 'move' ? store.machines.anyById(m.id) : store.machines.byId(m.id)))?.created_at ?? null;
+    const span = await claim(m.id, 'machine', created, at);
+    if (!span) return;
+    await record(m.org_id, { source_id: m.id, machine_id: m.id, template_id: null }, accrue(machineRates(state, m.size, diskBytes(m.size, span.from)), span.from, span.to), at);
   }
 
   store.machines.onMove(async (m, from, to, at) => {
-    await meterMachine(m, from, at);
+    await meterMachine(m, from, at, 'move');
     // A deleted machine accrues nothing more: its cursor goes.
     if (to === null) await store.usage.dropCursor(m.id);
   });
 
   /** Inside a transaction: a stored snapshot's or template's cold storage from its cursor to `at`. */
   async function meterCold(c: ColdSubject, at: string): Promise<void> {
-    const from = Date.parse((await store.usage.cursor(c.id)) ?? c.since);
-    const to = Date.parse(at);
-    if (to <= from) return;
-    const acc = accrue([{ meter: 'cold_storage_byte_seconds', size: null, rate: BigInt(c.size_bytes) }], from, to);
+    const span = await claim(c.id, c.kind, async () => c.since, at);
+    if (!span) return;
+    const acc = accrue([{ meter: 'cold_storage_byte_seconds', size: null, rate: BigInt(c.size_bytes) }], span.from, span.to);
     const source = c.kind === 'snapshot'
       ? { source_id: c.machine_id!, machine_id: c.machine_id, template_id: null }
       : { source_id: c.id, machine_id: null, template_id: c.id };
     await record(c.org_id, source, acc, at);
-    await store.usage.setCursor(c.id, c.kind, at);
   }
 
   // A snapshot or template removed between two flushes: its last interval is recorded with the removal.
@@ -95,21 +115,26 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
   store.snapshots.onRemove(removed);
   store.templates.onRemove(removed);
 
+  /** Inside a transaction: every machine's and stored snapshot's or template's usage up to `at`. */
+  async function meterIntervals(at: string, touched: Set<string>): Promise<void> {
+    for (const m of await store.machines.inStates(MachineState.options)) {
+      await meterMachine(m, m.state, at, 'flush');
+      touched.add(m.org_id);
+    }
+    for (const c of await store.usage.coldSubjects()) {
+      await meterCold(c, at);
+      touched.add(c.org_id);
+    }
+    for (const o of await store.usage.orphanCursors()) await store.usage.dropCursor(o.source_id);
+  }
+
   async function flush(opts: { notify?: boolean } = {}): Promise<Set<string>> {
     const at = d.now().toISOString();
     const served = egress.take();
     const touched = new Set<string>();
     try {
       await store.db.tx(async () => {
-        for (const m of await store.machines.inStates(MachineState.options)) {
-          await meterMachine(m, m.state, at);
-          touched.add(m.org_id);
-        }
-        for (const c of await store.usage.coldSubjects()) {
-          await meterCold(c, at);
-          touched.add(c.org_id);
-        }
-        for (const o of await store.usage.orphanCursors()) await store.usage.dropCursor(o.source_id);
+        if (intervals) await meterIntervals(at, touched);
         const hour = new Date(hourOf(Date.parse(at))).toISOString();
         for (const [machineId, bytes] of served) {
           const m = await store.machines.anyById(machineId);
@@ -133,6 +158,10 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
     /** After a flush, with the organizations that accrued usage (trial limits are checked there). */
     onFlush(l: (orgIds: Set<string>) => Promise<void>): void {
       flushListeners.push(l);
+    },
+    /** Whether flushes meter intervals (the deployment leader's job) or only this process's egress. */
+    meterIntervals(on: boolean): void {
+      intervals = on;
     },
     /** Start-up: the downtime before `at` is not metered. */
     resume(at: Date = d.now()): Promise<void> {

@@ -150,6 +150,15 @@ export function createSessionService(d: { store: Store; events: EventService; le
     },
 
     /**
+     * Every process, every SESSION_SWEEP_MS: the sessions this process's gateway has attached are in use now (the
+     * sweep may run in another process, which cannot see them).
+     */
+    async touchAttached(): Promise<void> {
+      const at = d.now().toISOString();
+      for (const id of attached.keys()) await store.sessions.touch(id, at);
+    },
+
+    /**
      * At server start: no socket survived, so sessions that were `active` may have been attached until
      * the process ended; their idle clock starts now (like metering, down time is not counted).
      */

@@ -78,6 +78,20 @@ export function usageRepo(db: Db) {
         .onConflict((oc) => oc.column('source_id').doUpdateSet((eb) => ({ metered_until: eb.ref('excluded.metered_until') })))
         .execute();
     },
+    /**
+     * Compare-and-set: moves the subject's cursor from `from` (null: it has none yet) to `to`, only if it is still
+     * at `from`. True when this call moved it: the interval [from, to] is then this caller's alone to record. A
+     * conditional `UPDATE … RETURNING` / `INSERT … ON CONFLICT DO NOTHING RETURNING` is a CAS on both engines (on
+     * PostgreSQL a concurrent mover's uncommitted advance blocks this one, which then sees the cursor moved).
+     */
+    async advanceCursor(sourceId: string, kind: CursorKind, from: string | null, to: string): Promise<boolean> {
+      const moved = from === null
+        ? await db.q().insertInto('meter_cursors').values({ source_id: sourceId, kind, metered_until: to })
+          .onConflict((oc) => oc.column('source_id').doNothing()).returning('source_id').executeTakeFirst()
+        : await db.q().updateTable('meter_cursors').set({ metered_until: to })
+          .where('source_id', '=', sourceId).where('metered_until', '=', from).returning('source_id').executeTakeFirst();
+      return moved !== undefined;
+    },
     /** Moves every cursor to `at` without recording anything (start-up: time the server was down is not metered). */
     async resumeAll(at: string): Promise<void> {
       await db.q().updateTable('meter_cursors').set({ metered_until: at }).where((eb) => eb(d.bytes('metered_until'), '<', at)).execute();

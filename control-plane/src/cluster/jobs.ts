@@ -1,0 +1,184 @@
+/**
+ * The background jobs of a control plane, each named with the role that runs it (issue 24 item 3):
+ *   - `deployment`: once per deployment, in the elected deployment leader — the session idle/expiry sweep, the
+ *     metering of machine and storage intervals, the billing sync and its stops (enforceAll);
+ *   - `host`: by whoever drives this host's substrate — the reconcile of machines left mid-operation, then the
+ *     substrate watch and the warm pool;
+ *   - `process`: in every process, for what only that process knows — the egress bytes it served (its flush) and the
+ *     sessions its gateway has attached (kept active, so the leader's sweep does not idle them).
+ * Which lock each role competes for is data (`Roles`): today the host driver is the deployment leader (one
+ * election); a separate host-driver election (item 5) is one more connector here, nothing else changes.
+ * Secret redelivery is no job: it retries in the process that booted or changed the machine (services/secrets.ts).
+ */
+import { causeChain, silentLog, type LogSink } from '../log.js';
+import type { Services } from '../services/index.js';
+import { SESSION_SWEEP_MS } from '../services/sessions.js';
+import { FLUSH_MS } from '../services/metering.js';
+import { onLeader, type LeaderElection, type LeaderState, type LockConnector } from './leader.js';
+
+export type JobRole = 'deployment' | 'host' | 'process';
+
+export interface Job {
+  name: string;
+  role: JobRole;
+  start(): void | Promise<void>;
+  stop(): void | Promise<void>;
+}
+
+/** The lock each elected role competes for; without `host`, the host driver is the deployment leader. */
+export interface Roles {
+  deployment: LockConnector;
+  host?: LockConnector;
+}
+
+export interface RunningJobs {
+  /** Resolves once every election has had its first outcome (leading with its jobs started, or following). */
+  ready: Promise<void>;
+  state(role: Exclude<JobRole, 'process'>): LeaderState;
+  /** Stops every job (elected ones first, releasing their locks), then the per-process ones. */
+  stop(): Promise<void>;
+}
+
+/** How often the billing provider is asked what is due (trial ends). Reads also ask, per account. */
+export const BILLING_SYNC_MS = 60_000;
+
+/** An interval job: `tick` every `ms` while started; a tick's failure is logged as `event`. */
+export function every(name: string, role: JobRole, ms: number, tick: () => Promise<unknown>, log: LogSink, event: string, first?: () => Promise<void>): Job {
+  let timer: NodeJS.Timeout | null = null;
+  return {
+    name,
+    role,
+    async start() {
+      await first?.();
+      timer = setInterval(() => void tick().catch((e: unknown) => log({ event, cause: (e as Error)?.name ?? 'Error' })), ms);
+      timer.unref();
+    },
+    stop() {
+      if (timer) clearInterval(timer);
+      timer = null;
+    },
+  };
+}
+
+export interface JobOptions {
+  log: LogSink;
+  /** SQLite: the one process was down before it leads, and that time is not metered (metering.resume). */
+  resumeMetering: boolean;
+  /** The host's substrate jobs (reconcile, watch, warm pool), built by main.ts around its substrate. */
+  substrate: Job | null;
+  /** The jobs' periods (tests shorten them): FLUSH_MS, SESSION_SWEEP_MS and BILLING_SYNC_MS unless told. */
+  periodsMs?: Partial<JobPeriods>;
+}
+
+export interface JobPeriods {
+  flush: number;
+  sweep: number;
+  billing: number;
+}
+
+/** The control plane's jobs, by role. */
+export function controlPlaneJobs(services: Services, o: JobOptions): Job[] {
+  const { log } = o;
+  const ms: JobPeriods = { flush: FLUSH_MS, sweep: SESSION_SWEEP_MS, billing: BILLING_SYNC_MS, ...o.periodsMs };
+  const metered: Job = {
+    name: 'metering',
+    role: 'deployment',
+    async start() {
+      if (o.resumeMetering) await services.metering.resume();
+      services.metering.meterIntervals(true);
+    },
+    // A last flush records the leader's intervals up to its stop (a clean shutdown loses nothing; after a lost lock the
+    // cursors' compare-and-set keeps it from counting what the new leader already did).
+    async stop() {
+      try {
+        await services.metering.flush({ notify: false });
+      } finally {
+        services.metering.meterIntervals(false);
+      }
+    },
+  };
+  const jobs: Job[] = [
+    // Every process flushes: its own egress always, the intervals only while it leads (metered above).
+    {
+      name: 'flush',
+      role: 'process',
+      start: () => {
+        services.metering.meterIntervals(false);
+        services.metering.start(ms.flush, (e) => log({ event: 'metering_flush_failed', cause: (e as Error)?.name ?? 'Error' }));
+      },
+      stop: () => services.metering.stop(),
+    },
+    every('attached-sessions', 'process', ms.sweep, () => services.sessions.touchAttached(), log, 'session_touch_failed'),
+    metered,
+    // Changes the operator CLI recorded (a cancellation) are acted on here, by the server.
+    every('billing', 'deployment', ms.billing, async () => {
+      await services.billing.provider.syncAll();
+      await services.enforceAll();
+    }, log, 'billing_sync_failed'),
+    // Sessions no client is attached to go idle, then expire (services/sessions.ts).
+    every('sessions', 'deployment', ms.sweep, () => services.sessions.sweep(), log, 'session_sweep_failed', () => services.sessions.resume()),
+  ];
+  return o.substrate ? [...jobs, o.substrate] : jobs;
+}
+
+/** Runs `jobs`: the per-process ones at once, each elected role's while this process holds its lock. */
+export function runJobs(jobs: readonly Job[], roles: Roles, opts: { intervalMs?: number; log?: LogSink; onState?: (role: 'deployment' | 'host', s: LeaderState) => void } = {}): RunningJobs {
+  const log = opts.log ?? silentLog;
+  const startAll = async (set: readonly Job[]) => {
+    for (const j of set) await j.start();
+  };
+  const stopAll = async (set: readonly Job[]) => {
+    for (const j of [...set].reverse()) {
+      try {
+        await j.stop();
+      } catch (e) {
+        log({ event: 'job.stop_failed', job: j.name, error: causeChain(e) });
+      }
+    }
+  };
+  const local = jobs.filter((j) => j.role === 'process');
+  const localStarted = startAll(local);
+  // One election per distinct lock: the host role rides on the deployment's until it has its own.
+  const elections = new Map<LockConnector, { roles: Array<'deployment' | 'host'>; election: LeaderElection }>();
+  const firsts: Array<Promise<void>> = [];
+  for (const role of ['deployment', 'host'] as const) {
+    const connect = roles[role] ?? roles.deployment;
+    const found = elections.get(connect);
+    if (found) {
+      found.roles.push(role);
+      continue;
+    }
+    const mine: Array<'deployment' | 'host'> = [role];
+    const set = () => jobs.filter((j) => j.role !== 'process' && mine.includes(j.role));
+    let first: () => void = () => undefined;
+    firsts.push(new Promise<void>((r) => (first = r)));
+    const election = onLeader(connect, {
+      start: async () => {
+        await startAll(set());
+        first();
+      },
+      stop: () => stopAll(set()),
+    }, {
+      intervalMs: opts.intervalMs,
+      log: (l) => {
+        log(l);
+        if (l.event === 'leader.session_failed') first();
+      },
+      onState: (s) => {
+        if (s === 'following') first();
+        for (const r of mine) opts.onState?.(r, s);
+      },
+    });
+    elections.set(connect, { roles: mine, election });
+  }
+  const byRole = (role: 'deployment' | 'host') => [...elections.values()].find((e) => e.roles.includes(role))!.election;
+  return {
+    ready: Promise.all([localStarted, ...firsts]).then(() => undefined),
+    state: (role) => byRole(role === 'host' ? 'host' : 'deployment').state,
+    async stop() {
+      for (const { election } of elections.values()) await election.stop();
+      await localStarted.catch(() => undefined);
+      await stopAll(local);
+    },
+  };
+}

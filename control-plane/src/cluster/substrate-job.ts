@@ -1,0 +1,57 @@
+/**
+ * The host-driver job (cluster/jobs.ts, role `host`): once the substrate is there, machines a previous run left
+ * mid-operation are settled (reconcile), then the substrate watch (a machine killed or shut down from outside leaves
+ * `running` within seconds) and the warm pool run until the job stops; the stop drains the pool (started-but-unassigned
+ * machines are not kept across runs: the next run's image may differ).
+ */
+import type { LogSink } from '../log.js';
+import type { Services } from '../services/index.js';
+import type { Job } from './jobs.js';
+
+export interface SubstrateJobOptions {
+  /** A substrate still being prepared (its image builds in the background); rejects when it cannot be. */
+  ready?: Promise<unknown>;
+  /** Operations started before this instant are a previous run's (machines.reconcile). */
+  startedAt: string;
+  say: (line: string) => void;
+  log: LogSink;
+}
+
+export function substrateJob(services: Services, o: SubstrateJobOptions): Job {
+  let stopWatch: (() => void) | null = null;
+  let stopped = false;
+  const run = async () => {
+    try {
+      await (o.ready ?? Promise.resolve());
+    } catch (e) {
+      o.say(`substrate unavailable: ${(e as Error)?.message ?? String(e)}`);
+      await services.machines.substrateUnavailable();
+      return;
+    }
+    try {
+      const moved = await services.machines.reconcile({ before: o.startedAt });
+      if (moved.length) o.say(`reconciled ${moved.length} machine(s) left mid-operation`);
+    } catch (e) {
+      o.log({ event: 'reconcile_failed', cause: (e as Error)?.name ?? 'Error' });
+    }
+    if (stopped) return;
+    stopWatch = services.machines.startWatch();
+    // After the reconcile: it destroyed what a previous run's pool left (services/machines/warm-pool.ts).
+    services.machines.warmPool.start();
+  };
+  return {
+    name: 'substrate',
+    role: 'host',
+    // Not awaited: the API serves while the image builds.
+    start() {
+      stopped = false;
+      void run().catch((e: unknown) => o.log({ event: 'reconcile_failed', cause: (e as Error)?.name ?? 'Error' }));
+    },
+    async stop() {
+      stopped = true;
+      stopWatch?.();
+      stopWatch = null;
+      await services.machines.warmPool.drain();
+    },
+  };
+}
