@@ -20,7 +20,8 @@
 import readline from 'node:readline';
 import { driveHost, hostDriverLock } from '../../control-plane/src/cluster/host-driver.js';
 import { onLeader, postgresLock } from '../../control-plane/src/cluster/leader.js';
-import { followEvents, postgresListen, publishEvents, readEventsAfter, type ListenConnector } from '../../control-plane/src/cluster/notify.js';
+import { followEvents, postgresListen, readEventsAfter, type ListenConnector } from '../../control-plane/src/cluster/notify.js';
+import { publishEvents } from '../../control-plane/src/store/events-publish.js';
 import { parseConfig } from '../../control-plane/src/config.js';
 import { serve } from '../../control-plane/src/main.js';
 import { openStoreDb } from '../../control-plane/src/store/engine/open.js';

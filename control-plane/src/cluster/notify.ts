@@ -1,6 +1,6 @@
 /**
  * Machine events across processes on PostgreSQL (issue 24 item 3): the table is the truth, LISTEN/NOTIFY only
- * wakes readers. A writer records events with `publishEvents` in its transaction; PostgreSQL delivers the NOTIFY
+ * wakes readers. A writer records events with `publishEvents` (store/events-publish.ts) in its transaction; PostgreSQL delivers the NOTIFY
  * only when that transaction commits. A reader (`followEvents`) LISTENs on a dedicated connection and, at every
  * wake-up and after every (re)connect, reads the rows past its cursor in seq order: a notification missed while
  * disconnected costs nothing, the rows are read back from the table. The payload is ignored (a wake-up only).
@@ -9,31 +9,13 @@
  * and a reader at cursor 6 would skip 5 for ever. Writers therefore take one transaction-scoped advisory lock
  * before inserting: seqs are assigned and committed in the same order, deployment-wide.
  */
-import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import { causeChain, silentLog, type LogSink } from '../log.js';
 import type { Database, MachineEventsTable } from '../store/engine/schema.js';
+import { EVENTS_CHANNEL } from '../store/events-publish.js';
 import { dedicatedClient, sessionLoop, sleeper } from './session.js';
 
-export const EVENTS_CHANNEL = 'computer_events';
-/** pg_advisory_xact_lock key serializing event writers ("computer events"). */
-export const EVENTS_WRITE_KEY = 0x63657674;
-
 export type EventRow = Selectable<MachineEventsTable>;
-
-/**
- * Inserts `events` in the caller's transaction and notifies readers (delivered at its commit). Returns their seqs.
- * `trx` must be a transaction's connection (a Kysely `Transaction`, or the store's `Db.q()` inside `Db.tx`): the
- * advisory lock is held, and the NOTIFY sent, at its commit. The store's eventsRepo records every event through it
- * on PostgreSQL.
- */
-export async function publishEvents(trx: Kysely<Database>, events: Array<Insertable<MachineEventsTable>>): Promise<number[]> {
-  if (!events.length) return [];
-  await sql`SELECT pg_advisory_xact_lock(${EVENTS_WRITE_KEY})`.execute(trx);
-  const rows = await trx.insertInto('machine_events').values(events).returning('seq').execute();
-  const seqs = rows.map((r) => r.seq);
-  await sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${String(Math.max(...seqs))})`.execute(trx);
-  return seqs;
-}
 
 /** The rows after `cursor`, oldest first, at most `limit`. */
 export type EventReader = (cursor: number, limit: number) => Promise<EventRow[]>;

@@ -3,7 +3,7 @@
  * value that was read (`changes` 0 means someone else moved the row first).
  */
 import type { MachineSize, MachineState } from '../../../../shared/schemas/machine.js';
-import { publishEvents } from '../../cluster/notify.js';
+import { publishEvents } from '../events-publish.js';
 import type { LeaseRow } from '../../domain/lease.js';
 import type { Db } from '../db.js';
 import type { Keyset } from '../pagination.js';
