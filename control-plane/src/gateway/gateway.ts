@@ -167,6 +167,15 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
       return;
     }
     const { r, p, query } = admitted;
+    // The named session is attached while this socket is open (it cannot go idle or expire), recorded before the
+    // handshake completes: once the client sees the channel open, the session is in use, on either engine.
+    let detach: (() => void) | null = null;
+    if (typeof query.session_id === 'string' && deps.sessions) detach = await deps.sessions.attach(query.session_id).catch(() => null);
+    if (socket.destroyed || closing) {
+      detach?.();
+      socket.destroy();
+      return;
+    }
     const wss = servers[r.channel];
     wss.handleUpgrade(req, socket, head, (ws) => {
       const started = Date.now();
@@ -190,11 +199,9 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
       ws.on('error', () => {});
       ws.once('close', (code) => log({ event: 'ws', channel: r.channel, request_id: requestId, close: code, ms: Date.now() - started }));
       const orgId = p.org_id;
-      // The named session is attached while this socket is open (it cannot go idle or expire).
-      if (typeof query.session_id === 'string' && deps.sessions) {
-        // Recorded in the background; the detach runs at close, whenever the attach has been recorded.
-        const attached = deps.sessions.attach(query.session_id).catch(() => null);
-        ws.once('close', () => void attached.then((detach) => detach?.()));
+      if (detach) {
+        const release = detach;
+        ws.once('close', () => release());
       }
       try {
         switch (r.channel) {
