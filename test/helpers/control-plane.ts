@@ -10,7 +10,7 @@ import type { McpOptions } from '../../control-plane/src/mcp/endpoint.js';
 import { parseConfig } from '../../control-plane/src/config.js';
 import type { LogLine } from '../../control-plane/src/log.js';
 import { createServices, type ServiceDeps } from '../../control-plane/src/services/index.js';
-import { openRigDb } from './rig-db.js';
+import { openRigDb, rigDatabaseEnv } from './rig-db.js';
 import { createStore } from '../../control-plane/src/store/store.js';
 
 export const PUBLIC_BASE_URL = 'http://cp.test';
@@ -39,7 +39,7 @@ export interface CallOpts {
 
 export async function makeRig(opts: { env?: Record<string, string>; services?: Partial<ServiceDeps>; start?: Date; mcp?: McpOptions } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-test-'));
-  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, ...opts.env });
+  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, ...(await rigDatabaseEnv(dir)), ...opts.env });
   const db = await openRigDb(dir);
   const store = createStore(db);
   const clock = { t: (opts.start ?? new Date('2026-11-22T06:00:00.000Z')).getTime() };

@@ -34,9 +34,18 @@ export async function freshDatabaseUrl(): Promise<string> {
  * dir was given the first time, as a restarted control plane on the same DATABASE_URL would.
  */
 const byDir = new Map<string, string>();
-export async function openRigDb(dir: string): Promise<Db> {
-  if (TEST_ENGINE === 'sqlite') return openDb(path.join(dir, DB_FILENAME));
+async function urlOf(dir: string): Promise<string> {
   let url = byDir.get(dir);
   if (!url) byDir.set(dir, (url = await freshDatabaseUrl()));
-  return openStoreDb({ databaseUrl: url, dataDir: dir });
+  return url;
+}
+
+export async function openRigDb(dir: string): Promise<Db> {
+  if (TEST_ENGINE === 'sqlite') return openDb(path.join(dir, DB_FILENAME));
+  return openStoreDb({ databaseUrl: await urlOf(dir), dataDir: dir });
+}
+
+/** The environment a rig's configuration adds for `dir`: its DATABASE_URL on PostgreSQL (what the operator CLI reads). */
+export async function rigDatabaseEnv(dir: string): Promise<Record<string, string>> {
+  return TEST_ENGINE === 'sqlite' ? {} : { DATABASE_URL: await urlOf(dir) };
 }
