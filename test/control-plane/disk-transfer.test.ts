@@ -73,8 +73,9 @@ t.test('btrfs: layers move once, incrementally, and a bad stream registers nothi
   const lt = await a.store.freeze('disk-m1', 'snp_t');
   const [t1, t2] = await Promise.all([move(a, b, lt.id, 'fork_1'), move(a, b, lt.id, 'fork_2')]);
   t.same([t1.status, t2.status, t1.header.frames.length, t2.header.frames.length], [200, 200, 1, 1], 'both sent it (neither held it when asked)');
-  t.same([received(t1), received(t2)], [[lt.id], []], 'registered once');
-  t.same(b.store.layer(lt.id).pins, ['fork_1', 'fork_2'], 'pinned by both');
+  // Which of the two registers it depends on which receive runs first (they queue): exactly one does.
+  t.same([received(t1), received(t2)].sort((x, y) => (y?.length ?? 0) - (x?.length ?? 0)), [[lt.id], []], 'registered once');
+  t.same([...b.store.layer(lt.id).pins].sort(), ['fork_1', 'fork_2'], 'pinned by both');
 
   // A child of lt (a stopped capture: only its own diff) moves alone.
   await onDisk(a.store, 'disk-m1', mnt, (m) => fs.writeFileSync(path.join(m, 'home', 'small.bin'), small));
