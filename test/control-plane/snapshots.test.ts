@@ -203,6 +203,7 @@ t.test('fork: from a snapshot or from now; forks survive their parent; quotas as
   const p = await machine(rig, a.key, { name: 'parent', size: 'standard' });
   sub.machines.get(p.id)!.files.set('/f', 'at-snapshot');
   const s = (await rig.call('POST', '/v1/snapshots?wait=true', { key: a.key, body: { machine_id: p.id } })).json;
+  if (!s.id) t.comment(`snapshot create answered: ${JSON.stringify(s)}`);
   sub.machines.get(p.id)!.files.set('/f', 'now');
 
   const f1 = await rig.call('POST', `/v1/machines/${p.id}/fork`, { key: a.key, body: { snapshot_id: s.id, name: 'fork-one' } });
