@@ -1,7 +1,7 @@
 /**
  * The live events channel across two control-plane processes on one PostgreSQL (the `events` part of
  * `npm run bench`; issue 24 item 3, control-plane/src/cluster/events-feed.ts): on a throwaway cluster
- * (test/helpers/postgres.ts), process A (events-writer.ts, a child) records one machine event at a time through the
+ * (scripts/lib/throwaway-postgres.ts), process A (events-writer.ts, a child) records one machine event at a time through the
  * event service; this process, B, runs the events feed (LISTEN/NOTIFY) and a subscriber of that machine through
  * its event service, as the gateway's events channel does. Latency: the wall-clock time A took just before
  * recording (carried in the event) → the subscriber's delivery on B; p50/p99 (target p50 ≤ 50 ms). One event in
@@ -15,7 +15,7 @@ import { startEventsFeed } from '../../control-plane/src/cluster/events-feed.js'
 import { createEventService } from '../../control-plane/src/services/events.js';
 import { openStoreDb } from '../../control-plane/src/store/engine/open.js';
 import { createStore } from '../../control-plane/src/store/store.js';
-import { startPostgres } from '../../test/helpers/postgres.js';
+import { startPostgres } from '../lib/throwaway-postgres.js';
 import { machineRow, seedOrg } from '../../test/helpers/store-engines.js';
 import { fmt, line, percentile } from './stats.js';
 

@@ -52,7 +52,7 @@ function combinatorArray(node: ts.Node): boolean {
   return /^Promise$/.test(call.expression.expression.getText()) && ['all', 'allSettled', 'race', 'any'].includes(call.expression.name.text);
 }
 
-/** tap's subtest declarations, which tap itself awaits. */
+/** tap's subtest declarations (`t.test`, `t.skip`, `t.todo`, `t.only`: tap's method names), which tap itself awaits. */
 const TAP_DECLARATIONS = new Set(['test', 'skip', 'todo', 'only']);
 function tapDeclaration(checker: ts.TypeChecker, e: ts.Expression): boolean {
   if (!ts.isCallExpression(e) || !ts.isPropertyAccessExpression(e.expression) || !TAP_DECLARATIONS.has(e.expression.name.text)) return false;
