@@ -6,6 +6,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { MAX_MACHINE_BODY_BYTES, MAX_WRITE_BODY_BYTES } from '../../shared/schemas/files.js';
 import { cors } from 'hono/cors';
 import type { Op } from './api/op.js';
+import type { Routing } from './api/middleware/owner-route.js';
 import { renderError } from './api/middleware/errors.js';
 import { requestContext } from './api/middleware/request-context.js';
 import { mountReference } from './api/reference.js';
@@ -31,6 +32,8 @@ export interface AppDeps {
   mcp?: McpOptions;
   /** A dashboard build (dist/dashboard) to serve at `/`; none: `/` is a 404 like any unknown route. */
   dashboardDir?: string | null;
+  /** Several processes on PostgreSQL: machine and host operations go to their owner (main.ts wires it). */
+  routing?: Routing;
 }
 
 export function createApp(deps: AppDeps): Hono<CpEnv> {
@@ -65,7 +68,7 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
   });
   const ops = deps.ops ?? IDENTITY_OPS;
   mountReference(app, ops, `${deps.services.config.publicBaseUrl}`);
-  app.route('/v1', v1App(deps.services, ops, { checkResponses: deps.checkResponses }));
+  app.route('/v1', v1App(deps.services, ops, { checkResponses: deps.checkResponses, routing: deps.routing }));
   // The MCP server's tools are /v1 requests dispatched back into this app (mcp/caller.ts).
   mountMcp(app, deps.services, (req, env) => app.fetch(req, env), deps.mcp);
   if (deps.dashboardDir) mountDashboard(app, deps.dashboardDir, deps.services.config.publicBaseUrl);

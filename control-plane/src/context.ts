@@ -1,4 +1,5 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Forwarded } from './cluster/forward/listener.js';
 import type { Permission, Role, Scope } from '../../shared/schemas/org.js';
 
 /**
@@ -35,10 +36,19 @@ export type CpEnv = {
     principal: Principal;
     /** The same principal, set by `requireOrg` once it is known to act in an organization. */
     orgPrincipal: OrgPrincipal;
+    /** The process a request was forwarded to (api/middleware/owner-route.ts), for the request log. */
+    forwardedTo: string;
   };
   Bindings: {
     /** Set by @hono/node-server. */
     incoming?: IncomingMessage;
+    /** Set by @hono/node-server: the response a forwarded request's owner answers on (owner-route.ts). */
+    outgoing?: ServerResponse;
+    /**
+     * Set only by the internal listener (main.ts): the request crossed the channel, signed; its principal is the
+     * asserted one (authenticate reads it instead of credentials) and it is never forwarded again.
+     */
+    forwarded?: Forwarded;
     /** Tests using app.request() inject the client address here. */
     clientIp?: string;
   };

@@ -24,8 +24,9 @@ import { previewProxyFromServices } from './previews/from-services.js';
 import { createMetrics } from './metrics.js';
 import { timedSubstrate, type TimingSink } from './substrate/timed.js';
 import { alwaysLeader, postgresLock } from './cluster/leader.js';
-import { controlPlaneJobs, runJobs, type JobPeriods } from './cluster/jobs.js';
+import { controlPlaneJobs, hostWork, runJobs, type JobPeriods } from './cluster/jobs.js';
 import { substrateJob } from './cluster/substrate-job.js';
+import { prepareCluster } from './cluster/wiring.js';
 
 export interface Running {
   url: string;
@@ -36,6 +37,10 @@ export interface Running {
   dashboard: boolean;
   /** The running services (benchmarks switch metering on and off). */
   services: Services;
+  /** Whether this process drives its host's substrate now (always on SQLite; on PostgreSQL, the elected one). */
+  driving(): boolean;
+  /** The internal listener other processes forward to (`http://host:port`); null on SQLite (none is opened). */
+  internalUrl: string | null;
   close(): Promise<void>;
 }
 
@@ -79,22 +84,27 @@ export async function serve(
     log,
     ...opts.services, keyring, substrate, config, store,
   });
+  // On PostgreSQL: the internal channel and this host's driver (cluster/wiring.ts); on SQLite, one process serves all.
+  const cluster = config.databaseUrl ? await prepareCluster({ db, databaseUrl: config.databaseUrl, config, log, catalog: opts.services?.catalog }) : null;
   const dashboardDir = opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir;
-  const app = createApp({ services, log, ops: ALL_OPS, dashboardDir });
+  const app = createApp({ services, log, ops: ALL_OPS, dashboardDir, routing: cluster?.routing });
   const metrics = config.metricsPort !== null ? createMetrics(services) : null;
   observe = metrics ? metrics.observe : null;
   onTiming = metrics ? (op, seconds, ok) => metrics.observeSubstrate(op, seconds, ok) : null;
   const metricsListener = metrics ? await metrics.listen(config.metricsPort!) : null;
   if (metricsListener) say(`metrics: ${metricsListener.url} (loopback only)`);
   // The background jobs, each run by its role's process (cluster/jobs.ts): on PostgreSQL the deployment-wide ones
-  // only in the elected leader; on SQLite the one process always leads, as before.
+  // only in the elected leader and the host's (reconcile, watch, warm pool) only in the host's driver; on SQLite the
+  // one process always leads and drives, as before.
+  const jobList = controlPlaneJobs(services, { log, resumeMetering: !config.databaseUrl, periodsMs: opts.jobPeriodsMs, substrate: substrate ? substrateJob(services, { ready: deferred?.ready, startedAt, say, log }) : null });
   const jobs = runJobs(
-    controlPlaneJobs(services, { log, resumeMetering: !config.databaseUrl, periodsMs: opts.jobPeriodsMs, substrate: substrate ? substrateJob(services, { ready: deferred?.ready, startedAt, say, log }) : null }),
-    { deployment: config.databaseUrl ? postgresLock(config.databaseUrl) : alwaysLeader },
+    jobList,
+    config.databaseUrl ? { deployment: postgresLock(config.databaseUrl), host: 'driver' } : { deployment: alwaysLeader },
     { log, intervalMs: config.leaderIntervalMs },
   );
   // Intervals are metered by the leader only (metering job); until this process leads, its flushes carry its egress.
   await jobs.ready;
+  await cluster?.start(app.fetch, hostWork(jobList, log));
 
   // On PostgreSQL, events other processes record wake this process's live subscribers (cluster/events-feed.ts).
   const eventsFeed = config.databaseUrl ? await startEventsFeed({ databaseUrl: config.databaseUrl, store, events: services.events, log }) : null;
@@ -116,10 +126,14 @@ export async function serve(
     services,
     dashboard: !!dashboardDir,
     metricsUrl: metricsListener?.url ?? null,
+    driving: () => cluster?.driving() ?? true,
+    internalUrl: cluster?.internalUrl() ?? null,
     close: async () => {
       await metricsListener?.close();
-      // The elected jobs stop first (the substrate's warm pool drains: started-but-unassigned machines are not kept
-      // across runs, the next run's image may differ), then the lock goes, then the per-process jobs.
+      // The host's work stops and its lock goes before the deployment's jobs (the warm pool drains there).
+      await cluster?.close();
+      // The elected jobs stop first (on SQLite the substrate's warm pool drains here: started-but-unassigned machines
+      // are not kept across runs, the next run's image may differ), then the lock goes, then the per-process jobs.
       await jobs.stop();
       await gateway.close();
       await eventsFeed?.stop();

@@ -1,8 +1,11 @@
 /**
  * One real control plane for test/helpers/served-processes.ts: `serve()` (control-plane/src/main.ts) on a loopback
  * port with the fake substrate, over DATABASE_URL when `url` is given (PostgreSQL, shared with the other children),
- * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir}. Prints {ready, base} once it listens; {op:'exit'} on
- * stdin (or stdin closing: the test process is gone) closes it.
+ * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?}. Prints {ready, base, driving, internal} once
+ * it listens (whether it drives the host, its internal listener); then {log: 'host.driving'} when it takes the host
+ * over, {log: 'forward_refused', reason} for the internal listener's refusals, and with `requests` one line per
+ * request {log: 'request', operation, request_id, status, forwarded_to?}. {op:'exit'} on stdin (or stdin closing:
+ * the test process is gone) closes it.
  */
 import readline from 'node:readline';
 import { parseConfig } from '../../control-plane/src/config.js';
@@ -10,13 +13,22 @@ import { serve } from '../../control-plane/src/main.js';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
 
-const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string };
+const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean };
+const say = (line: Record<string, unknown>) => process.stdout.write(JSON.stringify(line) + '\n');
+const REPORTED: Record<string, ReadonlyArray<string>> = {
+  'host.driving': ['epoch'],
+  forward_refused: ['reason'],
+  ...(args.requests ? { request: ['operation', 'request_id', 'status', 'forwarded_to'] } : {}),
+};
 const config = parseConfig({
   PUBLIC_BASE_URL, DATA_DIR: args.dataDir, PORT: '0', HOST: '127.0.0.1', WARM_POOL_PER_SIZE: '0', SECRETS_KEYRING: 'off', TRUST_PROXY: 'true',
   ...(args.url ? { DATABASE_URL: args.url } : {}),
 });
 const running = await serve(config, {
-  log: () => {},
+  log: (l) => {
+    const fields = REPORTED[String(l.event)];
+    if (fields) say({ log: l.event, ...Object.fromEntries(fields.map((f) => [f, l[f]])) });
+  },
   dashboardDir: null,
   // A host large enough that only the organization's quotas refuse.
   services: { substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 } },
@@ -30,4 +42,4 @@ commands.on('close', () => void stop());
 commands.on('line', (text) => {
   if ((JSON.parse(text) as { op: string }).op === 'exit') void stop();
 });
-process.stdout.write(JSON.stringify({ pid: process.pid, ready: true, base: running.url }) + '\n');
+say({ pid: process.pid, ready: true, base: running.url, driving: running.driving(), internal: running.internalUrl });

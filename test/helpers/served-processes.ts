@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import { holdWrites, type Hold } from './pg-hold.js';
-import { childGroup } from './pg-processes.js';
+import { childGroup, type ChildLine, type PgChild } from './pg-processes.js';
 import { startPostgres } from './postgres.js';
 import { PUBLIC_ORIGIN } from './control-plane.js';
 
@@ -23,6 +23,8 @@ export interface HttpReply {
   json: any;
   /** The `name=value` of a Set-Cookie, if any. */
   cookie: string | null;
+  /** The answer's x-request-id. */
+  requestId: string | null;
 }
 
 export interface Served {
@@ -30,6 +32,9 @@ export interface Served {
   url: string | null;
   /** Each process's base URL (two on PostgreSQL, one on SQLite). */
   bases: string[];
+  /** The processes, in the order of `bases`, and the line each printed when ready (`driving`, `internal`). */
+  children: PgChild[];
+  ready: ChildLine[];
   /** The base URL of call number `i` (round robin over the processes). */
   base(i: number): string;
   call(base: string, method: string, p: string, o?: { key?: string; cookie?: string; body?: unknown; ip?: string }): Promise<HttpReply>;
@@ -37,7 +42,8 @@ export interface Served {
   tenant(plan: string): Promise<{ cookie: string; orgId: string; key: string }>;
 }
 
-export async function startServed(t: Test, engine: Engine): Promise<Served> {
+/** `childArgs`: served-child.ts's options (`requests`: print each request's log line). */
+export async function startServed(t: Test, engine: Engine, childArgs: { requests?: boolean } = {}): Promise<Served> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-guarantees-'));
   t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   let url: string | undefined;
@@ -48,10 +54,15 @@ export async function startServed(t: Test, engine: Engine): Promise<Served> {
   }
   const start = childGroup(t, { dataDir, ...(url ? { url } : {}) }, CHILD);
   const bases: string[] = [];
+  const children: PgChild[] = [];
+  const ready: ChildLine[] = [];
   // One after the other: the first migrates the database, the second opens it migrated.
   for (const name of engine === 'postgres' ? ['a', 'b'] : ['a']) {
-    const c = start(name, {});
-    bases.push(String((await c.next((l) => l.ready === true)).base));
+    const c = start(name, childArgs);
+    const line = await c.next((l) => l.ready === true);
+    bases.push(String(line.base));
+    children.push(c);
+    ready.push(line);
   }
   const call: Served['call'] = async (base, method, p, o = {}) => {
     const headers: Record<string, string> = { 'x-forwarded-for': o.ip ?? '192.0.2.1' };
@@ -61,12 +72,19 @@ export async function startServed(t: Test, engine: Engine): Promise<Served> {
     if (o.body !== undefined) headers['content-type'] = 'application/json';
     const res = await fetch(base + p, { method, headers, body: o.body === undefined ? undefined : JSON.stringify(o.body), redirect: 'manual' });
     const text = await res.text();
-    return { status: res.status, json: text.startsWith('{') ? JSON.parse(text) : text, cookie: /^[^;]+/.exec(res.headers.get('set-cookie') ?? '')?.[0] ?? null };
+    return {
+      status: res.status,
+      json: text.startsWith('{') ? JSON.parse(text) : text,
+      cookie: /^[^;]+/.exec(res.headers.get('set-cookie') ?? '')?.[0] ?? null,
+      requestId: res.headers.get('x-request-id'),
+    };
   };
   let n = 0;
   return {
     url: url ?? null,
     bases,
+    children,
+    ready,
     base: (i) => bases[i % bases.length]!,
     call,
     async tenant(plan) {

@@ -15,6 +15,7 @@ import type { CpEnv } from '../context.js';
 import type { Services } from '../services/index.js';
 import { jsonBody, queryOf } from './body.js';
 import { authenticate, refuseForeignOrigin, requireOrg, requirePermission, type AuthMode } from './middleware/auth.js';
+import { routeToOwner, type OpOwner, type Routing } from './middleware/owner-route.js';
 import { ERRORS } from '../errors.js';
 
 /** A success answer: a JSON schema, no body (204), an HTML page, or a redirect (303). */
@@ -41,6 +42,13 @@ export interface Op<P extends string = string, Q extends z.ZodType | undefined =
   /** Needs an active organization (default: true when authenticated). */
   org?: boolean;
   permission?: Permission;
+  /**
+   * What the operation acts on, for the internal channel (api/middleware/owner-route.ts): `machine` — the machine
+   * its `:machine_id` names, served by the process driving that machine's host; `host` — the substrate without
+   * naming a machine (a create), served by the driver of the host `placeFor` picks; `any` — the store only, served
+   * wherever it arrives. Default (`opOwner`): `machine` under `/machines/:machine_id`, else `any`.
+   */
+  owner?: OpOwner;
   /** Query parameters (a strict object of strings); omitted: the operation takes none. */
   query?: Q;
   /** JSON request body; omitted: no body. */
@@ -62,12 +70,19 @@ export function pathParams(path: string): string[] {
   return [...path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
 }
 
+/** An operation's owner: declared, or `machine` for every route under `/machines/:machine_id`, else `any`. */
+export function opOwner(op: Pick<Op, 'owner' | 'path'>): OpOwner {
+  return op.owner ?? (/^\/machines\/:machine_id(?:\/|$)/.test(op.path) ? 'machine' : 'any');
+}
+
 export interface MountOptions {
   /**
    * Parse every JSON success answer against the operation's declared schema and fail loudly on a
    * mismatch. Tests turn it on, so the whole suite checks the published response schemas.
    */
   checkResponses?: boolean;
+  /** Several processes (PostgreSQL): machine and host operations go to their owner. Absent: everything is served here. */
+  routing?: Routing;
 }
 
 export function mountOp(app: Hono<CpEnv>, s: Services, op: Op, opts: MountOptions = {}): void {
@@ -78,12 +93,16 @@ export function mountOp(app: Hono<CpEnv>, s: Services, op: Op, opts: MountOption
     },
     ...(op.auth === 'none' ? [refuseForeignOrigin(s)] : [authenticate(s, op.auth)]),
     ...(op.auth !== 'none' && op.org !== false ? [requireOrg()] : []),
-    ...(op.permission ? [requirePermission(op.permission)] : []),
   );
+  const permitted = op.permission ? [requirePermission(op.permission)] : [];
+  const owner = opOwner(op);
+  // After the credential and the organization (the arriving process checks both), before the permission and the
+  // handler (the owner applies them, exactly as here).
+  const routed = opts.routing && owner !== 'any' && op.auth !== 'none' && op.org !== false ? [routeToOwner(opts.routing, owner)] : [];
   const undeclared = (what: 'query' | 'body'): never => {
     throw new Error(`${op.name} declares no ${what}`);
   };
-  app.on(op.method.toUpperCase(), op.path, gates, async (c) => {
+  app.on(op.method.toUpperCase(), op.path, gates, ...routed, ...permitted, async (c) => {
     const io: OpIo<z.ZodType | undefined, z.ZodType | undefined> = {
       query: () => (op.query ? queryOf(c, op.query) : undeclared('query')),
       body: async () => (op.body ? jsonBody(c, op.body) : undeclared('body')),

@@ -6,14 +6,16 @@
  *     substrate watch and the warm pool;
  *   - `process`: in every process, for what only that process knows — the egress bytes it served (its flush) and the
  *     sessions its gateway has attached (kept active, so the leader's sweep does not idle them).
- * Which lock each role competes for is data (`Roles`): today the host driver is the deployment leader (one
- * election); a separate host-driver election (item 5) is one more connector here, nothing else changes.
+ * Which lock each role competes for is data (`Roles`): on SQLite the one process leads both (one election); on
+ * PostgreSQL the host role is `'driver'`: its jobs are the host driver's work (`hostWork`, run by cluster/host-driver.ts
+ * with its own lock, takeover and fence), so they follow whoever drives this host, not the deployment leader.
  * Secret redelivery is no job: it retries in the process that booted or changed the machine (services/secrets.ts).
  */
 import { causeChain, silentLog, type LogSink } from '../log.js';
 import type { Services } from '../services/index.js';
 import { SESSION_SWEEP_MS } from '../services/sessions.js';
 import { FLUSH_MS } from '../services/metering.js';
+import type { DriverWork } from './host-driver.js';
 import { onLeader, type LeaderElection, type LeaderState, type LockConnector } from './leader.js';
 
 export type JobRole = 'deployment' | 'host' | 'process';
@@ -25,15 +27,19 @@ export interface Job {
   stop(): void | Promise<void>;
 }
 
-/** The lock each elected role competes for; without `host`, the host driver is the deployment leader. */
+/**
+ * The lock each elected role competes for: without `host`, the host jobs ride on the deployment leader's election;
+ * `'driver'`: they are not run here but by the host driver (`hostWork`).
+ */
 export interface Roles {
   deployment: LockConnector;
-  host?: LockConnector;
+  host?: LockConnector | 'driver';
 }
 
 export interface RunningJobs {
   /** Resolves once every election has had its first outcome (leading with its jobs started, or following). */
   ready: Promise<void>;
+  /** An elected role's state here (the host role's when it is the driver's: the driver has it). */
   state(role: Exclude<JobRole, 'process'>): LeaderState;
   /** Stops every job (elected ones first, releasing their locks), then the per-process ones. */
   stop(): Promise<void>;
@@ -124,25 +130,16 @@ export function controlPlaneJobs(services: Services, o: JobOptions): Job[] {
 /** Runs `jobs`: the per-process ones at once, each elected role's while this process holds its lock. */
 export function runJobs(jobs: readonly Job[], roles: Roles, opts: { intervalMs?: number; log?: LogSink; onState?: (role: 'deployment' | 'host', s: LeaderState) => void } = {}): RunningJobs {
   const log = opts.log ?? silentLog;
-  const startAll = async (set: readonly Job[]) => {
-    for (const j of set) await j.start();
-  };
-  const stopAll = async (set: readonly Job[]) => {
-    for (const j of [...set].reverse()) {
-      try {
-        await j.stop();
-      } catch (e) {
-        log({ event: 'job.stop_failed', job: j.name, error: causeChain(e) });
-      }
-    }
-  };
+  const stopAll = (set: readonly Job[]) => stopJobs(set, log);
   const local = jobs.filter((j) => j.role === 'process');
-  const localStarted = startAll(local);
+  const localStarted = startJobs(local);
   // One election per distinct lock: the host role rides on the deployment's until it has its own.
   const elections = new Map<LockConnector, { roles: Array<'deployment' | 'host'>; election: LeaderElection }>();
   const firsts: Array<Promise<void>> = [];
   for (const role of ['deployment', 'host'] as const) {
-    const connect = roles[role] ?? roles.deployment;
+    const given = roles[role];
+    if (given === 'driver') continue;
+    const connect = given ?? roles.deployment;
     const found = elections.get(connect);
     if (found) {
       found.roles.push(role);
@@ -154,7 +151,7 @@ export function runJobs(jobs: readonly Job[], roles: Roles, opts: { intervalMs?:
     firsts.push(new Promise<void>((r) => (first = r)));
     const election = onLeader(connect, {
       start: async () => {
-        await startAll(set());
+        await startJobs(set());
         first();
       },
       stop: () => stopAll(set()),
@@ -171,14 +168,35 @@ export function runJobs(jobs: readonly Job[], roles: Roles, opts: { intervalMs?:
     });
     elections.set(connect, { roles: mine, election });
   }
-  const byRole = (role: 'deployment' | 'host') => [...elections.values()].find((e) => e.roles.includes(role))!.election;
+  const byRole = (role: 'deployment' | 'host') => [...elections.values()].find((e) => e.roles.includes(role))?.election;
   return {
     ready: Promise.all([localStarted, ...firsts]).then(() => undefined),
-    state: (role) => byRole(role === 'host' ? 'host' : 'deployment').state,
+    state: (role) => byRole(role)?.state ?? 'stopped',
     async stop() {
       for (const { election } of elections.values()) await election.stop();
       await localStarted.catch(() => undefined);
       await stopAll(local);
     },
   };
+}
+
+/** The host role's jobs as the host driver's work (cluster/host-driver.ts): started on takeover, stopped on loss. */
+export function hostWork(jobs: readonly Job[], log: LogSink = silentLog): DriverWork {
+  const mine = jobs.filter((j) => j.role === 'host');
+  return { start: () => startJobs(mine), stop: () => stopJobs(mine, log) };
+}
+
+async function startJobs(set: readonly Job[]): Promise<void> {
+  for (const j of set) await j.start();
+}
+
+/** Stops `set` in reverse order; one job's failure is logged and the others still stop. */
+async function stopJobs(set: readonly Job[], log: LogSink): Promise<void> {
+  for (const j of [...set].reverse()) {
+    try {
+      await j.stop();
+    } catch (e) {
+      log({ event: 'job.stop_failed', job: j.name, error: causeChain(e) });
+    }
+  }
 }

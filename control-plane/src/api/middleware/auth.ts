@@ -21,6 +21,17 @@ export type AuthMode =
  */
 export function authenticate(s: Services, mode: AuthMode = 'any'): MiddlewareHandler<CpEnv> {
   return async (c, next) => {
+    const forwarded = c.env?.forwarded;
+    if (forwarded) {
+      // Arrived over the internal channel: the arriving process authenticated the caller (key or cookie, its
+      // Origin rule, the organization); the signed assertion is the principal, and no credential crossed.
+      if (forwarded.on_behalf_of.kind !== 'tenant') throw ERRORS.forwardNotSigned();
+      const fp = forwarded.on_behalf_of.principal;
+      if (mode === 'session' && fp.kind !== 'user') throw ERRORS.needsBrowserSession();
+      c.set('principal', fp);
+      await next();
+      return;
+    }
     const authz = c.req.header('authorization');
     let p: Principal | null;
     if (authz !== undefined) {

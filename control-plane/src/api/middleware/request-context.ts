@@ -17,7 +17,8 @@ export function machineIdOf(p: string): string | null {
 export function requestContext(log: LogSink): MiddlewareHandler<CpEnv> {
   return async (c, next) => {
     const started = performance.now();
-    const id = newId('request');
+    // A request forwarded by another process keeps the id its caller sees (cluster/forward/assertion.ts).
+    const id = c.env?.forwarded?.request_id ?? newId('request');
     c.set('requestId', id);
     c.set('operation', 'unmatched');
     try {
@@ -32,6 +33,7 @@ export function requestContext(log: LogSink): MiddlewareHandler<CpEnv> {
         machine_id: machineIdOf(c.req.path),
         method: c.req.method,
         status: c.res.status,
+        ...(c.get('forwardedTo') ? { forwarded_to: c.get('forwardedTo') } : {}),
         ms: Math.round((performance.now() - started) * 10) / 10,
       });
     }

@@ -8,6 +8,8 @@ export default defineOp({
   path: '/machines',
   auth: 'any',
   permission: 'machines:create',
+  // Acts on the host's substrate without naming a machine: the driver of the host placement picks serves it.
+  owner: 'host',
   body: CreateMachineRequest,
   responses: { 201: Machine },
   async handler(c, s, io) {

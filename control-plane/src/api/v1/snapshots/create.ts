@@ -8,6 +8,8 @@ export default defineOp({
   path: '/snapshots',
   auth: 'any',
   permission: 'snapshots:write',
+  // Acts on the host's substrate without naming a machine: the driver of the host placement picks serves it.
+  owner: 'host',
   query: WaitQuery,
   body: CreateSnapshotRequest,
   responses: { 201: Snapshot, 202: Snapshot },

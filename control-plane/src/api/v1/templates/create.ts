@@ -9,6 +9,8 @@ export default defineOp({
   path: '/templates',
   auth: 'any',
   permission: 'templates:write',
+  // Acts on the host's substrate without naming a machine: the driver of the host placement picks serves it.
+  owner: 'host',
   query: WaitQuery,
   body: CreateTemplateRequest,
   responses: { 201: Template, 202: Template },

@@ -1,0 +1,78 @@
+/**
+ * The API's door to the internal channel (docs/cluster.md, "What forwards"): after `authenticate` and `requireOrg`,
+ * an operation that acts on a machine or on the host's substrate is served here only if this process owns it;
+ * otherwise the caller's request is forwarded, streamed, to the owner's internal listener with the tenant's
+ * credentials dropped and the principal asserted (cluster/forward), and the owner's answer is the caller's.
+ * A request that arrived over the channel is never forwarded again (forward/owner.ts's table: 503 instead).
+ */
+import type { Context, MiddlewareHandler } from 'hono';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import type { CpEnv } from '../../context.js';
+import { ERRORS } from '../../errors.js';
+import { Assertion, tenantAssertion } from '../../cluster/forward/assertion.js';
+import type { Forwarder } from '../../cluster/forward/forwarder.js';
+import { decideRoute, route, type Arrival, type Owner, type OwnerOf } from '../../cluster/forward/owner.js';
+import { clientIp } from './client-ip.js';
+
+/** What an operation acts on, for routing: a machine (its `:machine_id`), the host's substrate (a create), or neither. */
+export type OpOwner = 'machine' | 'host' | 'any';
+
+/** The cluster's side of routing, wired by main.ts on PostgreSQL (absent on SQLite: one process serves all). */
+export interface Routing {
+  ownerOf: OwnerOf;
+  /**
+   * Where an operation that makes a machine or acts on the substrate without naming a machine runs: today this
+   * process's host's driver. Placement over many hosts replaces this one function.
+   */
+  placeFor(): Promise<Owner>;
+  forwarder: Forwarder;
+  trustProxy: boolean;
+  /** The Host asserted when the caller's cannot be carried (malformed): the public base URL's. */
+  publicHost: string;
+}
+
+const HostText = Assertion.shape.client.shape.host;
+const IpText = Assertion.shape.client.shape.ip;
+
+/**
+ * Whether `c` is the request the node server received (not one dispatched in-process with its bindings, as the MCP
+ * endpoint's tools are): only that one has a socket to stream to the owner.
+ */
+function isWireRequest(c: Context<CpEnv>): boolean {
+  const u = new URL(c.req.url);
+  return c.env?.incoming?.url === u.pathname + u.search && c.env.outgoing !== undefined && !c.env.outgoing.headersSent;
+}
+
+export function routeToOwner(routing: Routing, owner: Exclude<OpOwner, 'any'>): MiddlewareHandler<CpEnv> {
+  return async (c, next) => {
+    const arrival: Arrival = c.env?.forwarded ? 'forwarded' : 'tenant';
+    const r = owner === 'machine'
+      ? await route(routing.ownerOf, c.req.param('machine_id') ?? null, arrival)
+      : decideRoute(await routing.placeFor().catch(() => null), arrival);
+    if (r.kind === 'serve') return next();
+    if (r.kind === 'refuse') throw r.error;
+    const incoming = c.env?.incoming;
+    const outgoing = c.env?.outgoing;
+    // An in-process dispatch (MCP) has no socket of its own to forward; it is refused, retryably, never served here.
+    if (!incoming || !outgoing || !isWireRequest(c)) throw ERRORS.machineOwnerUnreachable();
+    const host = c.req.header('host') ?? '';
+    const ip = clientIp(c, routing.trustProxy);
+    routing.forwarder.request(incoming, outgoing, {
+      target: r.target,
+      authorization: 'drop',
+      assertion: {
+        on_behalf_of: tenantAssertion(c.get('orgPrincipal')),
+        request_id: c.get('requestId'),
+        client: {
+          ip: IpText.safeParse(ip).success ? ip : 'unknown',
+          proto: new URL(c.req.url).protocol === 'https:' ? 'https' : 'http',
+          host: HostText.safeParse(host).success ? host : routing.publicHost,
+        },
+      },
+    });
+    c.set('forwardedTo', r.target.processId);
+    // A fresh "already sent" answer (the request log and CORS set headers on it, never on the shared constant). A clone
+    // is the platform's Response: @hono/node-server writes a head for its own light ones, even marked already sent.
+    return RESPONSE_ALREADY_SENT.clone();
+  };
+}

@@ -1,0 +1,166 @@
+/**
+ * Several control-plane processes on one PostgreSQL (issue 24 item 5; docs/cluster.md, "Wiring"): what `serve`
+ * adds when DATABASE_URL is set. Each process gets a random process id, reads the deployment key from the store
+ * (created once, in one transaction), opens the internal listener on INTERNAL_HOST:INTERNAL_PORT and competes to
+ * drive its host (the DATA_DIR's host id) with the host jobs as the driver's work. The driver registers
+ * `http://<INTERNAL_HOST>:<port>/<process id>` on the host's row at each takeover; `routing` sends every machine
+ * and host operation to whoever that row names (cluster/owner-of.ts), and the listener serves what others forward
+ * with the same app, the principal rebuilt from the signed assertion.
+ *
+ * On SQLite none of this exists: one process, always local, no listener.
+ */
+import { randomBytes } from 'node:crypto';
+import { IncomingMessage, ServerResponse, type Server } from 'node:http';
+import { getRequestListener } from '@hono/node-server';
+import type { Routing } from '../api/middleware/owner-route.js';
+import type { Config } from '../config.js';
+import type { CpEnv } from '../context.js';
+import { catalogAt, type CatalogVersion } from '../domain/catalog.js';
+import { hostCapacity } from '../domain/host-capacity.js';
+import { ERRORS } from '../errors.js';
+import { listen } from '../http-server.js';
+import type { LogSink } from '../log.js';
+import type { Db } from '../store/db.js';
+import { clusterKeysRepo, INTERNAL_CHANNEL_KEY } from '../store/repos/cluster-keys.js';
+import { hostsRepo } from '../store/repos/hosts.js';
+import { machinesRepo } from '../store/repos/machines.js';
+import { refuseSocket } from './forward/envelope.js';
+import { createForwarder } from './forward/forwarder.js';
+import { DEPLOYMENT_KEY_MIN_BYTES, DeploymentKey } from './forward/key.js';
+import { createInternalServer, type Forwarded, type InternalHandlers } from './forward/listener.js';
+import { driveHost, hostDriverLock, type DriverWork, type HostDriver } from './host-driver.js';
+import { readOrCreateHostId } from './host-id.js';
+import { measureHostShape } from './host-shape.js';
+import { newProcessId, ownerOfFromStore, ownerOfHost, registeredUrl, type OwnerLookups } from './owner-of.js';
+
+/** The API app's fetch (app.ts), with its bindings. */
+type Fetch = (req: Request, env: CpEnv['Bindings']) => Response | Promise<Response>;
+
+export interface ClusterOptions {
+  db: Db;
+  databaseUrl: string;
+  config: Config;
+  log: LogSink;
+  catalog?: readonly CatalogVersion[];
+}
+
+export interface Cluster {
+  processId: string;
+  hostId: string;
+  /** What the API routes by (api/middleware/owner-route.ts). */
+  routing: Routing;
+  /**
+   * Opens the internal listener serving `fetch` for forwarded requests, then competes to drive the host with `work`;
+   * resolves once the first election has an outcome (driving with its work started, or following).
+   */
+  start(fetch: Fetch, work: DriverWork): Promise<void>;
+  /** Whether this process drives its host now. */
+  driving(): boolean;
+  /** The internal listener's `http://host:port` once started. */
+  internalUrl(): string | null;
+  /** Stops driving (its work first, then the lock), closes the listener and the forwarder's connections. */
+  close(): Promise<void>;
+}
+
+/**
+ * The listener's upgrade handler until the gateway and previews wire theirs (another change adds them): a forwarded
+ * WebSocket or preview upgrade is refused with the retryable 503, never left hanging.
+ */
+export const refuseUpgrades: InternalHandlers['upgrade'] = (_req, socket, _head, f) => refuseSocket(socket, ERRORS.machineOwnerUnreachable(), f.request_id);
+
+/** The listener's request handler: the same app, with the verified `Forwarded` as its binding (auth reads it). */
+export function forwardedRequests(fetch: Fetch): InternalHandlers['request'] {
+  const arrived = new WeakMap<IncomingMessage, Forwarded>();
+  const serve = getRequestListener((req, env) => {
+    // The internal listener is HTTP/1.1 (listener.ts): its bindings are always these two.
+    const { incoming, outgoing } = env;
+    if (!(incoming instanceof IncomingMessage) || !(outgoing instanceof ServerResponse)) throw new TypeError('the internal listener serves HTTP/1.1 only');
+    const f = arrived.get(incoming);
+    return fetch(req, { incoming, outgoing, ...(f ? { forwarded: f, clientIp: f.client.ip } : {}) });
+  });
+  return (req, res, f) => {
+    arrived.set(req, f);
+    void serve(req, res);
+  };
+}
+
+export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
+  const { config, log, db } = o;
+  const processId = newProcessId();
+  const hostId = readOrCreateHostId(config.dataDir);
+  const key = new DeploymentKey(await clusterKeysRepo(db).getOrCreate(INTERNAL_CHANNEL_KEY, () => randomBytes(DEPLOYMENT_KEY_MIN_BYTES)));
+  const hosts = hostsRepo(db);
+  const machines = machinesRepo(db);
+  const lookups: OwnerLookups = {
+    hostOfMachine: async (id) => (await machines.byId(id))?.host_id,
+    host: (id) => hosts.get(id),
+    hostIds: async () => (await hosts.list()).hosts.map((h) => h.id),
+  };
+  let driver: HostDriver | null = null;
+  const self = { processId, driving: () => driver?.fence != null };
+  const forwarder = createForwarder({ key, processId, log });
+  const routing: Routing = {
+    ownerOf: ownerOfFromStore(lookups, self),
+    // Placement over several hosts replaces this: today every create goes to this process's host.
+    placeFor: () => ownerOfHost(lookups, self)(hostId),
+    forwarder,
+    trustProxy: config.trustProxy,
+    publicHost: new URL(config.publicBaseUrl).host,
+  };
+  let server: Server | null = null;
+  let internalUrl: string | null = null;
+
+  return {
+    processId,
+    hostId,
+    routing,
+    driving: self.driving,
+    internalUrl: () => internalUrl,
+    async start(fetch, work) {
+      server = createInternalServer({ key, processId, log, handlers: { request: forwardedRequests(fetch), upgrade: refuseUpgrades } });
+      const port = await listen(server, config.internal.port, config.internal.host);
+      const h = config.internal.host.includes(':') ? `[${config.internal.host}]` : config.internal.host;
+      internalUrl = `http://${h}:${port}`;
+      log({ event: 'internal.listening', port });
+      let first: () => void = () => undefined;
+      const decided = new Promise<void>((r) => (first = r));
+      driver = driveHost({
+        hosts,
+        registration: {
+          id: hostId,
+          region: config.region,
+          capacity: hostCapacity(measureHostShape(config.dataDir), config.commitRatios, catalogAt(new Date(), o.catalog).sizes),
+          internalUrl: registeredUrl(internalUrl, processId),
+        },
+        connect: hostDriverLock(o.databaseUrl, hostId),
+        work: {
+          start: async (fence) => {
+            await work.start(fence);
+            first();
+          },
+          stop: () => work.stop(),
+        },
+        intervalMs: config.leaderIntervalMs,
+        log: (l) => {
+          log(l);
+          if (l.event === 'leader.session_failed') first();
+        },
+        onState: (s) => {
+          if (s === 'following') first();
+        },
+      });
+      await decided;
+    },
+    async close() {
+      await driver?.stop();
+      forwarder.close();
+      const s = server;
+      if (s) {
+        await new Promise<void>((resolve) => {
+          s.close(() => resolve());
+          s.closeAllConnections();
+        });
+      }
+    },
+  };
+}
