@@ -1,5 +1,5 @@
 /**
- * The tests' TypeScript transpiler (tsconfig.tap.json's `ts-node.transpiler`): ts-node's own transpile-only
+ * The tests' TypeScript transpiler (tsconfig.json's `ts-node.transpiler`): ts-node's own transpile-only
  * emit, kept on disk by content so each test process does not transpile again the ~400 modules its imports reach
  * (measured: importing test/helpers/substrate-rigs.ts cost ~9 s of CPU per process, about 23 ms a module; with
  * some 190 test files that was most of the suite's start-up time). The key is everything the output depends on:
