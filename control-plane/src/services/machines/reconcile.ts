@@ -50,7 +50,7 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
             // exists and say so; a start then answers 409 (delete and create again), never a 503 to retry.
             await substrate.destroy(m.id).catch((e) => d.onFailure?.(m.id, 'reconcile_cleanup', e));
             await store.db.tx(async () => {
-              if (!(await store.machines.casState(m.id, from, c.decideTo(from, 'fail'), c.at()))) return;
+              if (!(await store.machines.casState(m.id, from, c.decideTo(from, 'fail'), c.at(), c.fence()))) return;
               await events.append(m.org_id, m.id, 'machine.failed', {
                 from, to: 'error', operation: 'create', code: 'conflict', reason: 'create_interrupted', reconciled: true,
               });
@@ -59,7 +59,7 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
           case 'finish_delete':
             await substrate.destroy(m.id);
             await store.db.tx(async () => {
-              if (await store.machines.markDeleted(m.id, c.at())) await events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });
+              if (await store.machines.markDeleted(m.id, c.at(), c.fence())) await events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });
             });
             out.push({ id: m.id, from, to: 'deleted' });
             continue;

@@ -72,12 +72,12 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
         const moved = await store.db.tx(async (): Promise<'error' | 'stopped' | null> => {
           if (!(await unchanged())) return null;
           if (how === 'shutdown') {
-            if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'exited'), c.at()))) return null;
+            if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'exited'), c.at(), c.fence()))) return null;
             await d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', SYSTEM);
             await events.append(m.org_id, m.id, 'machine.stopped', { from: 'running', to: 'stopped', by: SYSTEM, reason: 'guest_shutdown' });
             return 'stopped';
           }
-          if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'fail'), c.at()))) return null;
+          if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'fail'), c.at(), c.fence()))) return null;
           await d.leases.releaseInTx(m.org_id, m.id, 'machine_failed', SYSTEM);
           await events.append(m.org_id, m.id, 'machine.failed', {
             from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: FAILED_REASON[how],
