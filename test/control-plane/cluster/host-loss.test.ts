@@ -81,6 +81,11 @@ t.test('a silent host is down within the sweep, its machines error once; its old
   await fakeA.create({ id: 'mch_a2', ...SPEC }, { start: false });
   await fakeA.create({ id: 'mch_a3', ...SPEC }, { start: false });
   await fakeB.create({ id: 'mch_b1', ...SPEC });
+  // A driver's reconcile and watch look at its own host's machines only (A's are absent on B's substrate).
+  await onB.machines.reconcile();
+  await onB.machines.watchPass();
+  t.same(fakeB.calls.filter((c) => c.includes('mch_a')), [], "B's reconcile and watch never ask its substrate about A's machines");
+  t.equal(await store.machines.byId('mch_a1').then((m) => m?.state), 'running');
 
   // A goes silent: its last heartbeat long ago on the database's clock. B's is pinned an hour ahead of the clock, so
   // however slow this machine is, B never looks silent (no driver beats here).

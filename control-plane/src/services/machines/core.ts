@@ -78,6 +78,8 @@ export interface MachineCore {
   at: () => string;
   /** The fence this process's state writes carry (null: none; services/host-fence.ts). */
   fence(): HostFence | null;
+  /** The rows this process's host holds: with a fence, those on its host (or on none); without one, all. */
+  onThisHost(rows: MachineRow[]): MachineRow[];
   load(orgId: string, id: string): Promise<MachineRow>;
   current(orgId: string, id: string): Promise<Machine>;
   transition(m: MachineRow, trigger: LifecycleTrigger): Promise<MachineState>;
@@ -103,6 +105,10 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
     catalog: d.catalog ?? CATALOG,
     at,
     fence,
+    onThisHost(rows) {
+      const f = fence();
+      return f ? rows.filter((m) => m.host_id === f.hostId || m.host_id === null) : rows;
+    },
     load,
     current: async (orgId, id) => machineView(await load(orgId, id)),
 

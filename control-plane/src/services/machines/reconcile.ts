@@ -35,7 +35,8 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
       seen = new Map();
     }
     // Every row, resting ones too: a stopped machine whose create a crash interrupted has no disk at all.
-    const rows = (await store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error'])).filter((m) => m.state_changed_at < before);
+    // This host's rows only: another host's machines are absent here, and not this driver's to settle.
+    const rows = c.onThisHost(await store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error'])).filter((m) => m.state_changed_at < before);
     for (const m of rows) {
       const status: SubstrateStatus = seen.get(m.id) ?? (await substrate.status(m.id).catch((): SubstrateStatus => 'lost'));
       const from = m.state;

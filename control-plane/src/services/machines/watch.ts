@@ -35,7 +35,7 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
     if (await watchDiskVolume()) return out;
     // Machines are handled side by side: one dead machine's cleanup (seconds when podman lost its monitor)
     // does not delay noticing the next.
-    const running = await store.machines.inStates(['running']);
+    const running = c.onThisHost(await store.machines.inStates(['running']));
     let answered = 0;
     await Promise.all(running.map(async (m) => {
       let seen;
