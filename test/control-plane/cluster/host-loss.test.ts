@@ -73,8 +73,10 @@ t.test('a silent host is down within the sweep, its machines error once; its old
     ['mch_a4', 'org_a', 'running', A.id], ['mch_a5', 'org_a', 'running', A.id], ['mch_a6', 'org_b', 'starting', A.id],
     ['mch_b1', 'org_a', 'running', B.id],
   ];
+  // Created now: metering a move from a creation months ago (the fixture's T0) would be most of each transaction.
+  const created = new Date().toISOString();
   for (const [id, org, state, host] of rows) {
-    await store.machines.insert(machineRow(id, { org_id: org, state, host_id: host, created_by_id: org === 'org_a' ? 'usr_a' : 'usr_b' }));
+    await store.machines.insert(machineRow(id, { org_id: org, state, host_id: host, created_by_id: org === 'org_a' ? 'usr_a' : 'usr_b', created_at: created, state_changed_at: created }));
   }
   await leader.events.append('org_a', 'mch_a3', 'machine.failed', { from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: 'exited' });
   for (const id of ['mch_a1', 'mch_a5', 'mch_a6']) await fakeA.create({ id, ...SPEC });
