@@ -169,6 +169,12 @@ export const ERRORS = {
     new AppError('internal_error', 'The transition table does not allow creating a machine.'),
   lostByHost: () =>
     new AppError('compute_unavailable', 'lost by the host'),
+  /** Starting a machine whose host was declared down (docs/operations.md, "Losing a host"): permanent until it returns. */
+  machineOnLostHost: () =>
+    new AppError('conflict', "The machine's host is down (host_lost) and its disk is on that host, so it cannot start there or elsewhere. When the host returns, the machine is stopped and can be started. To carry on now, create a new machine; a snapshot of this machine serves only if its layers were copied to a host that is up (by a fork or a template made from it elsewhere)."),
+  /** This process's host driver lost its fence (the host was declared down, or another process drives it) mid-operation. */
+  machineHostChangedHands: () =>
+    new AppError('compute_unavailable', "The machine's host changed hands during the operation; nothing more was recorded. Retry.", { headers: retryAfter('machineSettling') }),
   /** The one Retry-After that is not a fixed reason: the rate limiter computes when its window frees. */
   tooManyAttempts: (retryAfterS: number) =>
     new AppError('rate_limited', `Too many attempts; retry in ${retryAfterS} seconds.`, { headers: retryAfterHeader(retryAfterS) }),

@@ -17,6 +17,7 @@ import type { Substrate } from '../substrate/substrate.js';
 import { NO_SUBSTRATE } from '../substrate/unconfigured.js';
 import { createEventService } from './events.js';
 import { createLeaseService } from './leases.js';
+import { createHostFence } from './host-fence.js';
 import { createHostHealth } from './host-health.js';
 import { createMachineService } from './machines/index.js';
 import { createPortService } from './ports.js';
@@ -122,7 +123,10 @@ export async function createServices(d: ServiceDeps) {
   const hostHealth = createHostHealth({ store, events, dir: config.dataDir, ...(d.diskReserveBytes !== undefined ? { reserveBytes: d.diskReserveBytes } : {}) });
   const snapshots = createSnapshotService({ store, substrate, events, quotas, locks, now, onFailure: d.onMachineFailure, hostHealth });
   const templates = createTemplateService({ store, substrate, quotas, snapshots, now, onFailure: d.onMachineFailure });
+  // Held by the host driver's work when it takes over (the lead wires it: hostFence.hold(fence)).
+  const hostFence = createHostFence();
   const machines = createMachineService({
+    hostFence,
     store, substrate, agent, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     hostHealth,
     network: config.machineNetwork,
@@ -170,7 +174,7 @@ export async function createServices(d: ServiceDeps) {
   const ports = createPortService({ store, config, now, quotas });
   return {
     config, store, now, limiter, billing, builtin, stripe, quotas, identity, orgs, substrate, pool, agent, events, leases, sessions, machines, snapshots, templates, secrets, ports,
-    metering, usage,
+    metering, usage, hostFence,
     /** Server only: stop what billing no longer allows, for every organization running machines. */
     enforceAll: async () => enforce(new Set((await store.machines.inStates(['running'])).map((m) => m.org_id))),
   };

@@ -1,6 +1,7 @@
 import type { Db } from './db.js';
 import { accessRepo } from './repos/access.js';
 import { billingRepo, rateLimitRepo } from './repos/billing.js';
+import { hostsRepo } from './repos/hosts.js';
 import { identityRepo } from './repos/identity.js';
 import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo, volumeRestartsRepo } from './repos/machines.js';
 import { previewsRepo } from './repos/previews.js';
@@ -17,6 +18,7 @@ export function createStore(db: Db) {
     billing: billingRepo(db),
     rateLimits: rateLimitRepo(db),
     machines: machinesRepo(db),
+    hosts: hostsRepo(db),
     volumeRestarts: volumeRestartsRepo(db),
     sessions: sessionsRepo(db),
     leases: leasesRepo(db),
