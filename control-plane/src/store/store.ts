@@ -3,6 +3,7 @@ import { accessRepo } from './repos/access.js';
 import { billingRepo, rateLimitRepo } from './repos/billing.js';
 import { identityRepo } from './repos/identity.js';
 import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo, volumeRestartsRepo } from './repos/machines.js';
+import { placementRepo } from './repos/placement.js';
 import { previewsRepo } from './repos/previews.js';
 import { snapshotsRepo, templatesRepo } from './repos/snapshots.js';
 import { secretsRepo } from './repos/secrets.js';
@@ -25,6 +26,7 @@ export function createStore(db: Db) {
     templates: templatesRepo(db),
     secrets: secretsRepo(db),
     previews: previewsRepo(db),
+    placement: placementRepo(db),
     usage: usageRepo(db),
     stripe: stripeRepo(db),
   };
