@@ -1,4 +1,4 @@
-// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events (default: all);
+// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events,placement (default: all);
 // BENCH=screen is the gateway's screen encodings only (BENCH_AGENT_PROFILE=dir: the agent's CPU profile there).
 import path from 'node:path';
 import { benchAgent } from './bench/agent.js';
@@ -7,6 +7,7 @@ import { benchEvents } from './bench/events.js';
 import { benchForward } from './bench/forward.js';
 import { benchGateway } from './bench/gateway.js';
 import { benchMemory } from './bench/memory.js';
+import { benchPlacement } from './bench/placement.js';
 import { benchPool } from './bench/pool.js';
 import { benchPorts } from './bench/ports.js';
 import { benchSnapshots } from './bench/snapshots.js';
@@ -14,7 +15,7 @@ import { benchStore } from './bench/store.js';
 import { benchContainer, benchVm } from './bench/substrates.js';
 import { benchTransfer } from './bench/transfer.js';
 
-const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events').split(',').map((s) => s.trim()));
+const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events,placement').split(',').map((s) => s.trim()));
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 async function main(): Promise<void> {
@@ -32,6 +33,7 @@ async function main(): Promise<void> {
   if (parts.has('transfer')) await benchTransfer();
   if (parts.has('store')) await benchStore();
   if (parts.has('events')) await benchEvents();
+  if (parts.has('placement')) await benchPlacement();
 }
 
 main().then(

@@ -163,6 +163,14 @@ export const ERRORS = {
     new AppError('compute_unavailable', 'The machine could not be deleted; it is now in error and can be deleted again.'),
   hostFull: (size: string | number) =>
     new AppError('compute_unavailable', `This host has no room for another ${size} machine right now; retry later, or stop a running machine.`, { headers: retryAfter('hostCapacity') }),
+  /** A region hint no host of the deployment has registered (domain/placement.ts). */
+  unknownRegion: (region: string) =>
+    new AppError('invalid_request', `No host serves region ${region}; name a region the deployment has, or omit region to place the machine anywhere.`, {
+      details: [{ field: 'region', message: 'no host in this region' }],
+    }),
+  /** No active host (of the hinted region) has the memory, CPU and disk for the machine; never names a host. */
+  noRoomToPlace: (size: string, region: string | null) =>
+    new AppError('compute_unavailable', `No host${region === null ? '' : ` in region ${region}`} has the capacity (memory, CPU and disk) for another ${size} machine right now; retry later, or stop or delete a machine.`, { headers: retryAfter('hostCapacity') }),
   sizeAbovePlan: (largest: string, details?: FieldError[]) =>
     new AppError('invalid_request', `The plan's largest machine size is ${largest}.`, { details }),
   createNotAllowed: () =>

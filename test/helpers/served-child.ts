@@ -1,7 +1,7 @@
 /**
  * One real control plane for test/helpers/served-processes.ts: `serve()` (control-plane/src/main.ts) on a loopback
  * port with the fake substrate, over DATABASE_URL when `url` is given (PostgreSQL, shared with the other children),
- * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir}. Prints {ready, base} once it listens; {op:'exit'} on
+ * else over SQLite in `dataDir`; `hostId`: the registered host it drives (services/placement.ts). argv[2]: JSON {url?, dataDir, hostId?}. Prints {ready, base} once it listens; {op:'exit'} on
  * stdin (or stdin closing: the test process is gone) closes it.
  */
 import readline from 'node:readline';
@@ -10,7 +10,7 @@ import { serve } from '../../control-plane/src/main.js';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
 
-const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string };
+const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; hostId?: string };
 const config = parseConfig({
   PUBLIC_BASE_URL, DATA_DIR: args.dataDir, PORT: '0', HOST: '127.0.0.1', WARM_POOL_PER_SIZE: '0', SECRETS_KEYRING: 'off', TRUST_PROXY: 'true',
   ...(args.url ? { DATABASE_URL: args.url } : {}),
@@ -19,7 +19,7 @@ const running = await serve(config, {
   log: () => {},
   dashboardDir: null,
   // A host large enough that only the organization's quotas refuse.
-  services: { substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 } },
+  services: { substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 }, hostId: args.hostId ?? null },
 });
 const stop = async () => {
   await running.close();

@@ -37,7 +37,8 @@ export interface Served {
   tenant(plan: string): Promise<{ cookie: string; orgId: string; key: string }>;
 }
 
-export async function startServed(t: Test, engine: Engine): Promise<Served> {
+/** `hostId`: both processes drive that host (its registration is the test's: store/repos/hosts.ts `takeOver`). */
+export async function startServed(t: Test, engine: Engine, o: { hostId?: string } = {}): Promise<Served> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-guarantees-'));
   t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   let url: string | undefined;
@@ -46,7 +47,7 @@ export async function startServed(t: Test, engine: Engine): Promise<Served> {
     t.teardown(pg.stop);
     url = pg.url;
   }
-  const start = childGroup(t, { dataDir, ...(url ? { url } : {}) }, CHILD);
+  const start = childGroup(t, { dataDir, ...(url ? { url } : {}), ...(o.hostId ? { hostId: o.hostId } : {}) }, CHILD);
   const bases: string[] = [];
   // One after the other: the first migrates the database, the second opens it migrated.
   for (const name of engine === 'postgres' ? ['a', 'b'] : ['a']) {

@@ -62,6 +62,11 @@ export interface ServiceDeps {
   diskReserveBytes?: number;
   /** The host's totals for admission control (default: os.totalmem() and os.cpus()); tests pin them. */
   hostResources?: Resources;
+  /**
+   * The registered host this process drives (its DATA_DIR's host id, cluster/host-id.ts): admissions lock its row and
+   * re-check placement's fit there (services/placement.ts). Absent: no registry (host_id stays null).
+   */
+  hostId?: string | null;
   /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
   /** The secrets keyring (main.ts opens SECRETS_KEYRING; default: opened from config here; null: off). */
@@ -129,6 +134,7 @@ export async function createServices(d: ServiceDeps) {
     hostFence,
     store, substrate, agent, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     hostHealth,
+    hostId: d.hostId ?? null,
     network: config.machineNetwork,
     // The vm substrate has no pool (docs/api-machines.md, "Warm starts"); the fake one has one for unit tests.
     warmPool: { perSize: substrate.kind === 'vm' ? 0 : config.warmPoolPerSize, ledger: fileLedger(path.join(config.dataDir, 'warm-pool.json')), ...d.warmPool },

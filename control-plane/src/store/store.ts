@@ -4,6 +4,7 @@ import { billingRepo, rateLimitRepo } from './repos/billing.js';
 import { hostsRepo } from './repos/hosts.js';
 import { identityRepo } from './repos/identity.js';
 import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo, volumeRestartsRepo } from './repos/machines.js';
+import { placementRepo } from './repos/placement.js';
 import { previewsRepo } from './repos/previews.js';
 import { snapshotsRepo, templatesRepo } from './repos/snapshots.js';
 import { secretsRepo } from './repos/secrets.js';
@@ -27,6 +28,7 @@ export function createStore(db: Db) {
     templates: templatesRepo(db),
     secrets: secretsRepo(db),
     previews: previewsRepo(db),
+    placement: placementRepo(db),
     usage: usageRepo(db),
     stripe: stripeRepo(db),
   };

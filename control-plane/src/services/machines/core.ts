@@ -50,6 +50,11 @@ export interface MachineServiceDeps {
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
   /** Admission control: the host's totals and the commit ratios (domain/capacity.ts). Absent: no limit. */
   capacity?: { host: Resources; ratios: CommitRatios };
+  /**
+   * The registered host this process drives (cluster/host-id.ts): admissions lock its row and re-check the fit there
+   * (services/placement.ts). Absent or not registered: no registry, capacity above applies and host_id stays null.
+   */
+  hostId?: string | null;
   /** Refuses new work while the host is below its disk reserve; checked by the substrate watch. */
   hostHealth?: HostHealth;
   /** Guest networking of new machines (the operator's MACHINE_NETWORK; default none). */
