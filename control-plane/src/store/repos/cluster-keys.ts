@@ -10,15 +10,20 @@ export const INTERNAL_CHANNEL_KEY = 'internal-channel';
 
 export function clusterKeysRepo(db: Db) {
   return {
-    /** The key named `name`; `generate` makes it if no process has yet (its bytes are discarded if another won). */
-    async getOrCreate(name: string, generate: () => Buffer): Promise<Buffer> {
-      await db
-        .q()
-        .insertInto('cluster_keys')
-        .values({ name, key: generate(), created_at: new Date().toISOString() })
-        .onConflict((oc) => oc.column('name').doNothing())
-        .execute();
-      return (await db.q().selectFrom('cluster_keys').select('key').where('name', '=', name).executeTakeFirstOrThrow()).key;
+    /**
+     * The key named `name`; `generate` makes it if no process has yet (its bytes are discarded if another won). One
+     * transaction: the insert that finds the name taken waits for the winner's commit, and the read then sees its row.
+     */
+    getOrCreate(name: string, generate: () => Buffer): Promise<Buffer> {
+      return db.tx(async () => {
+        await db
+          .q()
+          .insertInto('cluster_keys')
+          .values({ name, key: generate(), created_at: new Date().toISOString() })
+          .onConflict((oc) => oc.column('name').doNothing())
+          .execute();
+        return (await db.q().selectFrom('cluster_keys').select('key').where('name', '=', name).executeTakeFirstOrThrow()).key;
+      });
     },
   };
 }
