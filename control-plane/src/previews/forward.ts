@@ -1,0 +1,39 @@
+/**
+ * Where an admitted preview connection is served when several control-plane processes share the deployment
+ * (docs/cluster.md): here, or at the process that drives the machine's host, forwarded as the preview's visitor
+ * with the caller's Authorization dropped when it was the preview's own secret and kept when it is the guest
+ * app's. The decision is the forward's table (cluster/forward/owner.ts `route`).
+ */
+import type { IncomingMessage } from 'node:http';
+import type { ForwardCall } from '../cluster/forward/call.js';
+import { callerOf } from '../cluster/forward/caller.js';
+import { route, type Arrival } from '../cluster/forward/owner.js';
+import { ERRORS } from '../errors.js';
+import type { PreviewRow } from '../store/repos/previews.js';
+import type { PreviewProxyDeps } from './deps.js';
+import { OWNER_AWAY, refusal, type Refusal } from './refusals.js';
+
+export type PreviewRoute = { kind: 'serve' } | { kind: 'forward'; call: ForwardCall } | Refusal;
+
+export async function previewRoute(
+  deps: PreviewProxyDeps,
+  req: IncomingMessage,
+  row: PreviewRow,
+  arrival: Arrival,
+  o: { dropAuthorization: boolean; requestId: string },
+): Promise<PreviewRoute> {
+  if (!deps.forwarding) return { kind: 'serve' };
+  const where = await route(deps.forwarding.ownerOf, row.machine_id, arrival);
+  if (where.kind === 'refuse') return OWNER_AWAY(where.error);
+  if (where.kind === 'serve') return where;
+  const client = callerOf(req, { trustProxy: deps.trustProxy, proto: deps.secureCookies ? 'https' : 'http' });
+  if (!client) return refusal(ERRORS.callerNotForwardable(), 'Preview error');
+  return {
+    kind: 'forward',
+    call: {
+      target: where.target,
+      assertion: { on_behalf_of: { kind: 'preview', preview_id: row.id }, request_id: o.requestId, client },
+      authorization: o.dropAuthorization ? 'drop' : 'keep',
+    },
+  };
+}
