@@ -205,6 +205,8 @@ export const ERRORS = {
   leaseHeld: (message: string, details?: FieldError[]) => new AppError('conflict', message, { details }),
   leaseChangedWhileAcquiring: () =>
     new AppError('conflict', 'The input lease changed while it was being acquired; retry.'),
+  leaseChangedWhileReleasing: () =>
+    new AppError('conflict', 'The input lease kept changing while it was being released; retry.'),
   leaseHeldByOther: (holder: string, sessionId: string | null) =>
     new AppError('conflict', `The input lease is held by session ${holder}, not ${sessionId}.`),
   inputNeedsSessionHeader: (details?: FieldError[]) =>

@@ -32,7 +32,7 @@ export interface Served {
   bases: string[];
   /** The base URL of call number `i` (round robin over the processes). */
   base(i: number): string;
-  call(base: string, method: string, p: string, o?: { key?: string; cookie?: string; body?: unknown; ip?: string }): Promise<HttpReply>;
+  call(base: string, method: string, p: string, o?: { key?: string; cookie?: string; body?: unknown; ip?: string; headers?: Record<string, string> }): Promise<HttpReply>;
   /** A new user whose personal organization is subscribed to `plan`, with a full-scope API key. */
   tenant(plan: string): Promise<{ cookie: string; orgId: string; key: string }>;
 }
@@ -55,7 +55,7 @@ export async function startServed(t: Test, engine: Engine, o: { hostId?: string 
     bases.push(String((await c.next((l) => l.ready === true)).base));
   }
   const call: Served['call'] = async (base, method, p, o = {}) => {
-    const headers: Record<string, string> = { 'x-forwarded-for': o.ip ?? '192.0.2.1' };
+    const headers: Record<string, string> = { 'x-forwarded-for': o.ip ?? '192.0.2.1', ...o.headers };
     if (o.key) headers.authorization = `Bearer ${o.key}`;
     if (o.cookie) headers.cookie = o.cookie;
     if (o.cookie && method !== 'GET') headers.origin = PUBLIC_ORIGIN;
