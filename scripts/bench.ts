@@ -1,5 +1,6 @@
 // `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events,placement (default: all);
 // BENCH=screen is the gateway's screen encodings only (BENCH_AGENT_PROFILE=dir: the agent's CPU profile there).
+// BENCH=pgwrites (not in the default: about six minutes of mostly waiting) counts PostgreSQL writes per machine (docs/scale.md).
 import path from 'node:path';
 import { benchAgent } from './bench/agent.js';
 import { benchApi } from './bench/api.js';
@@ -8,6 +9,7 @@ import { benchForward } from './bench/forward.js';
 import { benchGateway } from './bench/gateway.js';
 import { benchMemory } from './bench/memory.js';
 import { benchPlacement } from './bench/placement.js';
+import { benchPgWrites } from './bench/pg-writes.js';
 import { benchPool } from './bench/pool.js';
 import { benchPorts } from './bench/ports.js';
 import { benchSnapshots } from './bench/snapshots.js';
@@ -34,6 +36,7 @@ async function main(): Promise<void> {
   if (parts.has('store')) await benchStore();
   if (parts.has('events')) await benchEvents();
   if (parts.has('placement')) await benchPlacement();
+  if (parts.has('pgwrites')) await benchPgWrites();
 }
 
 main().then(
