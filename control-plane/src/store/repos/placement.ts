@@ -3,7 +3,7 @@
  *
  * - `candidates()`: every registered host with what is placed on it, in one query (hosts left-joined with their live
  *   machines, counted per size: live, and holding compute).
- * - `lockHost(id)`: inside the transaction that admits a machine on host `id`, `SELECT … FOR UPDATE` on its row
+ * - `lockHost(id)`: inside the transaction that admits a machine on host `id`, `SELECT … FOR NO KEY UPDATE` on its row (not FOR UPDATE: machines.host_id's foreign key takes FOR KEY SHARE on it)
  *   (PostgreSQL), so every admission on one host waits for the one before it to commit and then counts its row; on
  *   SQLite a write transaction is serialized whole (BEGIN IMMEDIATE) and nothing is said. Returns the host with its
  *   placed counts, read after the lock, or undefined when the host is not registered.
@@ -61,7 +61,7 @@ export function placementRepo(db: Db) {
 
     async lockHost(id: string): Promise<HostPlacement | undefined> {
       if (d.rowLocks) {
-        const locked = await db.q().selectFrom('hosts').select('id').where('id', '=', id).forUpdate().executeTakeFirst();
+        const locked = await db.q().selectFrom('hosts').select('id').where('id', '=', id).forNoKeyUpdate().executeTakeFirst();
         if (!locked) return undefined;
       }
       return (await read(id))[0];
