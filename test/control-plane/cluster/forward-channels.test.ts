@@ -7,7 +7,6 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createPtyManager } from '../../../agent/src/pty/manager.js';
@@ -18,14 +17,8 @@ import { fakeSubstrateWithAgents } from '../../helpers/machines-fake-agent.js';
 import { makeMachinesRig } from '../../helpers/machines-rig.js';
 import { writePreviewApp } from '../../helpers/preview-app.js';
 import { previewHost, previewRequest, previewSocket } from '../../helpers/preview-client.js';
+import { freePort } from '../../helpers/free-port.js';
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return p;
-}
 
 const UNREACHABLE = { code: 'compute_unavailable', message: "The machine's host is not reachable right now; retry shortly." };
 const MOVED = { code: 'compute_unavailable', message: "The machine's host changed while the request was on its way; retry." };
