@@ -10,8 +10,8 @@ import { callerOf } from '../cluster/forward/caller.js';
 import { route, type Arrival } from '../cluster/forward/owner.js';
 import { ERRORS } from '../errors.js';
 import type { PreviewRow } from '../store/repos/previews.js';
-import type { PreviewProxyDeps } from './deps.js';
-import { OWNER_AWAY, refusal, type Refusal } from './refusals.js';
+import type { ForwardedVisitor, PreviewProxyDeps } from './deps.js';
+import { NOT_FOUND, OWNER_AWAY, refusal, type Refusal } from './refusals.js';
 
 export type PreviewRoute = { kind: 'serve' } | { kind: 'forward'; call: ForwardCall } | Refusal;
 
@@ -36,4 +36,16 @@ export async function previewRoute(
       authorization: o.dropAuthorization ? 'drop' : 'keep',
     },
   };
+}
+
+/**
+ * A forwarded visitor's preview, looked up again where it is served (serve-request.ts `serveForwardedRequest`, and
+ * serve-upgrade.ts's): its row, or the page to answer — unpublished meanwhile (not found), or the machine's owner
+ * changed in flight (the channel's 503; never a second hop).
+ */
+export async function forwardedPreview(deps: PreviewProxyDeps, req: IncomingMessage, v: ForwardedVisitor): Promise<{ row: PreviewRow } | Refusal> {
+  const row = await deps.ports.resolve(v.previewId);
+  if (!row) return NOT_FOUND();
+  const where = await previewRoute(deps, req, row, 'forwarded', { dropAuthorization: false, requestId: v.requestId });
+  return 'err' in where ? where : { row };
 }

@@ -12,10 +12,10 @@ import { access, admit, lookup } from './authorize.js';
 import type { ForwardedVisitor, ProxyContext } from './deps.js';
 import { dial, guestHead, visitorOf, type Visitor } from './dial.js';
 import { countResponseHead } from './egress.js';
-import { previewRoute } from './forward.js';
+import { forwardedPreview, previewRoute } from './forward.js';
 import { startExchange } from './guest-exchange.js';
 import { chunkOf, LAST_CHUNK, type BodyFraming } from './guest-request.js';
-import { BUSY, NO_ANSWER, NOT_FOUND, sendPage } from './refusals.js';
+import { BUSY, NO_ANSWER, sendPage } from './refusals.js';
 
 /**
  * The client's request body after the head, framed as it came (a chunked body re-chunked), with
@@ -62,14 +62,10 @@ export async function serveRequest(ctx: ProxyContext, req: IncomingMessage, res:
  * checked here, the signed assertion names the preview; a preview unpublished meanwhile is not found.
  */
 export async function serveForwardedRequest(ctx: ProxyContext, req: IncomingMessage, res: ServerResponse, v: ForwardedVisitor): Promise<number> {
-  const { deps } = ctx;
-  const accept = req.headers.accept;
-  const row = await deps.ports.resolve(v.previewId);
-  if (!row) return sendPage(res, NOT_FOUND(), v.requestId, accept);
-  const where = await previewRoute(deps, req, row, 'forwarded', { dropAuthorization: false, requestId: v.requestId });
-  if ('err' in where) return sendPage(res, where, v.requestId, accept);
+  const found = await forwardedPreview(ctx.deps, req, v);
+  if ('err' in found) return sendPage(res, found, v.requestId, req.headers.accept);
   // The forwarder already dropped the preview's own secret: an Authorization that crossed is the guest app's.
-  return exchange(ctx, req, res, v.requestId, row, { dropAuthorization: false, visitor: v.client });
+  return exchange(ctx, req, res, v.requestId, found.row, { dropAuthorization: false, visitor: v.client });
 }
 
 /** One admitted request served by this process: a connection slot, the agent stream, the exchange with the guest. */

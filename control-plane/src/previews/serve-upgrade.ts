@@ -10,9 +10,9 @@ import type { PreviewRow } from '../store/repos/previews.js';
 import { admit } from './authorize.js';
 import type { ForwardedVisitor, ProxyContext } from './deps.js';
 import { dial, guestHead, visitorOf, type Visitor } from './dial.js';
-import { previewRoute } from './forward.js';
+import { forwardedPreview, previewRoute } from './forward.js';
 import { startExchange } from './guest-exchange.js';
-import { BUSY, NO_ANSWER, NOT_FOUND, pairs, rawResponse, writeRawPage } from './refusals.js';
+import { BUSY, NO_ANSWER, pairs, rawResponse, writeRawPage } from './refusals.js';
 
 /** One handshake that arrived here: admitted, then served here or forwarded to the machine's owner. */
 export async function serveUpgrade(ctx: ProxyContext, req: IncomingMessage, socket: Duplex, early: Buffer, requestId: string): Promise<void> {
@@ -28,13 +28,9 @@ export async function serveUpgrade(ctx: ProxyContext, req: IncomingMessage, sock
 
 /** One handshake another process admitted and forwarded (serve-request.ts `serveForwardedRequest` says how). */
 export async function serveForwardedUpgrade(ctx: ProxyContext, req: IncomingMessage, socket: Duplex, early: Buffer, v: ForwardedVisitor): Promise<void> {
-  const { deps } = ctx;
-  const accept = req.headers.accept;
-  const row = await deps.ports.resolve(v.previewId);
-  if (!row) return writeRawPage(socket, NOT_FOUND(), v.requestId, accept);
-  const where = await previewRoute(deps, req, row, 'forwarded', { dropAuthorization: false, requestId: v.requestId });
-  if ('err' in where) return writeRawPage(socket, where, v.requestId, accept);
-  return exchangeUpgrade(ctx, req, socket, early, v.requestId, row, { dropAuthorization: false, visitor: v.client });
+  const found = await forwardedPreview(ctx.deps, req, v);
+  if ('err' in found) return writeRawPage(socket, found, v.requestId, req.headers.accept);
+  return exchangeUpgrade(ctx, req, socket, early, v.requestId, found.row, { dropAuthorization: false, visitor: v.client });
 }
 
 async function exchangeUpgrade(
