@@ -1,5 +1,6 @@
-// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events (default: all);
+// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events,placement (default: all);
 // BENCH=screen is the gateway's screen encodings only (BENCH_AGENT_PROFILE=dir: the agent's CPU profile there).
+// BENCH=pgwrites (not in the default: about six minutes of mostly waiting) counts PostgreSQL writes per machine (docs/scale.md).
 import path from 'node:path';
 import { benchAgent } from './bench/agent.js';
 import { benchApi } from './bench/api.js';
@@ -7,6 +8,8 @@ import { benchEvents } from './bench/events.js';
 import { benchForward } from './bench/forward.js';
 import { benchGateway } from './bench/gateway.js';
 import { benchMemory } from './bench/memory.js';
+import { benchPlacement } from './bench/placement.js';
+import { benchPgWrites } from './bench/pg-writes.js';
 import { benchPool } from './bench/pool.js';
 import { benchPorts } from './bench/ports.js';
 import { benchSnapshots } from './bench/snapshots.js';
@@ -14,7 +17,7 @@ import { benchStore } from './bench/store.js';
 import { benchContainer, benchVm } from './bench/substrates.js';
 import { benchTransfer } from './bench/transfer.js';
 
-const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events').split(',').map((s) => s.trim()));
+const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events,placement').split(',').map((s) => s.trim()));
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 async function main(): Promise<void> {
@@ -32,6 +35,8 @@ async function main(): Promise<void> {
   if (parts.has('transfer')) await benchTransfer();
   if (parts.has('store')) await benchStore();
   if (parts.has('events')) await benchEvents();
+  if (parts.has('placement')) await benchPlacement();
+  if (parts.has('pgwrites')) await benchPgWrites();
 }
 
 main().then(

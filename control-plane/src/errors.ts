@@ -163,12 +163,26 @@ export const ERRORS = {
     new AppError('compute_unavailable', 'The machine could not be deleted; it is now in error and can be deleted again.'),
   hostFull: (size: string | number) =>
     new AppError('compute_unavailable', `This host has no room for another ${size} machine right now; retry later, or stop a running machine.`, { headers: retryAfter('hostCapacity') }),
+  /** A region hint no host of the deployment has registered (domain/placement.ts). */
+  unknownRegion: (region: string) =>
+    new AppError('invalid_request', `No host serves region ${region}; name a region the deployment has, or omit region to place the machine anywhere.`, {
+      details: [{ field: 'region', message: 'no host in this region' }],
+    }),
+  /** No active host (of the hinted region) has the memory, CPU and disk for the machine; never names a host. */
+  noRoomToPlace: (size: string, region: string | null) =>
+    new AppError('compute_unavailable', `No host${region === null ? '' : ` in region ${region}`} has the capacity (memory, CPU and disk) for another ${size} machine right now; retry later, or stop or delete a machine.`, { headers: retryAfter('hostCapacity') }),
   sizeAbovePlan: (largest: string, details?: FieldError[]) =>
     new AppError('invalid_request', `The plan's largest machine size is ${largest}.`, { details }),
   createNotAllowed: () =>
     new AppError('internal_error', 'The transition table does not allow creating a machine.'),
   lostByHost: () =>
     new AppError('compute_unavailable', 'lost by the host'),
+  /** Starting a machine whose host was declared down (docs/operations.md, "Losing a host"): permanent until it returns. */
+  machineOnLostHost: () =>
+    new AppError('conflict', "The machine's host is down (host_lost) and its disk is on that host, so it cannot start there or elsewhere. When the host returns, the machine is stopped and can be started. To carry on now, create a new machine; a snapshot of this machine serves only if its layers were copied to a host that is up (by a fork or a template made from it elsewhere)."),
+  /** This process's host driver lost its fence (the host was declared down, or another process drives it) mid-operation. */
+  machineHostChangedHands: () =>
+    new AppError('compute_unavailable', "The machine's host changed hands during the operation; nothing more was recorded. Retry.", { headers: retryAfter('machineSettling') }),
   /** The one Retry-After that is not a fixed reason: the rate limiter computes when its window frees. */
   tooManyAttempts: (retryAfterS: number) =>
     new AppError('rate_limited', `Too many attempts; retry in ${retryAfterS} seconds.`, { headers: retryAfterHeader(retryAfterS) }),
@@ -191,6 +205,8 @@ export const ERRORS = {
   leaseHeld: (message: string, details?: FieldError[]) => new AppError('conflict', message, { details }),
   leaseChangedWhileAcquiring: () =>
     new AppError('conflict', 'The input lease changed while it was being acquired; retry.'),
+  leaseChangedWhileReleasing: () =>
+    new AppError('conflict', 'The input lease kept changing while it was being released; retry.'),
   leaseHeldByOther: (holder: string, sessionId: string | null) =>
     new AppError('conflict', `The input lease is held by session ${holder}, not ${sessionId}.`),
   inputNeedsSessionHeader: (details?: FieldError[]) =>
@@ -453,6 +469,9 @@ export const ERRORS = {
   outsideDisplay: (x: number, y: number, width: number, height: number, field: string) =>
     new AppError('invalid_request', `(${x}, ${y}) is outside the ${width}x${height} display.`, { details: [{ field, message: 'outside the display' }] }),
   /** Any request on the internal channel that is not signed for this process, now, once: no detail, ever. */
+  /** The caller's Host (or its forwarded address) cannot be carried to the machine's owner: not a host name. */
+  callerNotForwardable: () =>
+    new AppError('invalid_request', 'The Host header is not a host name.', { details: [{ field: 'host', message: 'not a host name' }] }),
   forwardNotSigned: () =>
     new AppError('unauthenticated', 'Unauthenticated.'),
   /** The process serving the machine's host could not be reached (no host address or id is ever named). */

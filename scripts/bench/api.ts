@@ -44,7 +44,8 @@ interface Host {
   close(): Promise<void>;
 }
 
-async function hostAgent(): Promise<Host> {
+/** The real agent on this host (a real Xvfb desktop, exec) behind the fake substrate's channel, shared by every machine. */
+export async function hostAgent(): Promise<Host> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-api-'));
   const fbdir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-fb-'));
   let n = 90;
@@ -124,7 +125,7 @@ export async function containerHost(repoRoot: string): Promise<Host & { substrat
 }
 
 /** `npm start`'s serve() on loopback over `substrate`, with its own data directory and `env` on top. */
-export async function serveForBench(substrate: Substrate, env: Record<string, string>) {
+export async function serveForBench(substrate: Substrate, env: Record<string, string>, log: (line: Record<string, unknown>) => void = () => {}) {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-cp-'));
   // A fixed port so PUBLIC_BASE_URL (the origin cookie writes must carry) is known before listening.
   const port = await new Promise<number>((resolve) => {
@@ -134,7 +135,7 @@ export async function serveForBench(substrate: Substrate, env: Record<string, st
     });
   });
   const config = parseConfig({ PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, ...env });
-  const running = await serve(config, { log: () => {}, services: { substrate, passwordCost: { N: 1024, r: 8, p: 1 } } });
+  const running = await serve(config, { log, services: { substrate, passwordCost: { N: 1024, r: 8, p: 1 } } });
   return { running, dataDir };
 }
 

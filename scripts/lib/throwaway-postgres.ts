@@ -92,8 +92,16 @@ export function socketUrl(dir: string, database: string): string {
   return `postgres://postgres@/${database}?host=${encodeURIComponent(dir)}`;
 }
 
+export interface StartOptions {
+  /**
+   * Keep PostgreSQL's durability on (fsync, synchronous_commit, full_page_writes: its defaults), so a commit waits
+   * for its WAL flush as a production primary's does. Default off: the tests' and most benches' cluster.
+   */
+  durable?: boolean;
+}
+
 /** Starts a cluster; `t.teardown(pg.stop)` (or call stop) removes it. */
-export async function startPostgres(): Promise<TestPostgres> {
+export async function startPostgres(o: StartOptions = {}): Promise<TestPostgres> {
   if (!fs.existsSync(path.join(PG_BIN, 'initdb'))) {
     throw new Error(`PostgreSQL is not installed (no ${PG_BIN}/initdb): run scripts/setup-host.sh --test`);
   }
@@ -103,12 +111,12 @@ export async function startPostgres(): Promise<TestPostgres> {
   const data = path.join(dir, 'data');
   if (process.getuid?.() === 0) execFileSync('chown', ['postgres:', dir]);
   await pg('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8', '--locale=C', '--no-instructions']);
-  // No TCP (listen_addresses empty); the socket in the cluster's own dir. Durability is off: a test cluster
-  // never outlives its test, and fsync on a shared host is what would make it slow.
+  // No TCP (listen_addresses empty); the socket in the cluster's own dir. Durability is off unless asked: a test
+  // cluster never outlives its test, and fsync on a shared host is what would make it slow.
   const opts = [
     `-k ${dir}`,
     `-c listen_addresses=''`,
-    '-c fsync=off -c synchronous_commit=off -c full_page_writes=off',
+    ...(o.durable ? [] : ['-c fsync=off -c synchronous_commit=off -c full_page_writes=off']),
     '-c shared_buffers=16MB -c max_connections=60',
   ].join(' ');
   await pg('pg_ctl', ['start', '-D', data, '-w', '-t', '60', '-l', path.join(dir, 'log'), '-o', opts]);

@@ -37,7 +37,7 @@ t.test('migration 10: a data dir with "Before restore" rows of origin restore mi
 
   const db = openDb(file);
   t.teardown(() => db.close());
-  t.equal((await schemaVersion(db)), 11, 'migrated to the latest version');
+  t.equal((await schemaVersion(db)), 12, 'migrated to the latest version');
   t.same((await db.all('SELECT id, org_id, machine_id, name, state, origin, layer_id, size_bytes, created_at, completed_at FROM snapshots ORDER BY id')), [
     { id: 'snp_1', org_id: 'org_a', machine_id: 'mch_1', name: 'mine', state: 'ready', origin: 'manual', layer_id: 'lyr_1', size_bytes: 10, created_at: '2026-01-01T00:00:01.000Z', completed_at: '2026-01-01T00:00:02.000Z' },
     { id: 'snp_2', org_id: 'org_a', machine_id: 'mch_1', name: 'Before restore', state: 'ready', origin: 'stop', layer_id: 'lyr_2', size_bytes: 20, created_at: '2026-01-01T00:00:03.000Z', completed_at: '2026-01-01T00:00:04.000Z' },

@@ -4,7 +4,7 @@ import { TRANSITIONS, conflictMessage, decide, isTransient, sourcesOf, type Life
 
 const ALL_TRIGGERS: LifecycleTrigger[] = [
   'create', 'create_stopped', 'substrate_running', 'stop', 'shutdown_complete', 'start', 'boot_complete',
-  'restart', 'restore', 'delete', 'exited', 'recover', 'abandon', 'fail',
+  'restart', 'restore', 'delete', 'exited', 'recover', 'abandon', 'host_returned', 'fail',
 ];
 
 t.test('the spec table, row by row', async (t) => {
@@ -22,6 +22,8 @@ t.test('the spec table, row by row', async (t) => {
   t.same(decide('running', 'recover'), { ok: true, to: 'starting' }, 'a machine the host lost is started again');
   t.same(decide('starting', 'abandon'), { ok: true, to: 'stopped' }, 'and rests stopped when that fails');
   t.notOk(decide('stopped', 'recover').ok);
+  t.same(decide('error', 'host_returned'), { ok: true, to: 'stopped' }, 'a machine whose lost host came back with its disk');
+  for (const s of ['running', 'stopped', 'creating', 'starting', 'stopping', 'deleting'] as const) t.notOk(decide(s, 'host_returned').ok);
   for (const s of ['running', 'stopped', 'error', 'creating', 'starting', 'stopping'] as const) t.same(decide(s, 'delete'), { ok: true, to: 'deleting' });
 });
 

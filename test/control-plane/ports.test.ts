@@ -19,14 +19,8 @@ import { makeMachinesRig } from '../helpers/machines-rig.js';
 import { writePreviewApp } from '../helpers/preview-app.js';
 import { previewHost, previewRequest, previewSocket, previewStream } from '../helpers/preview-client.js';
 import { serveWithGateway } from '../helpers/serve-gateway.js';
+import { freePort } from '../helpers/free-port.js';
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return p;
-}
 
 t.test('published ports on preview hostnames', { timeout: 120_000 }, async (t) => {
   const fake = fakeSubstrateWithAgents();

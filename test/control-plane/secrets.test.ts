@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Hono } from 'hono';
+import { sql } from 'kysely';
 import type { AgentEnv } from '../../agent/src/app.js';
 import { runCli } from '../../control-plane/src/cli.js';
 import { parseConfig } from '../../control-plane/src/config.js';
@@ -17,6 +18,7 @@ import type { LogLine } from '../../control-plane/src/log.js';
 import { assertEnvelope, FAST_SCRYPT } from '../helpers/control-plane.js';
 import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig } from '../helpers/machines-rig.js';
+import { rigDatabaseEnv, TEST_ENGINE } from '../helpers/rig-db.js';
 
 const SCOPES = ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'secrets:write'];
 
@@ -98,7 +100,7 @@ t.test('store, replace, list, revoke: records carry names and versions, the agen
   // Deleting a machine deletes its secrets.
   t.equal((await rig.call('DELETE', `/v1/machines/${m2.id}`, { key: a.key })).status, 204);
   t.same((await rig.call('GET', '/v1/secrets', { key: a.key })).json.data.map((s: any) => s.name), ['API_TOKEN']);
-  t.equal((await rig.store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM machine_secrets WHERE machine_id = ?', [m2.id]))!.n, 0, 'no row left');
+  t.same(await rig.store.db.q().selectFrom('machine_secrets').select('id').where('machine_id', '=', m2.id).execute(), [], 'no row left');
 
   const everything = [...rig.bodies, ...rig.logs.map((l) => JSON.stringify(l)), ...serviceLog.map((l) => JSON.stringify(l))].join('\n');
   for (const v of [v1, v2]) t.notOk(everything.includes(v), 'no answer or log line holds a value');
@@ -235,12 +237,21 @@ t.test('at rest: sealed in the database, and the keyring rotates through the ope
   const keyringFile = path.join(rig.dir, 'secrets-keyring.json');
   t.equal(fs.statSync(keyringFile).mode & 0o777, 0o600, 'the default keyring was created 0600 in DATA_DIR');
   const before = JSON.parse(fs.readFileSync(keyringFile, 'utf8'));
-  const rows = () => rig.store.db.all<{ name: string; key_id: string; sealed: Buffer; version: number }>('SELECT name, key_id, sealed, version FROM machine_secrets ORDER BY name');
+  const rows = () => rig.store.db.q().selectFrom('machine_secrets').select(['name', 'key_id', 'sealed', 'version']).orderBy('name').execute();
   t.same((await rows()).map((r) => r.key_id), [before.active, before.active], 'sealed under the active key');
-  await rig.store.db.run('PRAGMA wal_checkpoint(FULL)');
-  for (const f of fs.readdirSync(rig.dir).filter((f) => f.startsWith('control-plane.sqlite'))) {
-    const bytes = fs.readFileSync(path.join(rig.dir, f));
-    for (const v of Object.values(values)) t.notOk(bytes.includes(Buffer.from(v)), `${f} holds no plaintext value`);
+  if (TEST_ENGINE === 'sqlite') {
+    // The whole database file and its WAL, byte for byte.
+    await sql`PRAGMA wal_checkpoint(FULL)`.execute(rig.store.db.q());
+    for (const f of fs.readdirSync(rig.dir).filter((f) => f.startsWith('control-plane.sqlite'))) {
+      const bytes = fs.readFileSync(path.join(rig.dir, f));
+      for (const v of Object.values(values)) t.notOk(bytes.includes(Buffer.from(v)), `${f} holds no plaintext value`);
+    }
+  } else {
+    // PostgreSQL's files are the server's: every column of every row as stored (bytea as its bytes, text as UTF-8).
+    const stored = await rig.store.db.q().selectFrom('machine_secrets').selectAll().execute();
+    t.equal(stored.length, 2);
+    const bytes = Buffer.concat(stored.flatMap((r) => Object.values(r).map((c) => (Buffer.isBuffer(c) ? c : Buffer.from(String(c))))));
+    for (const v of Object.values(values)) t.notOk(bytes.includes(Buffer.from(v)), 'no machine_secrets row holds a plaintext value');
   }
 
   const out: string[] = [];
@@ -260,7 +271,7 @@ t.test('at rest: sealed in the database, and the keyring rotates through the ope
   t.equal((await rows()).find((r) => r.name === 'GAMMA')!.key_id, after.active);
 
   // A row under a key the keyring lacks is reported, left alone, and kept out of deliveries.
-  await rig.store.db.run("UPDATE machine_secrets SET key_id = 'kr_0000000000000000' WHERE name = 'BETA'");
+  await rig.store.db.q().updateTable('machine_secrets').set({ key_id: 'kr_0000000000000000' }).where('name', '=', 'BETA').execute();
   const out2: string[] = [];
   t.equal(await runCli(['rotate-secrets-key'], rig.config, (l) => out2.push(l)), 1);
   t.match(out2[0], /re-sealed 2 secret\(s\).*1 secret\(s\) are sealed under a key this keyring lacks/);
@@ -287,7 +298,7 @@ t.test('a lost keyring: 503 while running, and a restart refuses to invent a new
   t.equal(fake.secretsOf(m.id).has('NEW'), false);
 
   // A restart on this data directory: the database holds a sealed secret and the keyring is gone.
-  const config = parseConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: rig.dir });
+  const config = parseConfig({ ...(await rigDatabaseEnv(rig.dir)), PORT: '0', HOST: '127.0.0.1', DATA_DIR: rig.dir });
   const started = await serve(config, { services: { passwordCost: FAST_SCRYPT }, dashboardDir: null }).then(
     async (running) => {
       await running.close();

@@ -9,10 +9,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
 import { REPO_ROOT } from './substrate-image.js';
+import { freePort } from './free-port.js';
 
 interface Teardown {
   teardown(fn: () => Promise<void> | void): void;
@@ -27,14 +27,6 @@ export interface FreshClone {
   output(): string;
 }
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  s.listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** Resolves with the first match of `re` in the child's output; rejects if it exits first. */
 function waitFor(child: ChildProcess, out: () => string, re: RegExp): Promise<RegExpExecArray> {

@@ -14,10 +14,22 @@ export interface Hold {
 }
 
 export async function holdWrites(url: string, table: string): Promise<Hold> {
+  return holding(url, (client) => client.query(`LOCK TABLE ${client.escapeIdentifier(table)} IN SHARE MODE`));
+}
+
+/**
+ * Holds one row (`SELECT … FOR UPDATE` where `column` = `value`): reads go on, and every write of that row queues on
+ * it in the order the writers arrive (PostgreSQL's tuple lock), so once released they write in that order.
+ */
+export async function holdRow(url: string, table: string, column: string, value: string): Promise<Hold> {
+  return holding(url, (client) => client.query(`SELECT 1 FROM ${client.escapeIdentifier(table)} WHERE ${client.escapeIdentifier(column)} = $1 FOR UPDATE`, [value]));
+}
+
+async function holding(url: string, take: (client: pg.Client) => Promise<unknown>): Promise<Hold> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   await client.query('BEGIN');
-  await client.query(`LOCK TABLE ${client.escapeIdentifier(table)} IN SHARE MODE`);
+  await take(client);
   let released = false;
   return {
     async waiting(n) {

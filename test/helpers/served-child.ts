@@ -1,7 +1,8 @@
 /**
  * One real control plane for test/helpers/served-processes.ts: `serve()` (control-plane/src/main.ts) on a loopback
  * port with the fake substrate, over DATABASE_URL when `url` is given (PostgreSQL, shared with the other children),
- * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?}. Prints {ready, base, driving, internal} once
+ * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?, hostId?}; `hostId`: the registered host its
+ * services place on (services/placement.ts). Prints {ready, base, driving, internal} once
  * it listens (whether it drives the host, its internal listener); then {log: 'host.driving'} when it takes the host
  * over, {log: 'forward_refused', reason} for the internal listener's refusals, and with `requests` one line per
  * request {log: 'request', operation, request_id, status, forwarded_to?}. {op:'exit'} on stdin (or stdin closing:
@@ -13,7 +14,7 @@ import { serve } from '../../control-plane/src/main.js';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
 
-const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean };
+const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostId?: string };
 const say = (line: Record<string, unknown>) => process.stdout.write(JSON.stringify(line) + '\n');
 const REPORTED: Record<string, ReadonlyArray<string>> = {
   'host.driving': ['epoch'],
@@ -31,7 +32,7 @@ const running = await serve(config, {
   },
   dashboardDir: null,
   // A host large enough that only the organization's quotas refuse.
-  services: { substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 } },
+  services: { substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 }, hostId: args.hostId ?? null },
 });
 const stop = async () => {
   await running.close();

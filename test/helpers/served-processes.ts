@@ -37,13 +37,16 @@ export interface Served {
   ready: ChildLine[];
   /** The base URL of call number `i` (round robin over the processes). */
   base(i: number): string;
-  call(base: string, method: string, p: string, o?: { key?: string; cookie?: string; body?: unknown; ip?: string }): Promise<HttpReply>;
+  call(base: string, method: string, p: string, o?: { key?: string; cookie?: string; body?: unknown; ip?: string; headers?: Record<string, string> }): Promise<HttpReply>;
   /** A new user whose personal organization is subscribed to `plan`, with a full-scope API key. */
   tenant(plan: string): Promise<{ cookie: string; orgId: string; key: string }>;
 }
 
-/** `childArgs`: served-child.ts's options (`requests`: print each request's log line). */
-export async function startServed(t: Test, engine: Engine, childArgs: { requests?: boolean } = {}): Promise<Served> {
+/**
+ * `hostId`: the processes' services place on that host (its registration is the test's: store/repos/hosts.ts
+ * `takeOver`); `requests`: each child prints its request log lines (served-child.ts).
+ */
+export async function startServed(t: Test, engine: Engine, o: { hostId?: string; requests?: boolean } = {}): Promise<Served> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-guarantees-'));
   t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   let url: string | undefined;
@@ -52,20 +55,20 @@ export async function startServed(t: Test, engine: Engine, childArgs: { requests
     t.teardown(pg.stop);
     url = pg.url;
   }
-  const start = childGroup(t, { dataDir, ...(url ? { url } : {}) }, CHILD);
+  const start = childGroup(t, { dataDir, ...(url ? { url } : {}), ...(o.hostId ? { hostId: o.hostId } : {}) }, CHILD);
   const bases: string[] = [];
   const children: PgChild[] = [];
   const ready: ChildLine[] = [];
   // One after the other: the first migrates the database, the second opens it migrated.
   for (const name of engine === 'postgres' ? ['a', 'b'] : ['a']) {
-    const c = start(name, childArgs);
+    const c = start(name, o.requests ? { requests: true } : {});
     const line = await c.next((l) => l.ready === true);
     bases.push(String(line.base));
     children.push(c);
     ready.push(line);
   }
   const call: Served['call'] = async (base, method, p, o = {}) => {
-    const headers: Record<string, string> = { 'x-forwarded-for': o.ip ?? '192.0.2.1' };
+    const headers: Record<string, string> = { 'x-forwarded-for': o.ip ?? '192.0.2.1', ...o.headers };
     if (o.key) headers.authorization = `Bearer ${o.key}`;
     if (o.cookie) headers.cookie = o.cookie;
     if (o.cookie && method !== 'GET') headers.origin = PUBLIC_ORIGIN;

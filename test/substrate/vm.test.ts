@@ -1,6 +1,8 @@
 /**
  * Integration, vm substrate (real QEMU; TCG on hosts without usable KVM, so one VM at a time and generous
  * timeouts). Boot, agent over virtio-serial, screenshot, exec, live capture, a fork boots with the file.
+ * The first machine is created with network none (the default): it has no tap and only lo in the guest, and no
+ * nameservers (test/substrate/vm-network.test.ts leaves this check to this boot).
  */
 import t from 'tap';
 import crypto from 'node:crypto';
@@ -43,6 +45,9 @@ t.test('vm substrate end to end', { timeout: 1_500_000 }, async (t) => {
   const a1 = await waitForAgent(sub, 'mch_vm1', token1, BOOT_MS);
   clients.push(a1.client);
   t.equal(a1.health.ok, true, 'agent ready over virtio-serial');
+  t.notOk(fs.existsSync(`/sys/class/net/${sub.tapName('mch_vm1')}`), 'no tap for network none');
+  const links = await exec(a1.client, ['sh', '-c', "ip -o link | awk -F': ' '{print $2}'; cat /etc/resolv.conf"]);
+  t.equal(links.stdout, 'lo\n', 'network none: loopback only, no nameservers');
 
   const shot = await a1.client.request('GET', '/screenshot?format=png');
   t.equal(shot.status, 200);

@@ -1,7 +1,8 @@
 /**
  * The background jobs of a control plane, each named with the role that runs it (issue 24 item 3):
  *   - `deployment`: once per deployment, in the elected deployment leader — the session idle/expiry sweep, the
- *     metering of machine and storage intervals, the billing sync and its stops (enforceAll);
+ *     metering of machine and storage intervals, the billing sync and its stops (enforceAll), and on PostgreSQL the
+ *     host down sweep (`hosts`: a silent host down and its machines `error`, services/machines/host-loss.ts);
  *   - `host`: by whoever drives this host's substrate — the reconcile of machines left mid-operation, then the
  *     substrate watch and the warm pool;
  *   - `process`: in every process, for what only that process knows — the egress bytes it served (its flush) and the
@@ -16,6 +17,7 @@ import type { Services } from '../services/index.js';
 import { SESSION_SWEEP_MS } from '../services/sessions.js';
 import { FLUSH_MS } from '../services/metering.js';
 import type { DriverWork } from './host-driver.js';
+import { HOST_SWEEP_MS } from '../domain/host-liveness.js';
 import { onLeader, type LeaderElection, type LeaderState, type LockConnector } from './leader.js';
 
 export type JobRole = 'deployment' | 'host' | 'process';
@@ -72,7 +74,7 @@ export interface JobOptions {
   resumeMetering: boolean;
   /** The host's substrate jobs (reconcile, watch, warm pool), built by main.ts around its substrate. */
   substrate: Job | null;
-  /** The jobs' periods (tests shorten them): FLUSH_MS, SESSION_SWEEP_MS and BILLING_SYNC_MS unless told. */
+  /** The jobs' periods (tests shorten them): FLUSH_MS, SESSION_SWEEP_MS, BILLING_SYNC_MS and HOST_SWEEP_MS unless told. */
   periodsMs?: Partial<JobPeriods>;
 }
 
@@ -80,12 +82,13 @@ export interface JobPeriods {
   flush: number;
   sweep: number;
   billing: number;
+  hosts: number;
 }
 
 /** The control plane's jobs, by role. */
 export function controlPlaneJobs(services: Services, o: JobOptions): Job[] {
   const { log } = o;
-  const ms: JobPeriods = { flush: FLUSH_MS, sweep: SESSION_SWEEP_MS, billing: BILLING_SYNC_MS, ...o.periodsMs };
+  const ms: JobPeriods = { flush: FLUSH_MS, sweep: SESSION_SWEEP_MS, billing: BILLING_SYNC_MS, hosts: HOST_SWEEP_MS, ...o.periodsMs };
   const metered: Job = {
     name: 'metering',
     role: 'deployment',
@@ -123,8 +126,18 @@ export function controlPlaneJobs(services: Services, o: JobOptions): Job[] {
     }, log, 'billing_sync_failed'),
     // Sessions no client is attached to go idle, then expire (services/sessions.ts).
     every('sessions', 'deployment', ms.sweep, () => services.sessions.sweep(), log, 'session_sweep_failed', () => services.sessions.resume()),
+    // A silent host is down and its machines `error` within HOST_LOSS_WITHIN_MS. Only on PostgreSQL: on SQLite the
+    // one process is the one host, and a host that was off comes back through its reconcile (machines restarted).
+    ...(services.store.db.engine === 'postgres' ? [hostsJob(services, ms.hosts, log)] : []),
   ];
   return o.substrate ? [...jobs, o.substrate] : jobs;
+}
+
+/** The deployment leader's host down sweep, every `ms`; each host it marks down is logged with its failed machines. */
+export function hostsJob(services: Pick<Services, 'machines'>, ms: number, log: LogSink): Job {
+  return every('hosts', 'deployment', ms, async () => {
+    for (const lost of await services.machines.sweepLostHosts()) log({ event: 'host.down', host: lost.hostId, machines_failed: lost.failed.length });
+  }, log, 'host_sweep_failed');
 }
 
 /** Runs `jobs`: the per-process ones at once, each elected role's while this process holds its lock. */

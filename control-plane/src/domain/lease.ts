@@ -44,13 +44,13 @@ export function decideAcquire(row: LeaseRow | null, input: AcquireInput): Acquir
   return { kind: 'granted', lease: { session_id: input.session_id, fence: fence + 1, expires_at }, revoked: null, renewed: false };
 }
 
-export type ReleaseDecision = { kind: 'released'; session_id: string } | { kind: 'not_held' } | { kind: 'not_holder'; holder: string };
+export type ReleaseDecision = { kind: 'released'; session_id: string; lease: LeaseRow & { session_id: string } } | { kind: 'not_held' } | { kind: 'not_holder'; holder: string };
 
 /** Release by `session_id` (or by anyone allowed to release when `session_id` is null). */
 export function decideRelease(row: LeaseRow | null, session_id: string | null, now: number): ReleaseDecision {
   if (!isHeld(row, now)) return { kind: 'not_held' };
   if (session_id !== null && row.session_id !== session_id) return { kind: 'not_holder', holder: row.session_id };
-  return { kind: 'released', session_id: row.session_id };
+  return { kind: 'released', session_id: row.session_id, lease: row };
 }
 
 export type InputCheck = { ok: true; fence: number } | { ok: false; reason: 'no_lease' | 'not_holder' | 'stale_fence'; holder: string | null; fence: number };

@@ -21,6 +21,7 @@ export type LifecycleTrigger =
   | 'exited' // the guest shut itself down cleanly (seen by the substrate watch)
   | 'recover' // the reconciler starts again a machine left running that the host lost (host reboot)
   | 'abandon' // that start failed: the machine rests stopped, with the cause in its event
+  | 'host_returned' // its host was declared down (error, cause host_lost) and its driver came back with its disk
   | 'fail';
 
 export interface Transition {
@@ -60,6 +61,9 @@ export const TRANSITIONS: readonly Transition[] = [
   { from: 'starting', trigger: 'abandon', to: 'stopped' },
   // A machine recorded stopped whose disk the host never finished (a crash interrupted a create with start:false).
   { from: 'stopped', trigger: 'fail', to: 'error' },
+  // Its host was lost (every state but error failed to error, cause host_lost) and came back with its disk: honest
+  // and startable, never started by itself (domain/host-loss.ts).
+  { from: 'error', trigger: 'host_returned', to: 'stopped' },
 ];
 
 /** States a control-plane restart can find a machine in mid-operation; the reconciler settles them. */

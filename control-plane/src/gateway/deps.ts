@@ -3,6 +3,9 @@
  * `gatewayDepsFromServices` (from-services.ts) builds it from the real services.
  */
 import type { IncomingMessage } from 'node:http';
+import type { CallerRule } from '../cluster/forward/caller.js';
+import type { Forwarder } from '../cluster/forward/forwarder.js';
+import type { OwnerOf } from '../cluster/forward/owner.js';
 import type { OrgPrincipal, Principal } from '../context.js';
 import type { LogSink } from '../log.js';
 
@@ -48,6 +51,18 @@ export interface EgressMeter {
   add(machineId: string, bytes: number): void;
 }
 
+/**
+ * Channels for machines another process of the deployment drives (docs/cluster.md): after the handshake's
+ * admission the channel is forwarded to the owner's internal listener, as the principal this process
+ * authenticated and with no credential of the caller's. Absent: every channel is served by this process.
+ */
+export interface GatewayForwarding {
+  ownerOf: OwnerOf;
+  forwarder: Pick<Forwarder, 'upgrade'>;
+  /** How this process reads a caller's address and scheme, for the assertion. */
+  caller: CallerRule;
+}
+
 export interface GatewayDeps {
   /** The caller from the upgrade request's Authorization header or session cookie; null when neither is valid. */
   authenticate(req: IncomingMessage): Promise<Principal | null>;
@@ -73,6 +88,8 @@ export interface GatewayDeps {
     /** Resolves to the detach. */
     attach(sessionId: string): Promise<() => void>;
   };
+  /** Forward channels for machines another process owns (absent: serve every channel here). */
+  forwarding?: GatewayForwarding;
   /** Operator log (never bodies, paths or typed text). */
   log?: LogSink;
 }

@@ -12,7 +12,7 @@ import type { Principal } from '../context.js';
 import type { LogSink } from '../log.js';
 import { decodeEventCursor } from '../services/events.js';
 import type { Services } from '../services/index.js';
-import type { EgressMeter, GatewayDeps } from './deps.js';
+import type { EgressMeter, GatewayDeps, GatewayForwarding } from './deps.js';
 
 export interface FromServicesOptions {
   log?: LogSink;
@@ -20,6 +20,8 @@ export interface FromServicesOptions {
   egress?: EgressMeter;
   /** Deadline for reaching an agent and for its stream's response headers. */
   agentTimeoutMs?: number;
+  /** Forward channels of machines another process owns (docs/cluster.md; absent: serve all here). */
+  forwarding?: GatewayForwarding;
 }
 
 /** The same credential rules as the API's authenticate middleware: a bad key never falls back to the cookie. */
@@ -67,6 +69,7 @@ export function gatewayDepsFromServices(s: Services, o: FromServicesOptions = {}
       checkAttach: (p, machineId, sessionId) => s.sessions.checkAttach(p, machineId, sessionId),
       attach: (sessionId) => s.sessions.attach(sessionId),
     },
+    forwarding: o.forwarding,
     log: o.log,
   };
   return {

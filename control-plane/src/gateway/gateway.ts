@@ -23,6 +23,7 @@ import type { Permission } from '../../../shared/schemas/org.js';
 import { actsInOrg, type OrgPrincipal } from '../context.js';
 import type { GatewayDeps } from './deps.js';
 import { serveEvents } from './events.js';
+import { channelRoute, type ChannelCaller } from './forward.js';
 import { serveInput, type InputLimits } from './input.js';
 import { ScreenHub, type ScreenLimits, type ScreenStreamInfo } from './screen.js';
 import { serveTerminal } from './terminal.js';
@@ -50,6 +51,11 @@ export interface Gateway {
   counts(): Record<GatewayChannel, number>;
   /** Shared agent screen streams with their viewer counts and frames dropped for slow viewers. */
   screenStreams(): ScreenStreamInfo[];
+  /**
+   * Serves a channel another process of the deployment admitted and forwarded over the internal channel
+   * (cluster/forward/listener.ts): `principal` is the one its signed assertion names, `requestId` the caller's.
+   */
+  serveForwarded(req: IncomingMessage, socket: Duplex, head: Buffer, principal: OrgPrincipal, requestId: string): void;
 }
 
 /** Largest message a client may send per channel (ws closes with 1009 beyond it). */
@@ -106,6 +112,12 @@ function refuse(socket: Duplex, err: AppError, requestId: string): void {
   socket.destroy();
 }
 
+/** One open channel's periodic re-check: `check` re-evaluates the handshake's answer, `end` ends the channel. */
+interface Recheck {
+  check: () => Promise<CloseCode | null>;
+  end: (code: CloseCode) => void;
+}
+
 export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOptions = {}): Gateway {
   const log = deps.log ?? (() => {});
   const servers = Object.fromEntries(
@@ -113,22 +125,35 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
   ) as Record<GatewayChannel, WebSocketServer>;
   const hub = new ScreenHub(deps, opts.screen);
   const alive = new WeakMap<WebSocket, boolean>();
-  /** Per open socket: what the handshake admitted, re-evaluated on a timer. null = still admitted. */
-  const rechecks = new Map<WebSocket, () => Promise<CloseCode | null>>();
+  /**
+   * Per open channel: what the handshake admitted, re-evaluated on a timer (a channel served here, keyed by its
+   * WebSocket, or one forwarded to the machine's owner, keyed by the caller's socket).
+   */
+  const rechecks = new Map<WebSocket | Duplex, Recheck>();
+  /** The callers' sockets of channels forwarded to other processes (ended on close). */
+  const forwarded = new Set<Duplex>();
   let closing = false;
 
-  /** Everything decidable before the upgrade; throws AppError. */
-  async function admit(req: IncomingMessage, url: URL): Promise<{ r: Route; p: OrgPrincipal; query: Record<string, unknown> }> {
-    const r = route(url.pathname);
-    if (!r) throw ERRORS.noSuchChannel();
+  /** The principal of the handshake: the key or cookie's here, the assertion's for a forwarded one. */
+  async function principalOf(req: IncomingMessage, caller: ChannelCaller): Promise<OrgPrincipal> {
+    if (caller.arrival === 'forwarded') return caller.principal;
     const p = await deps.authenticate(req);
     if (!p) throw req.headers.authorization !== undefined ? ERRORS.badApiKey() : ERRORS.signInOrSendKey();
     // Browsers send cookies on cross-site WebSocket handshakes (no CORS applies to them), so a
-    // cookie-authenticated handshake must come from our own pages: this is the CSWSH gate.
+    // cookie-authenticated handshake must come from our own pages: this is the CSWSH gate. (A forwarded
+    // handshake passed it where it arrived.)
     if (p.via_cookie && !deps.isRecognisedOrigin(req.headers.origin)) {
       throw ERRORS.cookieChannelNeedsOrigin();
     }
     if (!actsInOrg(p)) throw ERRORS.noOrganization();
+    return p;
+  }
+
+  /** Everything decidable before the upgrade; throws AppError. */
+  async function admit(req: IncomingMessage, url: URL, caller: ChannelCaller): Promise<{ r: Route; p: OrgPrincipal; query: Record<string, unknown> }> {
+    const r = route(url.pathname);
+    if (!r) throw ERRORS.noSuchChannel();
+    const p = await principalOf(req, caller);
     const perm = PERMISSION[r.channel];
     if (perm && !p.permissions.has(perm)) throw ERRORS.needsPermission(perm);
     // Another organization's machine is not found, never forbidden.
@@ -144,19 +169,42 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
     return { r, p, query };
   }
 
-  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    if (opts.skip?.(req)) return;
-    const requestId = newId('request');
-    socket.on('error', () => {});
-    void upgrade(req, socket, head, requestId).catch(() => socket.destroy());
+  /**
+   * Security gate: the handshake's answer must stay true while the channel is open. A tenant's request headers
+   * (key or cookie) are authenticated again, against the same organization and permission; a forwarded channel's
+   * principal is its assertion's (the arriving process re-checks the credential and ends the channel there).
+   */
+  const recheckOf = (req: IncomingMessage, caller: ChannelCaller, p: OrgPrincipal, r: Route) => async (): Promise<CloseCode | null> => {
+    const now = caller.arrival === 'forwarded' ? caller.principal : await deps.authenticate(req);
+    if (!now) return CLOSE_CODES.unauthenticated;
+    const perm = PERMISSION[r.channel];
+    if (now.org_id !== p.org_id || (perm && !now.permissions.has(perm))) return CLOSE_CODES.permission_denied;
+    try {
+      await deps.getMachine(p.org_id, r.machineId);
+    } catch {
+      return CLOSE_CODES.not_found;
+    }
+    return null;
   };
 
-  async function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (opts.skip?.(req)) return;
+    handshake(req, socket, head, newId('request'), { arrival: 'tenant' });
+  };
+
+  function handshake(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string, caller: ChannelCaller): void {
+    socket.on('error', () => {});
+    void upgrade(req, socket, head, requestId, caller).catch(() => socket.destroy());
+  }
+
+  async function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string, caller: ChannelCaller): Promise<void> {
     let admitted: Awaited<ReturnType<typeof admit>>;
+    let where: Awaited<ReturnType<typeof channelRoute>>;
     try {
       if (closing) throw ERRORS.serverShuttingDown();
       const url = new URL(req.url ?? '/', 'http://gateway');
-      admitted = await admit(req, url);
+      admitted = await admit(req, url, caller);
+      where = await channelRoute(deps.forwarding, req, admitted.r.machineId, admitted.p, caller, requestId);
       // The admission awaited the store: a shutdown begun meanwhile opens no new channel.
       if (closing) throw ERRORS.serverShuttingDown();
     } catch (e) {
@@ -167,6 +215,20 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
       return;
     }
     const { r, p, query } = admitted;
+    if (where.kind === 'forward') {
+      if (socket.destroyed) return;
+      // The owner runs the channel (and attaches its session); this process keeps the caller's socket and its
+      // credential re-check: ending that socket ends the forwarded channel on both sides.
+      forwarded.add(socket);
+      rechecks.set(socket, { check: recheckOf(req, caller, p, r), end: () => socket.destroy() });
+      socket.once('close', () => {
+        forwarded.delete(socket);
+        rechecks.delete(socket);
+      });
+      log({ event: 'ws_forwarded', channel: r.channel, request_id: requestId, target: where.call.target.processId });
+      deps.forwarding?.forwarder.upgrade(req, socket, head, where.call);
+      return;
+    }
     // The named session is attached while this socket is open (it cannot go idle or expire), recorded before the
     // handshake completes: once the client sees the channel open, the session is in use, on either engine.
     let detach: (() => void) | null = null;
@@ -180,19 +242,9 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
     wss.handleUpgrade(req, socket, head, (ws) => {
       const started = Date.now();
       alive.set(ws, true);
-      // Security gate: the handshake's answer must stay true while the socket is open. The request's
-      // headers (key or cookie) are authenticated again, against the same organization and permission.
-      rechecks.set(ws, async () => {
-        const now = await deps.authenticate(req);
-        if (!now) return CLOSE_CODES.unauthenticated;
-        const perm = PERMISSION[r.channel];
-        if (now.org_id !== p.org_id || (perm && !now.permissions.has(perm))) return CLOSE_CODES.permission_denied;
-        try {
-          await deps.getMachine(p.org_id, r.machineId);
-        } catch {
-          return CLOSE_CODES.not_found;
-        }
-        return null;
+      rechecks.set(ws, {
+        check: recheckOf(req, caller, p, r),
+        end: (code) => ws.close(code, code === CLOSE_CODES.unauthenticated ? 'credentials no longer valid' : 'access no longer allowed'),
       });
       ws.once('close', () => rechecks.delete(ws));
       ws.on('pong', () => alive.set(ws, true));
@@ -253,16 +305,16 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
     if (checking) return;
     checking = true;
     void (async () => {
-      for (const [ws, recheck] of [...rechecks]) {
+      for (const [channel, recheck] of [...rechecks]) {
         let code: CloseCode | null;
         try {
-          code = await recheck();
+          code = await recheck.check();
         } catch {
           code = CLOSE_CODES.internal_error;
         }
-        if (code !== null && rechecks.has(ws)) {
-          rechecks.delete(ws);
-          ws.close(code, code === CLOSE_CODES.unauthenticated ? 'credentials no longer valid' : 'access no longer allowed');
+        if (code !== null && rechecks.has(channel)) {
+          rechecks.delete(channel);
+          recheck.end(code);
         }
       }
     })().finally(() => {
@@ -277,6 +329,7 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
       clearInterval(heartbeat);
       clearInterval(credentialCheck);
       server.off('upgrade', onUpgrade);
+      for (const s of forwarded) s.destroy();
       hub.close();
       await Promise.all(
         Object.values(servers).map(
@@ -296,6 +349,7 @@ export function attachGateway(server: Server, deps: GatewayDeps, opts: GatewayOp
       );
     },
     screenStreams: () => hub.streams(),
+    serveForwarded: (req, socket, head, principal, requestId) => handshake(req, socket, head, requestId, { arrival: 'forwarded', principal }),
     counts() {
       return Object.fromEntries(Object.entries(servers).map(([k, v]) => [k, v.clients.size])) as Record<GatewayChannel, number>;
     },

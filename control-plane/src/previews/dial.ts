@@ -5,6 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import http2 from 'node:http2';
 import { AppError } from '../../../shared/errors.js';
+import { callerAddress } from '../cluster/forward/caller.js';
 import { requestHeadersForGuest } from '../domain/preview-headers.js';
 import { streamRequest, type AgentTarget, type OpenedStream } from '../services/machine-agent/index.js';
 import type { PreviewRow } from '../store/repos/previews.js';
@@ -37,21 +38,24 @@ export async function dial(deps: PreviewProxyDeps, row: PreviewRow): Promise<Dia
   return { stream: opened.stream, machineId: target.id };
 }
 
-function clientAddress(deps: PreviewProxyDeps, req: IncomingMessage): string {
-  if (deps.trustProxy) {
-    const xff = req.headers['x-forwarded-for'];
-    const last = (Array.isArray(xff) ? xff.join(',') : xff)?.split(',').map((s) => s.trim()).filter(Boolean).pop();
-    if (last) return last;
-  }
-  return req.socket.remoteAddress ?? 'unknown';
+/** The visitor as the guest learns it (X-Forwarded-For, -Proto, -Host): where it arrived, whichever process dials. */
+export interface Visitor {
+  ip: string;
+  proto: 'http' | 'https';
+  host: string;
+}
+
+/** The visitor of a request that arrived at this process. */
+export function visitorOf(deps: PreviewProxyDeps, req: IncomingMessage): Visitor {
+  return { ip: callerAddress(req, deps.trustProxy), proto: deps.secureCookies ? 'https' : 'http', host: req.headers.host ?? '' };
 }
 
 /** The request head for the guest: the client's request line and the forwarded headers, as bytes. */
-export function guestHead(deps: PreviewProxyDeps, req: IncomingMessage, upgrade: boolean, dropAuthorization: boolean): { head: Buffer; framing: BodyFraming } {
+export function guestHead(req: IncomingMessage, upgrade: boolean, dropAuthorization: boolean, visitor: Visitor): { head: Buffer; framing: BodyFraming } {
   const headers = requestHeadersForGuest(req.rawHeaders, {
     dropAuthorization,
     upgrade,
-    forwarded: { for: clientAddress(deps, req), proto: deps.secureCookies ? 'https' : 'http', host: req.headers.host ?? '' },
+    forwarded: { for: visitor.ip, proto: visitor.proto, host: visitor.host },
   });
   return { head: requestHead(req.method ?? 'GET', req.url ?? '/', headers), framing: framingOf(headers) };
 }

@@ -9,6 +9,7 @@ import type { EgressMeter } from '../gateway/deps.js';
 import type { LogSink } from '../log.js';
 import type { Services } from '../services/index.js';
 import type { PreviewAdmissionLimits } from './admission.js';
+import type { PreviewForwarding } from './deps.js';
 import { createPreviewProxy, type PreviewProxy } from './proxy.js';
 
 export interface PreviewsFromServicesOptions {
@@ -19,6 +20,8 @@ export interface PreviewsFromServicesOptions {
   headerTimeoutMs?: number;
   /** Preview connection bounds (previews/admission.ts; the defaults there in production). */
   limits?: PreviewAdmissionLimits;
+  /** Forward previews of machines another process owns (docs/cluster.md; absent: serve all here). */
+  forwarding?: PreviewForwarding;
 }
 
 /** null when this deployment serves no preview domain (PREVIEW_DOMAIN=off, or a public HOST without one). */
@@ -36,6 +39,7 @@ export function previewProxyFromServices(s: Services, o: PreviewsFromServicesOpt
     log: o.log,
     headerTimeoutMs: o.headerTimeoutMs,
     limits: o.limits,
+    forwarding: o.forwarding,
   });
   return {
     ...proxy,

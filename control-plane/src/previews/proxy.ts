@@ -20,10 +20,10 @@ import { newId } from '../../../shared/ids.js';
 import { isPreviewHost } from '../domain/preview-hostnames.js';
 import { PreviewAdmission } from './admission.js';
 import { PreviewConnections } from './connections.js';
-import type { PreviewProxyDeps, ProxyContext } from './deps.js';
+import type { ForwardedVisitor, PreviewProxyDeps, ProxyContext } from './deps.js';
 import { refusal, sendPage, writeRawPage } from './refusals.js';
-import { serveRequest } from './serve-request.js';
-import { serveUpgrade } from './serve-upgrade.js';
+import { serveForwardedRequest, serveRequest } from './serve-request.js';
+import { serveForwardedUpgrade, serveUpgrade } from './serve-upgrade.js';
 
 export type { PreviewProxyDeps } from './deps.js';
 
@@ -32,6 +32,10 @@ export interface PreviewProxy {
   owns(req: IncomingMessage): boolean;
   handle(req: IncomingMessage, res: ServerResponse): void;
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** A request another process admitted for this preview and forwarded over the internal channel (no admission here). */
+  serveForwarded(req: IncomingMessage, res: ServerResponse, v: ForwardedVisitor): void;
+  /** A handshake another process admitted and forwarded likewise. */
+  upgradeForwarded(req: IncomingMessage, socket: Duplex, head: Buffer, v: ForwardedVisitor): void;
   /** Open proxied connections (tests, metrics). */
   openConnections(): number;
   /**
@@ -60,30 +64,49 @@ export function createPreviewProxy(deps: PreviewProxyDeps): PreviewProxy {
   const { log, admission, connections } = ctx;
   const offUnpublished = ports.onUnpublished((id) => connections.cut(id));
 
+  /** A request's outcome in the log, or its failure as the preview host's page. */
+  const request = (req: IncomingMessage, res: ServerResponse, requestId: string, served: Promise<number>): void => {
+    const started = Date.now();
+    // Never log the URL: the access link's query carries a credential.
+    served.then(
+      (status) => log({ event: 'preview_request', request_id: requestId, method: req.method ?? '', status, ms: Date.now() - started }),
+      (e) => {
+        if (!(e instanceof AppError)) log({ event: 'internal_error', operation: 'preview.request', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
+        sendPage(res, refusal(e instanceof AppError ? e : ERRORS.previewFailed(), 'Preview error'), requestId, req.headers.accept);
+      },
+    );
+  };
+
+  /** A handshake's failure as the preview host's page on the raw socket. */
+  const upgraded = (req: IncomingMessage, socket: Duplex, requestId: string, served: Promise<void>): void => {
+    served.catch((e) => {
+      if (e instanceof AppError) return writeRawPage(socket, refusal(e, 'Preview error'), requestId, req.headers.accept);
+      log({ event: 'internal_error', operation: 'preview.upgrade', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
+      socket.destroy();
+    });
+  };
+
   return {
     owns: (req) => isPreviewHost(req.headers.host, ports.domain),
 
     handle(req, res) {
       const requestId = newId('request');
-      const started = Date.now();
-      // Never log the URL: the access link's query carries a credential.
-      serveRequest(ctx, req, res, requestId).then(
-        (status) => log({ event: 'preview_request', request_id: requestId, method: req.method ?? '', status, ms: Date.now() - started }),
-        (e) => {
-          if (!(e instanceof AppError)) log({ event: 'internal_error', operation: 'preview.request', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
-          sendPage(res, refusal(e instanceof AppError ? e : ERRORS.previewFailed(), 'Preview error'), requestId, req.headers.accept);
-        },
-      );
+      request(req, res, requestId, serveRequest(ctx, req, res, requestId));
     },
 
     upgrade(req, socket, head) {
       const requestId = newId('request');
       socket.on('error', () => {});
-      serveUpgrade(ctx, req, socket, head, requestId).catch((e) => {
-        if (e instanceof AppError) return writeRawPage(socket, refusal(e, 'Preview error'), requestId, req.headers.accept);
-        log({ event: 'internal_error', operation: 'preview.upgrade', request_id: requestId, cause: (e as Error)?.name ?? 'Error' });
-        socket.destroy();
-      });
+      upgraded(req, socket, requestId, serveUpgrade(ctx, req, socket, head, requestId));
+    },
+
+    serveForwarded(req, res, v) {
+      request(req, res, v.requestId, serveForwardedRequest(ctx, req, res, v));
+    },
+
+    upgradeForwarded(req, socket, head, v) {
+      socket.on('error', () => {});
+      upgraded(req, socket, v.requestId, serveForwardedUpgrade(ctx, req, socket, head, v));
     },
 
     openConnections: () => connections.open(),

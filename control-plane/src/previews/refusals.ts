@@ -26,6 +26,8 @@ export const STOPPED = () => refusal(ERRORS.previewMachineNotRunning(), UNAVAILA
 export const UNREACHABLE = () => refusal(ERRORS.previewMachineUnreachable(), UNAVAILABLE);
 export const NOTHING_LISTENING = () => refusal(ERRORS.previewNothingListening(), NOTHING);
 export const NO_ANSWER = () => refusal(ERRORS.previewNoAnswer(), NOTHING);
+/** The process that drives the machine's host is unknown or gone (cluster/forward/owner.ts). */
+export const OWNER_AWAY = (err: AppError) => refusal(err, UNAVAILABLE);
 
 export const BUSY: Record<AdmissionRefusal, () => Refusal> = {
   machine: () => refusal(ERRORS.previewMachineBusy(), 'This preview is busy'),

@@ -6,31 +6,57 @@ import type { IncomingMessage } from 'node:http';
 import http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { responseHeadersFromGuest } from '../domain/preview-headers.js';
+import type { PreviewRow } from '../store/repos/previews.js';
 import { admit } from './authorize.js';
-import type { ProxyContext } from './deps.js';
-import { dial, guestHead } from './dial.js';
+import type { ForwardedVisitor, ProxyContext } from './deps.js';
+import { dial, guestHead, visitorOf, type Visitor } from './dial.js';
+import { forwardedPreview, previewRoute } from './forward.js';
 import { startExchange } from './guest-exchange.js';
 import { BUSY, NO_ANSWER, pairs, rawResponse, writeRawPage } from './refusals.js';
 
+/** One handshake that arrived here: admitted, then served here or forwarded to the machine's owner. */
 export async function serveUpgrade(ctx: ProxyContext, req: IncomingMessage, socket: Duplex, early: Buffer, requestId: string): Promise<void> {
-  const { deps, admission, connections, headerTimeoutMs, log } = ctx;
-  const { ports } = deps;
+  const { deps } = ctx;
   const accept = req.headers.accept;
-  const a = await admit(ports, req);
+  const a = await admit(deps.ports, req);
   if ('err' in a) return writeRawPage(socket, a, requestId, accept);
-  const { head } = guestHead(deps, req, true, a.dropAuthorization);
-  ports.touch(a.row.id);
-  const slot = admission.acquire(a.row.machine_id);
+  const where = await previewRoute(deps, req, a.row, 'tenant', { dropAuthorization: a.dropAuthorization, requestId });
+  if ('err' in where) return writeRawPage(socket, where, requestId, accept);
+  if (where.kind === 'forward') return deps.forwarding?.forwarder.upgrade(req, socket, early, where.call);
+  return exchangeUpgrade(ctx, req, socket, early, requestId, a.row, { dropAuthorization: a.dropAuthorization, visitor: visitorOf(deps, req) });
+}
+
+/** One handshake another process admitted and forwarded (serve-request.ts `serveForwardedRequest` says how). */
+export async function serveForwardedUpgrade(ctx: ProxyContext, req: IncomingMessage, socket: Duplex, early: Buffer, v: ForwardedVisitor): Promise<void> {
+  const found = await forwardedPreview(ctx.deps, req, v);
+  if ('err' in found) return writeRawPage(socket, found, v.requestId, req.headers.accept);
+  return exchangeUpgrade(ctx, req, socket, early, v.requestId, found.row, { dropAuthorization: false, visitor: v.client });
+}
+
+async function exchangeUpgrade(
+  ctx: ProxyContext,
+  req: IncomingMessage,
+  socket: Duplex,
+  early: Buffer,
+  requestId: string,
+  row: PreviewRow,
+  o: { dropAuthorization: boolean; visitor: Visitor },
+): Promise<void> {
+  const { deps, admission, connections, headerTimeoutMs, log } = ctx;
+  const accept = req.headers.accept;
+  const { head } = guestHead(req, true, o.dropAuthorization, o.visitor);
+  deps.ports.touch(row.id);
+  const slot = admission.acquire(row.machine_id);
   if ('refused' in slot) return writeRawPage(socket, BUSY[slot.refused](), requestId, accept);
   socket.once('close', slot.release);
-  const d = await dial(deps, a.row);
+  const d = await dial(deps, row);
   if ('err' in d) return writeRawPage(socket, d, requestId, accept);
   const { stream, machineId } = d;
   stream.on('error', () => {});
   if (socket.destroyed) return void stream.close(http2.constants.NGHTTP2_CANCEL);
   socket.once('close', connections.meter(stream, socket, socket));
   let answered = false;
-  const untrack = connections.track(a.row.id, () => {
+  const untrack = connections.track(row.id, () => {
     socket.destroy();
     ex.cancel();
   });

@@ -17,6 +17,7 @@ import type { Substrate } from '../substrate/substrate.js';
 import { NO_SUBSTRATE } from '../substrate/unconfigured.js';
 import { createEventService } from './events.js';
 import { createLeaseService } from './leases.js';
+import { createHostFence } from './host-fence.js';
 import { createHostHealth } from './host-health.js';
 import { createMachineService } from './machines/index.js';
 import { createPortService } from './ports.js';
@@ -61,6 +62,11 @@ export interface ServiceDeps {
   diskReserveBytes?: number;
   /** The host's totals for admission control (default: os.totalmem() and os.cpus()); tests pin them. */
   hostResources?: Resources;
+  /**
+   * The registered host this process drives (its DATA_DIR's host id, cluster/host-id.ts): admissions lock its row and
+   * re-check placement's fit there (services/placement.ts). Absent: no registry (host_id stays null).
+   */
+  hostId?: string | null;
   /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
   /** The secrets keyring (main.ts opens SECRETS_KEYRING; default: opened from config here; null: off). */
@@ -122,9 +128,13 @@ export async function createServices(d: ServiceDeps) {
   const hostHealth = createHostHealth({ store, events, dir: config.dataDir, ...(d.diskReserveBytes !== undefined ? { reserveBytes: d.diskReserveBytes } : {}) });
   const snapshots = createSnapshotService({ store, substrate, events, quotas, locks, now, onFailure: d.onMachineFailure, hostHealth });
   const templates = createTemplateService({ store, substrate, quotas, snapshots, now, onFailure: d.onMachineFailure });
+  // Held by the host driver's work when it takes over (the lead wires it: hostFence.hold(fence)).
+  const hostFence = createHostFence();
   const machines = createMachineService({
+    hostFence,
     store, substrate, agent, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     hostHealth,
+    hostId: d.hostId ?? null,
     network: config.machineNetwork,
     // The vm substrate has no pool (docs/api-machines.md, "Warm starts"); the fake one has one for unit tests.
     warmPool: { perSize: substrate.kind === 'vm' ? 0 : config.warmPoolPerSize, ledger: fileLedger(path.join(config.dataDir, 'warm-pool.json')), ...d.warmPool },
@@ -170,7 +180,7 @@ export async function createServices(d: ServiceDeps) {
   const ports = createPortService({ store, config, now, quotas });
   return {
     config, store, now, limiter, billing, builtin, stripe, quotas, identity, orgs, substrate, pool, agent, events, leases, sessions, machines, snapshots, templates, secrets, ports,
-    metering, usage,
+    metering, usage, hostFence,
     /** Server only: stop what billing no longer allows, for every organization running machines. */
     enforceAll: async () => enforce(new Set((await store.machines.inStates(['running'])).map((m) => m.org_id))),
   };

@@ -13,6 +13,8 @@ import { ERRORS } from '../errors.js';
 
 /** A watched lease is re-read at least this often, so an expiry (even after a shortening renewal) is seen within it. */
 const WATCH_RECHECK_MS = 1_000;
+/** Reads of the lease a release makes before it gives up on a lease that keeps changing under it. */
+const RELEASE_TRIES = 3;
 
 export interface LeaseView {
   machine_id: string;
@@ -72,16 +74,30 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
     return `The input lease is held by session ${row.session_id} (fence ${row.fence}) until ${iso(row.expires_at)}.`;
   }
 
-  /** Inside a transaction: end whatever lease the machine has, recording why. */
-  async function releaseInTx(orgId: string, machineId: string, reason: string, by: Actor): Promise<void> {
+  /**
+   * Inside a transaction: end the lease `row` (the one read), recording why; false when the compare-and-set lost
+   * (another process changed the lease between the read and this write: PostgreSQL, READ COMMITTED).
+   */
+  async function endLease(orgId: string, machineId: string, row: LeaseRow & { session_id: string }, reason: string, by: Actor): Promise<boolean> {
     const nowMs = d.now().getTime();
-    const row = await store.leases.get(machineId);
-    if (!row || row.session_id === null) return;
     const wasHeld = isHeld(row, nowMs);
-    await store.leases.put(machineId, row, { session_id: null, fence: row.fence, expires_at: nowMs }, d.now().toISOString());
+    if (!(await store.leases.put(machineId, row, { session_id: null, fence: row.fence, expires_at: nowMs }, d.now().toISOString()))) return false;
     await events.append(orgId, machineId, 'session.control_released', {
       session_id: row.session_id, fence: row.fence, reason: wasHeld ? reason : 'expired', by,
     });
+    return true;
+  }
+
+  /**
+   * Reads the lease and applies `step` to it until its compare-and-set holds (each read in READ COMMITTED sees what
+   * the winner committed, so the decision is made again on the lease as it is now). A lease changed on every one of
+   * RELEASE_TRIES reads answers 409 (retry) rather than reporting a release that did not happen.
+   */
+  async function untilSet(machineId: string, step: (row: LeaseRow | null) => Promise<boolean>): Promise<void> {
+    for (let i = 0; i < RELEASE_TRIES; i++) {
+      if (await step(await store.leases.get(machineId))) return;
+    }
+    throw ERRORS.leaseChangedWhileReleasing();
   }
 
   return {
@@ -134,21 +150,20 @@ export function createLeaseService(d: { store: Store; events: EventService; now:
     release(p: OrgPrincipal, machineId: string, sessionId: string | null): Promise<void> {
       return store.db.tx(async () => {
         await machineOf(p.org_id, machineId);
-        const nowMs = d.now().getTime();
-        const row = await store.leases.get(machineId);
-        const dec = decideRelease(row, sessionId, nowMs);
-        if (dec.kind === 'not_holder') throw ERRORS.leaseHeldByOther(dec.holder, sessionId);
-        if (dec.kind === 'not_held') return;
-        await releaseInTx(p.org_id, machineId, 'released', actorOf(p));
+        await untilSet(machineId, async (row) => {
+          const dec = decideRelease(row, sessionId, d.now().getTime());
+          if (dec.kind === 'not_holder') throw ERRORS.leaseHeldByOther(dec.holder, sessionId);
+          return dec.kind === 'not_held' || (await endLease(p.org_id, machineId, dec.lease, 'released', actorOf(p)));
+        });
       });
     },
 
     /** Inside a transaction (stop, delete, session close): end the lease if `sessionId` (or anyone) holds it. */
     async releaseInTx(orgId: string, machineId: string, reason: string, by: Actor, sessionId: string | null = null): Promise<void> {
-      const row = await store.leases.get(machineId);
-      if (!row || row.session_id === null) return;
-      if (sessionId !== null && row.session_id !== sessionId) return;
-      await releaseInTx(orgId, machineId, reason, by);
+      await untilSet(machineId, async (row) => {
+        if (!row || row.session_id === null || (sessionId !== null && row.session_id !== sessionId)) return true;
+        return endLease(orgId, machineId, { ...row, session_id: row.session_id }, reason, by);
+      });
     },
 
     /**

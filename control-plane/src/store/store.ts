@@ -1,8 +1,10 @@
 import type { Db } from './db.js';
 import { accessRepo } from './repos/access.js';
 import { billingRepo, rateLimitRepo } from './repos/billing.js';
+import { hostsRepo } from './repos/hosts.js';
 import { identityRepo } from './repos/identity.js';
 import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo, volumeRestartsRepo } from './repos/machines.js';
+import { placementRepo } from './repos/placement.js';
 import { previewsRepo } from './repos/previews.js';
 import { snapshotsRepo, templatesRepo } from './repos/snapshots.js';
 import { secretsRepo } from './repos/secrets.js';
@@ -17,6 +19,7 @@ export function createStore(db: Db) {
     billing: billingRepo(db),
     rateLimits: rateLimitRepo(db),
     machines: machinesRepo(db),
+    hosts: hostsRepo(db),
     volumeRestarts: volumeRestartsRepo(db),
     sessions: sessionsRepo(db),
     leases: leasesRepo(db),
@@ -25,6 +28,7 @@ export function createStore(db: Db) {
     templates: templatesRepo(db),
     secrets: secretsRepo(db),
     previews: previewsRepo(db),
+    placement: placementRepo(db),
     usage: usageRepo(db),
     stripe: stripeRepo(db),
   };

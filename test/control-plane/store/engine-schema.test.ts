@@ -12,6 +12,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import t, { type Test } from 'tap';
 import { openDb, schemaVersion } from '../../../control-plane/src/store/db.js';
+import { createStore } from '../../../control-plane/src/store/store.js';
 import { LATEST_VERSION } from '../../../control-plane/src/store/engine/migrations.js';
 import { openEngine } from '../../../control-plane/src/store/engine/open.js';
 import { migratePostgres, openPostgres, PG_TYPES, postgresSchemaVersion } from '../../../control-plane/src/store/engine/postgres.js';
@@ -133,6 +134,37 @@ t.test('a fresh SQLite built by the engine migrations has exactly the schema the
   t.same(got.machines!.foreignKeys.find((f) => f.from === 'host_id'), { table: 'hosts', from: 'host_id', to: 'id', on_update: 'NO ACTION', on_delete: 'NO ACTION' });
   t.same(got.machines!.indexes.find((i) => i.name === 'machines_host'), { name: 'machines_host', unique: 0, origin: 'c', partial: 0, columns: ['host_id', 'state'], where: null });
   t.same(got.cluster_keys!.columns.map((c) => `${c.name} ${c.type} ${c.notnull || c.pk}`), ['name TEXT 1', 'key BLOB 1', 'created_at TEXT 1']);
+  // Version 12: billing events keyed by their recording sequence, the id still unique.
+  t.same(got.billing_events!.columns.map((c) => [c.name, c.type, c.notnull, c.pk]), [
+    ['id', 'TEXT', 1, 0], ['org_id', 'TEXT', 1, 0], ['type', 'TEXT', 1, 0], ['from_state', 'TEXT', 1, 0], ['to_state', 'TEXT', 1, 0],
+    ['created_at', 'TEXT', 1, 0], ['seq', 'INTEGER', 0, 1],
+  ]);
+  t.equal(got.billing_events!.autoincrement, true, 'billing event seqs are never reused');
+  t.same(got.billing_events!.indexes.map((i) => [i.unique, i.columns]), [[1, ['id']]]);
+});
+
+t.test('version 12 numbers the billing events a SQLite file holds in the order they read in (its rowid)', async (t) => {
+  const file = tmpFile(t, 'control-plane.sqlite');
+  legacyFile(file, 10, (db) => {
+    db.exec("INSERT INTO organizations (id,name,personal,created_at) VALUES ('org_1','a',1,'2026-01-01T00:00:00.000Z')");
+    const ev = db.prepare("INSERT INTO billing_events (id,org_id,type,from_state,to_state,created_at) VALUES (?,'org_1','t',?,?,?)");
+    // Two of one instant recorded with ids in the reverse of their order, and one older recorded last.
+    ev.run('bev_z', 'unsubscribed', 'trialing', '2026-01-01T00:00:01.000Z');
+    ev.run('bev_a', 'trialing', 'active', '2026-01-01T00:00:01.000Z');
+    ev.run('bev_m', 'x', 'y', '2026-01-01T00:00:00.500Z');
+  });
+  const db = openDb(file);
+  t.teardown(() => db.close());
+  t.same(await db.q().selectFrom('billing_events').select(['seq', 'id']).orderBy('seq').execute(), [
+    { seq: 1, id: 'bev_z' }, { seq: 2, id: 'bev_a' }, { seq: 3, id: 'bev_m' },
+  ]);
+  const next = await db.q().insertInto('billing_events')
+    .values({ id: 'bev_0', org_id: 'org_1', type: 't', from_state: 'active', to_state: 'past_due', created_at: '2026-01-01T00:00:01.000Z' })
+    .returning('seq').executeTakeFirstOrThrow();
+  t.equal(next.seq, 4, 'the next event is numbered after them');
+  t.same((await createStore(db).billing.events('org_1')).map((e) => `${e.from_state}>${e.to_state}`), [
+    'x>y', 'unsubscribed>trialing', 'trialing>active', 'active>past_due',
+  ]);
 });
 
 t.test('a data dir left at any version 1..10 migrates forward in place to the same schema', async (t) => {
@@ -188,7 +220,7 @@ t.test('the same migrations on a real PostgreSQL: the same tables and columns, t
   t.teardown(server.stop);
   const engine = await openPostgres(server.url);
   t.equal(await postgresSchemaVersion(engine.pool), LATEST_VERSION);
-  t.same((await engine.pool.query('SELECT version, name FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+  t.same((await engine.pool.query('SELECT version, name FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
 
   const cols = (await engine.pool.query<{ table_name: string; column_name: string; data_type: string; is_nullable: string; is_identity: string }>(
     `SELECT table_name, column_name, data_type, is_nullable, is_identity FROM information_schema.columns
@@ -260,10 +292,34 @@ t.test('PostgreSQL: version 10 migrates stored "restore" origins, and concurrent
   await pool.query("INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,created_at) VALUES ('s1','org_1','m','Before restore','ready','restore','x'), ('s2','org_1','m','n','ready','manual','x')");
   // Three control planes start at once on the half-migrated database.
   const engines = await Promise.all([1, 2, 3].map(() => openPostgres(server.url, { max: 2 })));
-  t.same((await pool.query('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], 'each version applied once');
+  t.same((await pool.query('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], 'each version applied once');
   t.same((await pool.query('SELECT id, origin FROM snapshots ORDER BY id')).rows, [{ id: 's1', origin: 'stop' }, { id: 's2', origin: 'manual' }]);
   for (const e of engines) await e.close();
   await pool.end();
+});
+
+t.test('PostgreSQL: version 12 numbers the billing events held by (created_at, id), their order until then', async (t) => {
+  const server = await startPostgres();
+  t.teardown(server.stop);
+  const pool = new pg.Pool({ connectionString: server.url, types: PG_TYPES, max: 2 });
+  t.teardown(() => pool.end());
+  t.equal(await migratePostgres(pool, 11), 11);
+  await pool.query("INSERT INTO organizations (id,name,personal,created_at) VALUES ('org_1','a',0,'x')");
+  await pool.query(`INSERT INTO billing_events (id,org_id,type,from_state,to_state,created_at) VALUES
+    ('bev_z','org_1','t','a','b','2026-01-01T00:00:01.000Z'), ('bev_a','org_1','t','c','d','2026-01-01T00:00:01.000Z'),
+    ('bev_m','org_1','t','e','f','2026-01-01T00:00:00.500Z'), ('bev_B','org_1','t','g','h','2026-01-01T00:00:01.000Z')`);
+  t.equal(await migratePostgres(pool), 12);
+  t.same((await pool.query('SELECT seq, id FROM billing_events ORDER BY seq')).rows, [
+    { seq: 1, id: 'bev_m' }, { seq: 2, id: 'bev_B' }, { seq: 3, id: 'bev_a' }, { seq: 4, id: 'bev_z' },
+  ], 'ids in byte order within an instant (B before a)');
+  const next = await pool.query("INSERT INTO billing_events (id,org_id,type,from_state,to_state,created_at) VALUES ('bev_0','org_1','t','i','j','x') RETURNING seq");
+  t.same(next.rows, [{ seq: 5 }], 'the identity continues after them');
+  await t.rejects(pool.query("INSERT INTO billing_events (id,org_id,type,from_state,to_state,created_at) VALUES ('bev_0','org_1','t','i','j','x')"), {
+    message: /billing_events_id_key/,
+  }, 'the id is still unique');
+  const key = await pool.query(`SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+    WHERE i.indrelid = 'billing_events'::regclass AND i.indisprimary`);
+  t.same(key.rows, [{ attname: 'seq' }]);
 });
 
 t.test('DATABASE_URL that is not a postgres URL is refused without repeating it', async (t) => {

@@ -127,9 +127,14 @@ for (const engine of ENGINES) {
     t.strictSame(await b.insertEvent({ id: 'evt_2', org_id: 'org_a', type: 'payment.succeeded', from_state: 'trialing', to_state: 'active', created_at: '2026-01-02T00:00:00.000Z' }), { changes: 1 });
     await b.insertEvent({ id: 'evt_1', org_id: 'org_a', type: 'checkout.completed', from_state: 'unsubscribed', to_state: 'trialing', created_at: T0 });
     await b.insertEvent({ id: 'evt_3', org_id: 'org_b', type: 'checkout.completed', from_state: 'unsubscribed', to_state: 'trialing', created_at: T0 });
+    // Two more of one instant, the later recorded with the smaller id: read back as recorded on both engines.
+    await b.insertEvent({ id: 'evt_9', org_id: 'org_a', type: 'payment.failed', from_state: 'active', to_state: 'past_due', created_at: '2026-01-03T00:00:00.000Z' });
+    await b.insertEvent({ id: 'evt_0', org_id: 'org_a', type: 'payment.succeeded', from_state: 'past_due', to_state: 'active', created_at: '2026-01-03T00:00:00.000Z' });
     t.strictSame(await b.events('org_a'), [
       { type: 'checkout.completed', from_state: 'unsubscribed', to_state: 'trialing', created_at: T0 },
       { type: 'payment.succeeded', from_state: 'trialing', to_state: 'active', created_at: '2026-01-02T00:00:00.000Z' },
+      { type: 'payment.failed', from_state: 'active', to_state: 'past_due', created_at: '2026-01-03T00:00:00.000Z' },
+      { type: 'payment.succeeded', from_state: 'past_due', to_state: 'active', created_at: '2026-01-03T00:00:00.000Z' },
     ]);
 
     const link = { token_hash: 'lt', kind: 'checkout' as const, org_id: 'org_a', plan_id: 'pro', return_url: null, created_at: T0, expires_at: FAR, used_at: null };

@@ -5,6 +5,7 @@
  * credentials dropped and the principal asserted (cluster/forward), and the owner's answer is the caller's.
  * A request that arrived over the channel is never forwarded again (forward/owner.ts's table: 503 instead).
  */
+import { Readable } from 'node:stream';
 import type { Context, MiddlewareHandler } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { CpEnv } from '../../context.js';
@@ -57,6 +58,9 @@ export function routeToOwner(routing: Routing, owner: Exclude<OpOwner, 'any'>): 
     if (!incoming || !outgoing || !isWireRequest(c)) throw ERRORS.machineOwnerUnreachable();
     const host = c.req.header('host') ?? '';
     const ip = clientIp(c, routing.trustProxy);
+    // The body is read from the app's Request, never from the socket: the body limit (app.ts) has already made it
+    // (and may have wrapped it to count), which reads the socket into its stream; that stream keeps the backpressure.
+    const raw = c.req.raw.body;
     routing.forwarder.request(incoming, outgoing, {
       target: r.target,
       authorization: 'drop',
@@ -69,7 +73,7 @@ export function routeToOwner(routing: Routing, owner: Exclude<OpOwner, 'any'>): 
           host: HostText.safeParse(host).success ? host : routing.publicHost,
         },
       },
-    });
+    }, raw ? Readable.fromWeb(raw) : undefined);
     c.set('forwardedTo', r.target.processId);
     // A fresh "already sent" answer (the request log and CORS set headers on it, never on the shared constant). A clone
     // is the platform's Response: @hono/node-server writes a head for its own light ones, even marked already sent.

@@ -33,16 +33,20 @@ const PreviewAssertion = z.strictObject({
   preview_id: Id('prv'),
 });
 
+/** The caller as the arriving process saw it (caller.ts builds it). */
+export const AssertedClient = z.strictObject({
+  ip: z.string().min(1).max(64),
+  proto: z.enum(['http', 'https']),
+  host: z.string().min(1).max(255).regex(/^[A-Za-z0-9.:[\]_-]+$/),
+});
+export type AssertedClient = z.infer<typeof AssertedClient>;
+
 export const Assertion = z.strictObject({
   on_behalf_of: z.discriminatedUnion('kind', [TenantAssertion, PreviewAssertion]),
   /** The request id the caller sees (in `x-request-id` and error envelopes), so one request keeps one id. */
   request_id: Id('req'),
   /** The caller as the arriving process saw it: its address (rate limits, X-Forwarded-For), scheme and Host. */
-  client: z.strictObject({
-    ip: z.string().min(1).max(64),
-    proto: z.enum(['http', 'https']),
-    host: z.string().min(1).max(255).regex(/^[A-Za-z0-9.:[\]_-]+$/),
-  }),
+  client: AssertedClient,
 });
 export type Assertion = z.infer<typeof Assertion>;
 export type TenantAssertion = z.infer<typeof TenantAssertion>;

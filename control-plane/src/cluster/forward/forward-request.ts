@@ -9,7 +9,7 @@
  * is then tried once more on a fresh one (one with a body may have been partly consumed, so it is not).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { pipeline } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
 import { ERRORS } from '../../errors.js';
 import { sendError } from './envelope.js';
 import type { Dial, ForwardCall } from './call.js';
@@ -19,7 +19,7 @@ function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
 }
 
-export function forwardRequest(dial: Dial, req: IncomingMessage, res: ServerResponse, call: ForwardCall, failed: (e: unknown) => void): void {
+export function forwardRequest(dial: Dial, req: IncomingMessage, res: ServerResponse, call: ForwardCall, failed: (e: unknown) => void, source: Readable = req): void {
   const body = hasBody(req);
   let retried = false;
   let current: ReturnType<Dial> | null = null;
@@ -53,7 +53,7 @@ export function forwardRequest(dial: Dial, req: IncomingMessage, res: ServerResp
       }
       unreachable(e);
     });
-    if (body) req.pipe(up);
+    if (body) source.pipe(up);
     else up.end();
   };
   res.on('close', () => {

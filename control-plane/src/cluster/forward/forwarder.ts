@@ -6,7 +6,7 @@
  * a quick 503, never a hang.
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import { causeChain, silentLog, type LogSink } from '../../log.js';
 import type { Dial, ForwardCall } from './call.js';
 import { forwardRequest } from './forward-request.js';
@@ -26,7 +26,11 @@ export interface ForwarderOptions {
 }
 
 export interface Forwarder {
-  request(req: IncomingMessage, res: ServerResponse, call: ForwardCall): void;
+  /**
+   * `body`: where the caller's body is read from when not from `req` itself — a request the API app already wrapped
+   * (its Request holds the socket's body as a stream: reading `req` again would find it consumed).
+   */
+  request(req: IncomingMessage, res: ServerResponse, call: ForwardCall, body?: Readable): void;
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, call: ForwardCall): void;
   /** Upgraded channels open now (each a pair of sockets). */
   channels(): number;
@@ -100,7 +104,7 @@ export function createForwarder(o: ForwarderOptions): Forwarder {
     log({ event: 'forward_failed', target: call.target.processId, request_id: call.assertion.request_id, cause: causeChain(e) });
 
   return {
-    request: (req, res, call) => forwardRequest(dial, req, res, call, (e) => failed(call, e)),
+    request: (req, res, call, body) => forwardRequest(dial, req, res, call, (e) => failed(call, e), body),
     upgrade: (req, socket, head, call) => {
       const started = Date.now();
       const ended = () => log({ event: 'forward_channel_closed', target: call.target.processId, request_id: call.assertion.request_id, ms: Date.now() - started });

@@ -1,6 +1,11 @@
 /**
  * Admission: what is checked, inside the transaction that records a new machine or a boot, before anything
  * acts — quotas, the host's capacity and disk reserve, the plan's largest size, the name.
+ *
+ * The host's capacity: on a registered host (deps `hostId`, its row in `hosts`) its row is locked and the fit
+ * re-checked with what the deployment has placed on it (services/placement.ts `roomOnHost`), and the new machine
+ * records `host_id`; on a deployment without a registry (SQLite, or PostgreSQL before this host's driver registered)
+ * the machines holding compute are counted against this process's own totals (`capacity`) and `host_id` stays null.
  */
 import { randomBytes } from 'node:crypto';
 import { newId, randomBase36 } from '../../../../shared/ids.js';
@@ -11,6 +16,7 @@ import { decide } from '../../domain/machine-lifecycle.js';
 import type { MachineRow } from '../../store/repos/machines.js';
 import { resourcesForSize } from '../../substrate/substrate.js';
 import type { actorOf } from '../actor.js';
+import { roomOnHost, type HostAdmission } from '../placement.js';
 import type { MachineCore } from './core.js';
 import { ERRORS } from '../../errors.js';
 import { conflictOnUnique } from '../../store/unique-violation.js';
@@ -26,6 +32,23 @@ export interface Admission {
   start: boolean;
   /** The id of a warm pool member this create takes (warm-pool.ts); absent: a new id. */
   id?: string;
+  /** A fork: its host is its parent's (the disk is there), so the region hint is not checked against the host. */
+  onParentHost?: boolean;
+}
+
+/**
+ * Room on this process's host for `a`, inside the admitting transaction (after the organization's lock). Returns the
+ * host the machine is recorded on: this host when it is registered, else null (a host-less deployment).
+ */
+async function hostRoom(c: MachineCore, a: HostAdmission): Promise<string | null> {
+  const { d } = c;
+  if (d.hostId && (await roomOnHost(d.store, d.hostId, a, { now: d.now(), catalog: c.catalog }))) return d.hostId;
+  if (!d.capacity || (a.kind === 'new' && !a.start)) return null;
+  const sizes = catalogAt(d.now(), c.catalog).sizes;
+  const dec = decideCapacity(d.capacity.host, d.capacity.ratios, committedBy(await d.store.machines.computeBySize(), sizes), resourcesForSize(a.size, sizes));
+  // No figures in the message: they would tell one tenant how much the others run.
+  if (!dec.ok) throw ERRORS.hostFull(a.size);
+  return null;
 }
 
 /**
@@ -36,15 +59,8 @@ export interface Admission {
  * first one's row is already `creating`/`starting` when the second counts).
  */
 export async function reserveCompute(c: MachineCore, orgId: string, size: MachineSize): Promise<void> {
-  const { d } = c;
-  await d.quotas.check(orgId, 'running_machines');
-  if (!d.capacity) return;
-  const sizes = catalogAt(d.now(), c.catalog).sizes;
-  const dec = decideCapacity(d.capacity.host, d.capacity.ratios, committedBy(await d.store.machines.computeBySize(), sizes), resourcesForSize(size, sizes));
-  if (!dec.ok) {
-    // No figures in the message: they would tell one tenant how much the others run.
-    throw ERRORS.hostFull(size);
-  }
+  await c.d.quotas.check(orgId, 'running_machines');
+  await hostRoom(c, { kind: 'start', size });
 }
 
 async function checkSize(c: MachineCore, orgId: string, size: MachineSize): Promise<void> {
@@ -69,7 +85,8 @@ export async function admitInTx(c: MachineCore, orgId: string, by: ReturnType<ty
   const { d } = c;
   await d.quotas.check(orgId, 'machines');
   d.hostHealth?.checkReserve();
-  if (a.start) await reserveCompute(c, orgId, a.size);
+  if (a.start) await d.quotas.check(orgId, 'running_machines');
+  const hostId = await hostRoom(c, { kind: 'new', size: a.size, start: a.start, region: a.onParentHost ? null : a.region });
   await checkSize(c, orgId, a.size);
   if (a.name !== undefined && (await d.store.machines.nameTaken(orgId, a.name))) {
     throw ERRORS.machineNameTaken(a.name, [{ field: 'name', message: 'already in use' }]);
@@ -82,8 +99,8 @@ export async function admitInTx(c: MachineCore, orgId: string, by: ReturnType<ty
     template: a.template, region: a.region, metadata: JSON.stringify(a.metadata), state: dec.to,
     agent_token: randomBytes(32).toString('base64url'), created_by_kind: by.type, created_by_id: by.id,
     created_at: t, updated_at: t, state_changed_at: t, deleted_at: null,
-    // Placement on a host comes with issue 25; until then the deployment's only host holds it (docs/operations.md, "Hosts").
-    host_id: null,
+    // Null on a host-less deployment: its only host holds it, and adopts it when it registers (docs/operations.md, "Hosts").
+    host_id: hostId,
   };
   // The organization's lock (quotas.check) already serializes creates; the index is the last word all the same.
   await conflictOnUnique(d.store.machines.insert(m), () => ERRORS.machineNameTaken(m.name, [{ field: 'name', message: 'already in use' }]));

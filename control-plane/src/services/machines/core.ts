@@ -10,12 +10,14 @@ import type { Machine, MachineState } from '../../../../shared/schemas/machine.j
 import type { CommitRatios, Resources } from '../../domain/capacity.js';
 import { CATALOG, type CatalogVersion } from '../../domain/catalog.js';
 import { conflictMessage, decide, type LifecycleTrigger } from '../../domain/machine-lifecycle.js';
+import type { HostFence } from '../../store/repos/hosts.js';
 import type { MachineRow } from '../../store/repos/machines.js';
 import type { Store } from '../../store/store.js';
 import type { Substrate } from '../../substrate/substrate.js';
 import type { BillingService } from '../billing.js';
 import type { DiskLocks } from '../disk-locks.js';
 import type { EventService } from '../events.js';
+import type { HostFenceHolder } from '../host-fence.js';
 import type { HostHealth } from '../host-health.js';
 import type { LeaseService } from '../leases.js';
 import type { MachineAgent } from '../machine-agent/index.js';
@@ -48,12 +50,19 @@ export interface MachineServiceDeps {
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
   /** Admission control: the host's totals and the commit ratios (domain/capacity.ts). Absent: no limit. */
   capacity?: { host: Resources; ratios: CommitRatios };
+  /**
+   * The registered host this process drives (cluster/host-id.ts): admissions lock its row and re-check the fit there
+   * (services/placement.ts). Absent or not registered: no registry, capacity above applies and host_id stays null.
+   */
+  hostId?: string | null;
   /** Refuses new work while the host is below its disk reserve; checked by the substrate watch. */
   hostHealth?: HostHealth;
   /** Guest networking of new machines (the operator's MACHINE_NETWORK; default none). */
   network?: 'outbound' | 'none';
   /** The warm pool (services/machines/warm-pool.ts); absent: none. */
   warmPool?: WarmPoolConfig;
+  /** The host driver's fence every machine state write carries (services/host-fence.ts); absent or empty: none. */
+  hostFence?: HostFenceHolder;
 }
 
 export function machineView(m: MachineRow): Machine {
@@ -72,6 +81,10 @@ export interface MachineCore {
   d: MachineServiceDeps;
   catalog: readonly CatalogVersion[];
   at: () => string;
+  /** The fence this process's state writes carry (null: none; services/host-fence.ts). */
+  fence(): HostFence | null;
+  /** The rows this process's host holds: with a fence, those on its host (or on none); without one, all. */
+  onThisHost(rows: MachineRow[]): MachineRow[];
   load(orgId: string, id: string): Promise<MachineRow>;
   current(orgId: string, id: string): Promise<Machine>;
   transition(m: MachineRow, trigger: LifecycleTrigger): Promise<MachineState>;
@@ -84,6 +97,7 @@ export interface MachineCore {
 export function createMachineCore(d: MachineServiceDeps): MachineCore {
   const { store, events } = d;
   const at = () => d.now().toISOString();
+  const fence = () => d.hostFence?.current ?? null;
 
   async function load(orgId: string, id: string): Promise<MachineRow> {
     const m = await store.machines.inOrg(orgId, id);
@@ -95,6 +109,11 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
     d,
     catalog: d.catalog ?? CATALOG,
     at,
+    fence,
+    onThisHost(rows) {
+      const f = fence();
+      return f ? rows.filter((m) => m.host_id === f.hostId || m.host_id === null) : rows;
+    },
     load,
     current: async (orgId, id) => machineView(await load(orgId, id)),
 
@@ -105,8 +124,10 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
     async transition(m, trigger) {
       const dec = decide(m.state, trigger);
       if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, trigger));
-      if (!(await store.machines.casState(m.id, m.state, dec.to, at()))) {
+      if (!(await store.machines.casState(m.id, m.state, dec.to, at(), fence()))) {
         const now = await store.machines.byId(m.id);
+        // Unmoved, so the fence refused it: this process no longer drives the machine's host.
+        if (fence() && now?.state === m.state) throw ERRORS.machineHostChangedHands();
         throw ERRORS.machineStateConflict(now ? conflictMessage(now.state, trigger) : 'The machine was deleted.');
       }
       return dec.to;
@@ -117,7 +138,7 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
       return store.db.tx(async () => {
         const dec = decide(from, trigger);
         if (!dec.ok) return false;
-        if (!(await store.machines.casState(m.id, from, dec.to, at()))) return false;
+        if (!(await store.machines.casState(m.id, from, dec.to, at(), fence()))) return false;
         if (event) await events.append(m.org_id, m.id, event, { from, to: dec.to, ...data });
         return true;
       });
@@ -134,7 +155,7 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
       d.onFailure?.(m.id, op, cause);
       await store.db.tx(async () => {
         if (!decide(from, 'fail').ok) return;
-        if (!(await store.machines.casState(m.id, from, 'error', at()))) return;
+        if (!(await store.machines.casState(m.id, from, 'error', at(), fence()))) return;
         // Only the operation and the error code reach the event: causes can name host paths.
         const code = cause instanceof AppError ? cause.code : 'internal_error';
         await events.append(m.org_id, m.id, 'machine.failed', { from, to: 'error', operation: op, code });

@@ -136,7 +136,7 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
           throw ERRORS.cannotForkInState(parent.state);
         }
         const row = await admitInTx(c, orgId, by, {
-          name: req.name, size: parent.size, template: parent.template, region: parent.region, metadata: {}, start: true,
+          name: req.name, size: parent.size, template: parent.template, region: parent.region, metadata: {}, start: true, onParentHost: true,
         }, { forked_from: parent.id, snapshot_id: snap?.id ?? null });
         return { row, parent, snap };
       });

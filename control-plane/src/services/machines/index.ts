@@ -9,6 +9,7 @@
  *   lifecycle    update, stop, start, restart, delete
  *   restore      onto one of the machine's snapshots
  *   reconcile    at start, by the table in domain/machine-reconcile.ts
+ *   host-loss    a silent host's machines to error (the leader), and back to stopped when it returns (its driver)
  *   watch        the substrate watch (disk-volume.ts: read-only-volume recovery; host-starts.ts)
  *   billing-stops  stops for an account that stopped granting compute
  *   ready        display readiness and the boot listeners
@@ -17,6 +18,7 @@ import { createBillingStops } from './billing-stops.js';
 import { createMachineCore, type MachineServiceDeps } from './core.js';
 import { createMachineCreation } from './create.js';
 import { createDiskVolumeRecovery } from './disk-volume.js';
+import { createHostLoss } from './host-loss.js';
 import { createHostStarts } from './host-starts.js';
 import { createLifecycleActs, createLifecycleMoves } from './lifecycle.js';
 import { createMachineReads } from './reads.js';
@@ -39,6 +41,7 @@ export function createMachineService(d: MachineServiceDeps) {
   const { restore } = createRestore(c, ready);
   const { watchPass, startWatch } = createSubstrateWatch(c, createDiskVolumeRecovery(c, host));
   const reads = createMachineReads(c);
+  const hostLoss = createHostLoss(c);
 
   return {
     /** Run `fn` after every boot of any machine (outside any transaction; must not throw). */
@@ -63,6 +66,10 @@ export function createMachineService(d: MachineServiceDeps) {
       await d.hostHealth?.substrateAnswered(false);
     },
     startWatch,
+    /** The deployment leader's down sweep (cluster/jobs.ts `hosts`): silent hosts down, their machines `error`. */
+    sweepLostHosts: hostLoss.sweepLostHosts,
+    /** A returning host driver's first act (its work's start, with its fence): lost machines back to `stopped`. */
+    recoverAfterHostLoss: hostLoss.recoverAfterHostLoss,
     stopAllFor: createBillingStops(c, acts),
   };
 }

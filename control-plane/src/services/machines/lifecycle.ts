@@ -100,6 +100,8 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
       const by = actorOf(p);
       const m = await store.db.tx(async () => {
         const m = await c.load(p.org_id, id);
+        // Its disk is on a host declared down: no start anywhere until that host returns (docs/operations.md).
+        if (m.host_id !== null && (await store.hosts.get(m.host_id))?.state === 'down') throw ERRORS.machineOnLostHost();
         const dec = decide(m.state, 'start');
         if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, 'start'));
         await reserveCompute(c, m.org_id, m.size);
@@ -155,7 +157,7 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
         throw ERRORS.machineNotDeleted();
       }
       await store.db.tx(async () => {
-        if (await store.machines.markDeleted(m.id, c.at())) await events.append(m.org_id, m.id, 'machine.deleted', { from, by });
+        if (await store.machines.markDeleted(m.id, c.at(), c.fence())) await events.append(m.org_id, m.id, 'machine.deleted', { from, by });
       });
     },
   };

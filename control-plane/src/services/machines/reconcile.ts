@@ -35,7 +35,8 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
       seen = new Map();
     }
     // Every row, resting ones too: a stopped machine whose create a crash interrupted has no disk at all.
-    const rows = (await store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error'])).filter((m) => m.state_changed_at < before);
+    // This host's rows only: another host's machines are absent here, and not this driver's to settle.
+    const rows = c.onThisHost(await store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error'])).filter((m) => m.state_changed_at < before);
     for (const m of rows) {
       const status: SubstrateStatus = seen.get(m.id) ?? (await substrate.status(m.id).catch((): SubstrateStatus => 'lost'));
       const from = m.state;
@@ -50,7 +51,7 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
             // exists and say so; a start then answers 409 (delete and create again), never a 503 to retry.
             await substrate.destroy(m.id).catch((e) => d.onFailure?.(m.id, 'reconcile_cleanup', e));
             await store.db.tx(async () => {
-              if (!(await store.machines.casState(m.id, from, c.decideTo(from, 'fail'), c.at()))) return;
+              if (!(await store.machines.casState(m.id, from, c.decideTo(from, 'fail'), c.at(), c.fence()))) return;
               await events.append(m.org_id, m.id, 'machine.failed', {
                 from, to: 'error', operation: 'create', code: 'conflict', reason: 'create_interrupted', reconciled: true,
               });
@@ -59,7 +60,7 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
           case 'finish_delete':
             await substrate.destroy(m.id);
             await store.db.tx(async () => {
-              if (await store.machines.markDeleted(m.id, c.at())) await events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });
+              if (await store.machines.markDeleted(m.id, c.at(), c.fence())) await events.append(m.org_id, m.id, 'machine.deleted', { by: SYSTEM, reconciled: true });
             });
             out.push({ id: m.id, from, to: 'deleted' });
             continue;

@@ -35,7 +35,7 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
     if (await watchDiskVolume()) return out;
     // Machines are handled side by side: one dead machine's cleanup (seconds when podman lost its monitor)
     // does not delay noticing the next.
-    const running = await store.machines.inStates(['running']);
+    const running = c.onThisHost(await store.machines.inStates(['running']));
     let answered = 0;
     await Promise.all(running.map(async (m) => {
       let seen;
@@ -72,12 +72,12 @@ export function createSubstrateWatch(c: MachineCore, watchDiskVolume: () => Prom
         const moved = await store.db.tx(async (): Promise<'error' | 'stopped' | null> => {
           if (!(await unchanged())) return null;
           if (how === 'shutdown') {
-            if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'exited'), c.at()))) return null;
+            if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'exited'), c.at(), c.fence()))) return null;
             await d.leases.releaseInTx(m.org_id, m.id, 'machine_stopped', SYSTEM);
             await events.append(m.org_id, m.id, 'machine.stopped', { from: 'running', to: 'stopped', by: SYSTEM, reason: 'guest_shutdown' });
             return 'stopped';
           }
-          if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'fail'), c.at()))) return null;
+          if (!(await store.machines.casState(m.id, 'running', c.decideTo('running', 'fail'), c.at(), c.fence()))) return null;
           await d.leases.releaseInTx(m.org_id, m.id, 'machine_failed', SYSTEM);
           await events.append(m.org_id, m.id, 'machine.failed', {
             from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: FAILED_REASON[how],

@@ -50,7 +50,8 @@ export interface BillingAccountsTable {
   org_id: string; state: Of<typeof BILLING_STATES>; plan_id: string | null; catalog_version: string | null; provider: string;
   trial_ends_at: Ts | null; period_start: Ts | null; period_end: Ts | null; updated_at: Ts;
 }
-export interface BillingEventsTable { id: string; org_id: string; type: string; from_state: string; to_state: string; created_at: Ts }
+/** `seq`: the order events were recorded in (migration 12). */
+export interface BillingEventsTable { id: string; org_id: string; type: string; from_state: string; to_state: string; created_at: Ts; seq: Generated<number> }
 export interface BillingLinksTable {
   token_hash: string; kind: Of<typeof BILLING_LINK_KINDS>; org_id: string; plan_id: string | null; return_url: string | null;
   created_at: Ts; expires_at: Ts; used_at: Ts | null;

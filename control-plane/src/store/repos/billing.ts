@@ -60,10 +60,10 @@ export function billingRepo(db: Db) {
         .orderBy('trial_ends_at', d.asc).orderBy('org_id', d.asc).execute(),
     insertEvent: async (e: { id: string; org_id: string; type: string; from_state: string; to_state: string; created_at: string }): Promise<Changes> =>
       changes(await db.q().insertInto('billing_events').values(e).executeTakeFirst()),
-    /** Oldest first; events of one instant in insertion order on SQLite, by id on PostgreSQL (dialect.ts). */
+    /** Oldest first; events of one instant in the order they were recorded (their seq, migration 12), on both engines. */
     events: (orgId: string): Promise<Array<{ type: string; from_state: string; to_state: string; created_at: string }>> =>
       db.q().selectFrom('billing_events').select(['type', 'from_state', 'to_state', 'created_at']).where('org_id', '=', orgId)
-        .orderBy('created_at', d.asc).orderBy(sql.ref(d.insertionKey), d.asc).execute(),
+        .orderBy('created_at', d.asc).orderBy('seq', 'asc').execute(),
 
     async insertLink(l: BillingLinkRow): Promise<void> {
       await db.q().insertInto('billing_links').values(l).execute();

@@ -10,7 +10,9 @@
  *   SQLite). Equality needs nothing (both collations are deterministic). The price on PostgreSQL: an index in the
  *   default collation serves the equality prefix (`org_id = …`) but not the order; the pages are per organization.
  * - **Insertion order.** SQLite's `rowid` breaks ties between rows of the same instant in insertion order;
- *   PostgreSQL has no such column, so there ties fall back to the id (fixed, but not insertion order).
+ *   PostgreSQL has no such column, so there ties fall back to the id (fixed, but not insertion order). A table whose
+ *   order is "as recorded" carries its own sequence instead, the same on both engines (machine_events and, since
+ *   migration 12, billing_events: `seq`); `insertionKey` is left to the snapshots' chain.
  * - **Row locks.** `SELECT … FOR UPDATE` holds a row until the transaction ends on PostgreSQL; SQLite has no row
  *   locks and needs none (a transaction there is BEGIN IMMEDIATE: writers are serialized whole).
  */

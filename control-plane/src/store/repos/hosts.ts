@@ -6,10 +6,11 @@
  *   existed if it is the deployment's only host. Instants are the database's clock (`DB_NOW`), never a host's.
  * - `heartbeat`: compare-and-set on the driver's epoch; false means the epoch moved (another driver, or the host was
  *   declared down) and the driver must step down.
- * - `sweepDown`: the deployment leader's pass (later): every host silent for HOST_DOWN_AFTER_MS is marked down with
- *   its epoch bumped, each a compare-and-set on the heartbeat, state and epoch it read.
+ * - `sweepDown`: the deployment leader's pass (cluster/jobs.ts, `hosts`): every host silent for HOST_DOWN_AFTER_MS is
+ *   marked down with its epoch bumped, each a compare-and-set on the heartbeat, state and epoch it read, in one
+ *   transaction with what the caller does about it (its machines to `error`, services/machines/host-loss.ts).
  * - `stillDriving(fence)`: the SQL condition "this host's epoch is still the fence and the host is not down", for
- *   the machine state writes a host's driver makes.
+ *   the machine state writes a host's driver makes; `drivenUnder(fence)` adds "and the machine is on that host".
  */
 import { expressionBuilder, sql, type Expression, type RawBuilder, type SqlBool } from 'kysely';
 import { z } from 'zod';
@@ -94,6 +95,16 @@ export function stillDriving(fence: HostFence): Expression<SqlBool> {
       .where('fence_host.epoch', '=', fence.epoch)
       .where('fence_host.state', '<>', 'down'),
   );
+}
+
+/**
+ * A machine row a driver holding `fence` may write: its host still driven under the fence, and the machine recorded
+ * on that host (or on none: a machine not placed yet, or recorded before hosts existed). A machine moved to another
+ * host meanwhile is not the returning driver's to touch.
+ */
+export function drivenUnder(fence: HostFence): Expression<SqlBool> {
+  const eb = expressionBuilder<Database, 'machines'>();
+  return eb.and([stillDriving(fence), eb.or([eb('machines.host_id', '=', fence.hostId), eb('machines.host_id', 'is', null)])]);
 }
 
 export function hostsRepo(db: Db) {
@@ -236,14 +247,22 @@ export function hostsRepo(db: Db) {
 
     /**
      * Marks down every host silent for `downAfterMs` (domain/host-liveness.ts, on the database's clock), each with a
-     * compare-and-set on the heartbeat, state and epoch read, bumping the epoch; returns the hosts it marked.
+     * compare-and-set on the heartbeat, state and epoch read, bumping the epoch, and `whenDown` in the same
+     * transaction (one per host: a host is down with everything that follows from it, or not at all); returns the
+     * hosts it marked.
      */
-    async sweepDown(downAfterMs = HOST_DOWN_AFTER_MS): Promise<string[]> {
+    async sweepDown(downAfterMs = HOST_DOWN_AFTER_MS, whenDown?: (host: HostRow) => Promise<void>): Promise<string[]> {
       const { now: at, hosts } = await list();
       const marked: string[] = [];
       for (const h of hosts) {
         const seen = { state: h.state, heartbeatMs: h.heartbeat_at === null ? null : Date.parse(h.heartbeat_at), createdMs: Date.parse(h.created_at) };
-        if (decideLiveness(seen, Date.parse(at), downAfterMs).down && (await markDown(h))) marked.push(h.id);
+        if (!decideLiveness(seen, Date.parse(at), downAfterMs).down) continue;
+        const down = await db.tx(async () => {
+          if (!(await markDown(h))) return false;
+          await whenDown?.(h);
+          return true;
+        });
+        if (down) marked.push(h.id);
       }
       return marked;
     },

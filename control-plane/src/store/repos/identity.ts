@@ -63,14 +63,14 @@ export function identityRepo(db: Db) {
     /**
      * Serializes, until the transaction ends, every transaction that counts this organization's machines, snapshots
      * or sessions against a quota and then inserts (issue 24 item 2): call it inside `db.tx`, first, before the count.
-     * PostgreSQL: `SELECT … FOR UPDATE` on the organization's row, so a second process's transaction waits here until
+     * PostgreSQL: `SELECT … FOR NO KEY UPDATE` on the organization's row (it conflicts with itself but not with the FOR KEY SHARE a foreign-key insert takes on the row — FOR UPDATE deadlocked concurrent session opens with event inserts), so a second process's transaction waits here until
      * the first commits, then counts what the first inserted (READ COMMITTED reads the newest committed rows at each
      * statement). SQLite: nothing to do, BEGIN IMMEDIATE already serializes whole write transactions. Outside a
      * transaction it locks nothing (PostgreSQL releases the lock at once).
      */
     async lockOrg(orgId: string): Promise<void> {
       if (!d.rowLocks) return;
-      await db.q().selectFrom('organizations').select('id').where('id', '=', orgId).forUpdate().execute();
+      await db.q().selectFrom('organizations').select('id').where('id', '=', orgId).forNoKeyUpdate().execute();
     },
 
     async insertMembership(m: MembershipRow): Promise<void> {

@@ -6,6 +6,7 @@ import type { MachineSize, MachineState } from '../../../../shared/schemas/machi
 import { publishEvents } from '../events-publish.js';
 import type { LeaseRow } from '../../domain/lease.js';
 import type { Db } from '../db.js';
+import { drivenUnder, type HostFence } from './hosts.js';
 import type { Keyset } from '../pagination.js';
 import { dialect } from './dialect.js';
 import { changes, one, type Changes } from './results.js';
@@ -118,27 +119,33 @@ export function machinesRepo(db: Db) {
         .groupBy('state').orderBy('state', d.asc).execute(),
     countRunning: (orgId: string): Promise<number> => count(orgId, ['running']),
     countCompute: (orgId: string): Promise<number> => count(orgId, COMPUTE_STATES),
-    /** Compare-and-set: moves the row only if its state is still `from`. */
-    casState(id: string, from: MachineState, to: MachineState, at: string): Promise<boolean> {
-      return db.tx(async () =>
-        moved(
-          await db.q().updateTable('machines').set({ state: to, state_changed_at: at, updated_at: at })
-            .where('id', '=', id).where('state', '=', from).where('deleted_at', 'is', null)
-            .returning(['id', 'org_id', 'size']).executeTakeFirst(),
-          from, to, at,
-        ),
-      );
+    /**
+     * Compare-and-set: moves the row only if its state is still `from`. With a `fence` (the host driver's: services'
+     * hostFence), also only while that driver still drives the machine's host (store/repos/hosts.ts `drivenUnder`):
+     * a driver whose host was declared down or taken over changes no row.
+     */
+    casState(id: string, from: MachineState, to: MachineState, at: string, fence: HostFence | null = null): Promise<boolean> {
+      return db.tx(async () => {
+        let q = db.q().updateTable('machines').set({ state: to, state_changed_at: at, updated_at: at })
+          .where('id', '=', id).where('state', '=', from).where('deleted_at', 'is', null);
+        if (fence) q = q.where(drivenUnder(fence));
+        return moved(await q.returning(['id', 'org_id', 'size']).executeTakeFirst(), from, to, at);
+      });
     },
-    markDeleted(id: string, at: string): Promise<boolean> {
-      return db.tx(async () =>
-        moved(
-          await db.q().updateTable('machines').set({ deleted_at: at, updated_at: at })
-            .where('id', '=', id).where('state', '=', 'deleting').where('deleted_at', 'is', null)
-            .returning(['id', 'org_id', 'size']).executeTakeFirst(),
-          'deleting', null, at,
-        ),
-      );
+    /** A delete's outcome: the row marked deleted; fenced like casState. */
+    markDeleted(id: string, at: string, fence: HostFence | null = null): Promise<boolean> {
+      return db.tx(async () => {
+        let q = db.q().updateTable('machines').set({ deleted_at: at, updated_at: at })
+          .where('id', '=', id).where('state', '=', 'deleting').where('deleted_at', 'is', null);
+        if (fence) q = q.where(drivenUnder(fence));
+        return moved(await q.returning(['id', 'org_id', 'size']).executeTakeFirst(), 'deleting', null, at);
+      });
     },
+    /** Live machines recorded on `hostId` (every state, or those in `states`), oldest first. */
+    onHost: (hostId: string, states: readonly MachineState[] | null = null): Promise<MachineRow[]> =>
+      db.q().selectFrom('machines').selectAll()
+        .where((eb) => eb.and([eb('host_id', '=', hostId), eb('deleted_at', 'is', null), ...(states ? [eb('state', 'in', states)] : [])]))
+        .orderBy('created_at', d.asc).orderBy('id', d.asc).execute(),
     /** Used only to undo an insert whose substrate create failed before anything existed. */
     removeRow(id: string): Promise<void> {
       return db.tx(async () => {
@@ -257,6 +264,10 @@ export function eventsRepo(db: Db) {
     /** The newest seq of any machine (0: none yet): where a process's events feed starts. */
     headSeq: async (): Promise<number> =>
       (await db.q().selectFrom('machine_events').select((eb) => eb.fn.max('seq').as('s')).executeTakeFirst())?.s ?? 0,
+    /** The machine's newest event of `type`, if any. */
+    newestOfType: (machineId: string, type: string): Promise<EventRow | undefined> =>
+      db.q().selectFrom('machine_events').selectAll().where('machine_id', '=', machineId).where('type', '=', type)
+        .orderBy('seq', 'desc').limit(1).executeTakeFirst(),
     lastSeq: async (machineId: string): Promise<number> =>
       (await db.q().selectFrom('machine_events').select((eb) => eb.fn.max('seq').as('s')).where('machine_id', '=', machineId).executeTakeFirst())?.s ?? 0,
   };
