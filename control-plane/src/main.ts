@@ -26,7 +26,11 @@ import { timedSubstrate, type TimingSink } from './substrate/timed.js';
 import { alwaysLeader, postgresLock } from './cluster/leader.js';
 import { controlPlaneJobs, hostWork, runJobs, type JobPeriods } from './cluster/jobs.js';
 import { substrateJob } from './cluster/substrate-job.js';
-import { prepareCluster } from './cluster/wiring.js';
+import { forwardedRequests, prepareCluster } from './cluster/wiring.js';
+import { beginDriving } from './cluster/host-return.js';
+import { readOrCreateHostId } from './cluster/host-id.js';
+import { internalHandlers } from './internal-handlers.js';
+import type { HostShape } from './domain/host-capacity.js';
 
 export interface Running {
   url: string;
@@ -46,7 +50,15 @@ export interface Running {
 
 export async function serve(
   config: Config,
-  opts: { log?: LogSink; services?: Partial<ServiceDeps>; say?: (line: string) => void; dashboardDir?: string | null; jobPeriodsMs?: Partial<JobPeriods> } = {},
+  opts: {
+    log?: LogSink;
+    services?: Partial<ServiceDeps>;
+    say?: (line: string) => void;
+    dashboardDir?: string | null;
+    jobPeriodsMs?: Partial<JobPeriods>;
+    /** On PostgreSQL: the shape this host registers instead of the measured one (tests size a host). */
+    hostShape?: HostShape;
+  } = {},
 ): Promise<Running> {
   const baseLog = opts.log ?? stderrLog;
   // With METRICS_PORT set, request and failure lines also feed the Prometheus metrics.
@@ -79,13 +91,19 @@ export async function serve(
     throw e;
   }
   if (!keyring) say('secrets: SECRETS_KEYRING=off, storing secrets is refused (501)');
+  // On PostgreSQL this DATA_DIR is a host of the deployment (cluster/host-id.ts): new machines are admitted on its
+  // registered capacity and recorded on it (services/machines/admission.ts).
+  const hostId = config.databaseUrl ? readOrCreateHostId(config.dataDir) : null;
   const services = await createServices({
     onMachineFailure: (id, op, cause) => log(machineFailureLine(id, op, cause)),
     log,
+    hostId,
     ...opts.services, keyring, substrate, config, store,
   });
   // On PostgreSQL: the internal channel and this host's driver (cluster/wiring.ts); on SQLite, one process serves all.
-  const cluster = config.databaseUrl ? await prepareCluster({ db, databaseUrl: config.databaseUrl, config, log, catalog: opts.services?.catalog }) : null;
+  const cluster = config.databaseUrl && hostId
+    ? await prepareCluster({ db, databaseUrl: config.databaseUrl, config, log, hostId, catalog: opts.services?.catalog, hostShape: opts.hostShape })
+    : null;
   const dashboardDir = opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir;
   const app = createApp({ services, log, ops: ALL_OPS, dashboardDir, routing: cluster?.routing });
   const metrics = config.metricsPort !== null ? createMetrics(services) : null;
@@ -104,18 +122,30 @@ export async function serve(
   );
   // Intervals are metered by the leader only (metering job); until this process leads, its flushes carry its egress.
   await jobs.ready;
-  await cluster?.start(app.fetch, hostWork(jobList, log));
 
   // On PostgreSQL, events other processes record wake this process's live subscribers (cluster/events-feed.ts).
   const eventsFeed = config.databaseUrl ? await startEventsFeed({ databaseUrl: config.databaseUrl, store, events: services.events, log }) : null;
 
   // One listener: the API, the WebSocket gateway (sharing the agent pool's one HTTP/2 session per
-  // machine) and the preview hostnames, which reach published ports through the same sessions.
-  const gw = gatewayDepsFromServices(services, { log });
-  const previews = previewProxyFromServices(services, { egress: gw.egress, log });
+  // machine) and the preview hostnames, which reach published ports through the same sessions. With several
+  // processes, channels and previews of machines another process drives are forwarded to it (docs/cluster.md).
+  const forwarding = cluster?.forwarding;
+  const gw = gatewayDepsFromServices(services, { log, forwarding });
+  const previews = previewProxyFromServices(services, { egress: gw.egress, log, forwarding });
   const server = createHttpServer(app.fetch, previews, { hostname: config.host });
   await listen(server, config.port, config.host);
   const gateway = attachGateway(server, gw.deps, { skip: (req) => previews?.owns(req) ?? false });
+  // The internal listener serves what other processes forward here (internal-handlers.ts), then this process
+  // competes to drive its host: at each takeover it holds the new fence and settles a past loss of the host
+  // (cluster/host-return.ts) before the host's jobs (reconcile, substrate watch, warm pool) start.
+  const hostJobs = hostWork(jobList, log);
+  await cluster?.start(internalHandlers({ api: forwardedRequests(app.fetch), gateway, previews, log }), {
+    start: async (fence) => {
+      await beginDriving(services, fence, log);
+      await hostJobs.start(fence);
+    },
+    stop: () => hostJobs.stop(),
+  });
   const port = (server.address() as AddressInfo).port;
   if (!previews) say('published ports are off: set PREVIEW_DOMAIN to a wildcard name (docs/api-ports.md)');
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;

@@ -1,8 +1,8 @@
 /**
  * One real control plane for test/helpers/served-processes.ts: `serve()` (control-plane/src/main.ts) on a loopback
  * port with the fake substrate, over DATABASE_URL when `url` is given (PostgreSQL, shared with the other children),
- * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?, hostId?}; `hostId`: the registered host its
- * services place on (services/placement.ts). Prints {ready, base, driving, internal} once
+ * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?, hostShape?}; `hostShape`: the shape its host registers
+ * (default: one so large that only the organization's quotas refuse). Prints {ready, base, driving, internal} once
  * it listens (whether it drives the host, its internal listener); then {log: 'host.driving'} when it takes the host
  * over, {log: 'forward_refused', reason} for the internal listener's refusals, and with `requests` one line per
  * request {log: 'request', operation, request_id, status, forwarded_to?}. {op:'exit'} on stdin (or stdin closing:
@@ -11,16 +11,19 @@
 import readline from 'node:readline';
 import { parseConfig } from '../../control-plane/src/config.js';
 import { serve } from '../../control-plane/src/main.js';
+import type { HostShape } from '../../control-plane/src/domain/host-capacity.js';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
 
-const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostId?: string };
+const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostShape?: HostShape };
 const say = (line: Record<string, unknown>) => process.stdout.write(JSON.stringify(line) + '\n');
 const REPORTED: Record<string, ReadonlyArray<string>> = {
   'host.driving': ['epoch'],
   forward_refused: ['reason'],
   ...(args.requests ? { request: ['operation', 'request_id', 'status', 'forwarded_to'] } : {}),
 };
+const TIB = 1024 ** 4;
+const HUGE: HostShape = { cores: 64 * 1024, memory_bytes: 64 * TIB, disk_bytes: 1024 * TIB };
 const config = parseConfig({
   PUBLIC_BASE_URL, DATA_DIR: args.dataDir, PORT: '0', HOST: '127.0.0.1', WARM_POOL_PER_SIZE: '0', SECRETS_KEYRING: 'off', TRUST_PROXY: 'true',
   ...(args.url ? { DATABASE_URL: args.url } : {}),
@@ -32,7 +35,8 @@ const running = await serve(config, {
   },
   dashboardDir: null,
   // A host large enough that only the organization's quotas refuse.
-  services: { substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 }, hostId: args.hostId ?? null },
+  services: { substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 } },
+  hostShape: args.hostShape ?? HUGE,
 });
 const stop = async () => {
   await running.close();

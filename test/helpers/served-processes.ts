@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
+import type { HostShape } from '../../control-plane/src/domain/host-capacity.js';
 import { holdWrites, type Hold } from './pg-hold.js';
 import { childGroup, type ChildLine, type PgChild } from './pg-processes.js';
 import { startPostgres } from './postgres.js';
@@ -43,10 +44,10 @@ export interface Served {
 }
 
 /**
- * `hostId`: the processes' services place on that host (its registration is the test's: store/repos/hosts.ts
- * `takeOver`); `requests`: each child prints its request log lines (served-child.ts).
+ * `hostShape`: the shape the processes' host registers (served-child.ts; default: so large only quotas refuse);
+ * `requests`: each child prints its request log lines.
  */
-export async function startServed(t: Test, engine: Engine, o: { hostId?: string; requests?: boolean } = {}): Promise<Served> {
+export async function startServed(t: Test, engine: Engine, o: { hostShape?: HostShape; requests?: boolean } = {}): Promise<Served> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-guarantees-'));
   t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   let url: string | undefined;
@@ -55,7 +56,7 @@ export async function startServed(t: Test, engine: Engine, o: { hostId?: string;
     t.teardown(pg.stop);
     url = pg.url;
   }
-  const start = childGroup(t, { dataDir, ...(url ? { url } : {}), ...(o.hostId ? { hostId: o.hostId } : {}) }, CHILD);
+  const start = childGroup(t, { dataDir, ...(url ? { url } : {}), ...(o.hostShape ? { hostShape: o.hostShape } : {}) }, CHILD);
   const bases: string[] = [];
   const children: PgChild[] = [];
   const ready: ChildLine[] = [];

@@ -16,20 +16,19 @@ import type { Routing } from '../api/middleware/owner-route.js';
 import type { Config } from '../config.js';
 import type { CpEnv } from '../context.js';
 import { catalogAt, type CatalogVersion } from '../domain/catalog.js';
-import { hostCapacity } from '../domain/host-capacity.js';
-import { ERRORS } from '../errors.js';
+import { hostCapacity, type HostShape } from '../domain/host-capacity.js';
 import { listen } from '../http-server.js';
 import type { LogSink } from '../log.js';
 import type { Db } from '../store/db.js';
 import { clusterKeysRepo, INTERNAL_CHANNEL_KEY } from '../store/repos/cluster-keys.js';
 import { hostsRepo } from '../store/repos/hosts.js';
 import { machinesRepo } from '../store/repos/machines.js';
-import { refuseSocket } from './forward/envelope.js';
-import { createForwarder } from './forward/forwarder.js';
+import { createForwarder, type Forwarder } from './forward/forwarder.js';
+import type { CallerRule } from './forward/caller.js';
+import type { OwnerOf } from './forward/owner.js';
 import { DEPLOYMENT_KEY_MIN_BYTES, DeploymentKey } from './forward/key.js';
 import { createInternalServer, type Forwarded, type InternalHandlers } from './forward/listener.js';
 import { driveHost, hostDriverLock, type DriverWork, type HostDriver } from './host-driver.js';
-import { readOrCreateHostId } from './host-id.js';
 import { measureHostShape } from './host-shape.js';
 import { newProcessId, ownerOfFromStore, ownerOfHost, registeredUrl, type OwnerLookups } from './owner-of.js';
 
@@ -42,6 +41,10 @@ export interface ClusterOptions {
   config: Config;
   log: LogSink;
   catalog?: readonly CatalogVersion[];
+  /** This DATA_DIR's host id (cluster/host-id.ts). */
+  hostId: string;
+  /** The shape registered instead of the measured one (tests size a host). */
+  hostShape?: HostShape;
 }
 
 export interface Cluster {
@@ -49,11 +52,14 @@ export interface Cluster {
   hostId: string;
   /** What the API routes by (api/middleware/owner-route.ts). */
   routing: Routing;
+  /** What the gateway and the preview proxy route by (gateway/forward.ts, previews/forward.ts). */
+  forwarding: { ownerOf: OwnerOf; forwarder: Forwarder; caller: CallerRule };
   /**
-   * Opens the internal listener serving `fetch` for forwarded requests, then competes to drive the host with `work`;
-   * resolves once the first election has an outcome (driving with its work started, or following).
+   * Opens the internal listener serving forwarded requests and upgrades with `handlers` (internal-handlers.ts), then
+   * competes to drive the host with `work`; resolves once the first election has an outcome (driving with its work
+   * started, or following).
    */
-  start(fetch: Fetch, work: DriverWork): Promise<void>;
+  start(handlers: InternalHandlers, work: DriverWork): Promise<void>;
   /** Whether this process drives its host now. */
   driving(): boolean;
   /** The internal listener's `http://host:port` once started. */
@@ -63,12 +69,9 @@ export interface Cluster {
 }
 
 /**
- * The listener's upgrade handler until the gateway and previews wire theirs (another change adds them): a forwarded
- * WebSocket or preview upgrade is refused with the retryable 503, never left hanging.
+ * The API's part of the listener (internal-handlers.ts `api`): the same app, with the verified `Forwarded` as its
+ * binding (authenticate reads the principal from it; owner-route never forwards it again).
  */
-export const refuseUpgrades: InternalHandlers['upgrade'] = (_req, socket, _head, f) => refuseSocket(socket, ERRORS.machineOwnerUnreachable(), f.request_id);
-
-/** The listener's request handler: the same app, with the verified `Forwarded` as its binding (auth reads it). */
 export function forwardedRequests(fetch: Fetch): InternalHandlers['request'] {
   const arrived = new WeakMap<IncomingMessage, Forwarded>();
   const serve = getRequestListener((req, env) => {
@@ -87,7 +90,7 @@ export function forwardedRequests(fetch: Fetch): InternalHandlers['request'] {
 export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
   const { config, log, db } = o;
   const processId = newProcessId();
-  const hostId = readOrCreateHostId(config.dataDir);
+  const hostId = o.hostId;
   const key = new DeploymentKey(await clusterKeysRepo(db).getOrCreate(INTERNAL_CHANNEL_KEY, () => randomBytes(DEPLOYMENT_KEY_MIN_BYTES)));
   const hosts = hostsRepo(db);
   const machines = machinesRepo(db);
@@ -107,6 +110,9 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
     trustProxy: config.trustProxy,
     publicHost: new URL(config.publicBaseUrl).host,
   };
+  // The scheme a caller used is the public base URL's (a TLS proxy in front, or none).
+  const caller: CallerRule = { trustProxy: config.trustProxy, proto: new URL(config.publicBaseUrl).protocol === 'https:' ? 'https' : 'http' };
+  const forwarding = { ownerOf: routing.ownerOf, forwarder, caller };
   let server: Server | null = null;
   let internalUrl: string | null = null;
 
@@ -114,10 +120,11 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
     processId,
     hostId,
     routing,
+    forwarding,
     driving: self.driving,
     internalUrl: () => internalUrl,
-    async start(fetch, work) {
-      server = createInternalServer({ key, processId, log, handlers: { request: forwardedRequests(fetch), upgrade: refuseUpgrades } });
+    async start(handlers, work) {
+      server = createInternalServer({ key, processId, log, handlers });
       const port = await listen(server, config.internal.port, config.internal.host);
       const h = config.internal.host.includes(':') ? `[${config.internal.host}]` : config.internal.host;
       internalUrl = `http://${h}:${port}`;
@@ -129,7 +136,7 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
         registration: {
           id: hostId,
           region: config.region,
-          capacity: hostCapacity(measureHostShape(config.dataDir), config.commitRatios, catalogAt(new Date(), o.catalog).sizes),
+          capacity: hostCapacity(o.hostShape ?? measureHostShape(config.dataDir), config.commitRatios, catalogAt(new Date(), o.catalog).sizes),
           internalUrl: registeredUrl(internalUrl, processId),
         },
         connect: hostDriverLock(o.databaseUrl, hostId),

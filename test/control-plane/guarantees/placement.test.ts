@@ -1,7 +1,7 @@
 /**
  * Placement's locked re-check through real processes (issue 25 item 2): two `serve()` processes on one PostgreSQL
- * drive the same registered host (room for two small machines); four tenants create at once, the calls split
- * between the processes, the inserts held (helpers/pg-hold.ts) until all four wait on a lock, so without the host's
+ * and one DATA_DIR, so one host (room for two small machines), which one of them drives; four tenants create at
+ * once, the calls split between the processes (the other forwards its creates to the driver), the inserts held (helpers/pg-hold.ts) until all four wait on a lock, so without the host's
  * row lock all four would have counted an empty host. Exactly two are created, with the host recorded; the others
  * answer 503 compute_unavailable with Retry-After and a message naming capacity, never the host.
  */
@@ -10,15 +10,17 @@ import { openStoreDb } from '../../../control-plane/src/store/engine/open.js';
 import { hostsRepo } from '../../../control-plane/src/store/repos/hosts.js';
 import { race, startServed } from '../../helpers/served-processes.js';
 
-const HOST = 'host_pppppppppppppppppppppppp';
 const GIB = 1024 * 1024 * 1024;
 
 t.test('postgres: two processes on one host never overfill it', async (t) => {
-  const s = await startServed(t, 'postgres', { hostId: HOST });
+  // 10 GiB: two small machines (2 × 4096 ≤ 0.9 × 10240 MiB), not three.
+  const s = await startServed(t, 'postgres', { hostShape: { cores: 2, memory_bytes: 10 * GIB, disk_bytes: 100 * GIB } });
   const db = await openStoreDb({ databaseUrl: s.url!, dataDir: '/nonexistent' });
   t.teardown(() => db.close());
-  // 10 GiB: two small machines (2 × 4096 ≤ 0.9 × 10240 MiB), not three.
-  await hostsRepo(db).takeOver({ id: HOST, region: 'default', capacity: { cores: 2, memory_bytes: 10 * GIB, disk_bytes: 100 * GIB, machines: { small: 2, standard: 1, large: 0 } }, internalUrl: null });
+  const hosts = (await hostsRepo(db).list()).hosts;
+  t.equal(hosts.length, 1, 'the two processes are one host');
+  const HOST = hosts[0]!.id;
+  t.match(HOST, /^host_[0-9a-z]+$/);
   const keys: string[] = [];
   for (let i = 0; i < 4; i++) keys.push((await s.tenant('developer')).key);
 
