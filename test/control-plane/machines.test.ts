@@ -384,6 +384,10 @@ t.test('reconciler settles transient states after a control-plane restart', asyn
 
 t.test('events: subscribe delivers in order, without gaps, from a cursor', async (t) => {
   const { rig } = await setup(t);
+  // Deliveries are asynchronous (on PostgreSQL they follow a read of the table): wait, bounded, until `n` arrived.
+  const delivered = async (got: string[], n: number) => {
+    for (let i = 0; i < 500 && got.length < n; i++) await new Promise((r) => setTimeout(r, 10));
+  };
   const a = await rig.tenant('pro');
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const head = rig.services.events.headCursor(m.id);
@@ -397,18 +401,18 @@ t.test('events: subscribe delivers in order, without gaps, from a cursor', async
   await rig.call('POST', `/v1/machines/${m.id}/stop`, { key: a.key });
   await rig.call('POST', `/v1/machines/${m.id}/start`, { key: a.key });
   await rig.call('PATCH', `/v1/machines/${m.id}`, { key: a.key, body: { metadata: { k: 'v' } } });
-  await new Promise((r) => setTimeout(r, 10));
+  await delivered(seen, 3);
   t.same(seen, ['machine.stopped', 'machine.started', 'machine.updated']);
   unsub();
   // Resume from the first delivered cursor: the rest, in order.
   const resumed: string[] = [];
   const unsub2 = rig.services.events.subscribe(m.id, cursors[0]!, (d) => d.event.type !== 'machine.ready' && resumed.push(d.event.type));
-  await new Promise((r) => setTimeout(r, 10));
+  await delivered(resumed, 2);
   t.same(resumed, ['machine.started', 'machine.updated']);
   unsub2();
   const fromHead: string[] = [];
   const unsub3 = rig.services.events.subscribe(m.id, (await head), (d) => d.event.type !== 'machine.ready' && fromHead.push(d.event.type));
-  await new Promise((r) => setTimeout(r, 10));
+  await delivered(fromHead, 3);
   t.same(fromHead, seen, 'head cursor taken before the calls replays them all');
   unsub3();
 });
