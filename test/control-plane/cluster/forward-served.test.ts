@@ -50,6 +50,29 @@ t.test('postgres, two processes on one DATA_DIR: one drives, the other forwards 
     t.equal(unauthenticated.status, 401, 'the arriving process still authenticates before anything is forwarded');
   });
 
+  await t.test("an MCP tool's /v1 call made inside the non-driver is served by the driver", async (t) => {
+    // The MCP endpoint dispatches its /v1 calls inside the process (no socket of their own): they cross as a request
+    // made there (cluster/forward/forward-fetch.ts), not as the caller's socket.
+    const mcp = async (body: unknown, sid?: string) => {
+      const res = await fetch(`${atOther}/v1/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(sid ? { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-06-18' } : {}) },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, sid: res.headers.get('mcp-session-id'), json: (await res.json()) as any };
+    };
+    const init = await mcp({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } } });
+    t.equal(init.status, 200, JSON.stringify(init.json));
+    const called = await mcp({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'create_machine', arguments: { name: 'via-mcp', start: false } } }, init.sid!);
+    t.equal(called.status, 200);
+    t.notOk(called.json.result?.isError, JSON.stringify(called.json));
+    const machine = JSON.parse(called.json.result.content[0].text) as { id: string; name: string };
+    t.equal(machine.name, 'via-mcp');
+    const started = await s.call(atDriver, 'POST', `/v1/machines/${machine.id}/start`, { key });
+    t.equal(started.status, 200, `the driver's substrate made it: ${show(started)}`);
+    t.equal((await s.call(atDriver, 'POST', `/v1/machines/${machine.id}/stop`, { key })).status, 200, 'stopped again (the plan runs three)');
+  });
+
   await t.test('the internal listener serves nothing unsigned', async (t) => {
     const internal = String(s.ready[n]!.internal);
     t.match(internal, /^http:\/\/127\.0\.0\.1:\d+$/);

@@ -9,8 +9,8 @@ import { Readable } from 'node:stream';
 import type { Context, MiddlewareHandler } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { CpEnv } from '../../context.js';
-import { ERRORS } from '../../errors.js';
 import { Assertion, tenantAssertion } from '../../cluster/forward/assertion.js';
+import type { ForwardCall } from '../../cluster/forward/call.js';
 import type { Forwarder } from '../../cluster/forward/forwarder.js';
 import { decideRoute, route, type Arrival, type Owner, type OwnerOf } from '../../cluster/forward/owner.js';
 import { clientIp } from './client-ip.js';
@@ -52,16 +52,9 @@ export function routeToOwner(routing: Routing, owner: Exclude<OpOwner, 'any'>): 
       : decideRoute(await routing.placeFor().catch(() => null), arrival);
     if (r.kind === 'serve') return next();
     if (r.kind === 'refuse') throw r.error;
-    const incoming = c.env?.incoming;
-    const outgoing = c.env?.outgoing;
-    // An in-process dispatch (MCP) has no socket of its own to forward; it is refused, retryably, never served here.
-    if (!incoming || !outgoing || !isWireRequest(c)) throw ERRORS.machineOwnerUnreachable();
     const host = c.req.header('host') ?? '';
     const ip = clientIp(c, routing.trustProxy);
-    // The body is read from the app's Request, never from the socket: the body limit (app.ts) has already made it
-    // (and may have wrapped it to count), which reads the socket into its stream; that stream keeps the backpressure.
-    const raw = c.req.raw.body;
-    routing.forwarder.request(incoming, outgoing, {
+    const call: ForwardCall = {
       target: r.target,
       authorization: 'drop',
       assertion: {
@@ -73,10 +66,17 @@ export function routeToOwner(routing: Routing, owner: Exclude<OpOwner, 'any'>): 
           host: HostText.safeParse(host).success ? host : routing.publicHost,
         },
       },
-    }, raw ? Readable.fromWeb(raw) : undefined);
+    };
     c.set('forwardedTo', r.target.processId);
-    // A fresh "already sent" answer (the request log and CORS set headers on it, never on the shared constant). A clone
-    // is the platform's Response: @hono/node-server writes a head for its own light ones, even marked already sent.
+    const incoming = c.env?.incoming;
+    const outgoing = c.env?.outgoing;
+    // A request dispatched inside the process (the MCP endpoint's tools) has no socket of its own: it crosses as a
+    // web Request and the owner's answer comes back as a web Response.
+    if (!incoming || !outgoing || !isWireRequest(c)) return routing.forwarder.fetch(c.req.raw, call);
+    // The body is read from the app's Request, never from the socket: the body limit (app.ts) has already made it
+    // (and may have wrapped it to count), which reads the socket into its stream; that stream keeps the backpressure.
+    const raw = c.req.raw.body;
+    routing.forwarder.request(incoming, outgoing, call, raw ? Readable.fromWeb(raw) : undefined);
     return RESPONSE_ALREADY_SENT.clone();
   };
 }

@@ -12,5 +12,8 @@ export interface ForwardCall {
   authorization: AuthorizationRule;
 }
 
+/** What a forward reads of the caller's request: a socket's, or one made inside the process (forward-fetch.ts). */
+export type DialedRequest = Pick<IncomingMessage, 'method' | 'url' | 'rawHeaders'>;
+
 /** Opens the signed request for one forward (its body, if any, still to be written). */
-export type Dial = (req: IncomingMessage, call: ForwardCall, upgrade: boolean) => http.ClientRequest;
+export type Dial = (req: DialedRequest, call: ForwardCall, upgrade: boolean) => http.ClientRequest;

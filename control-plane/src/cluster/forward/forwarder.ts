@@ -7,8 +7,10 @@
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
+import { ERRORS } from '../../errors.js';
 import { causeChain, silentLog, type LogSink } from '../../log.js';
 import type { Dial, ForwardCall } from './call.js';
+import { forwardFetch } from './forward-fetch.js';
 import { forwardRequest } from './forward-request.js';
 import { forwardUpgrade } from './forward-upgrade.js';
 import { requestHeadersForOwner } from './headers.js';
@@ -31,6 +33,8 @@ export interface Forwarder {
    * (its Request holds the socket's body as a stream: reading `req` again would find it consumed).
    */
   request(req: IncomingMessage, res: ServerResponse, call: ForwardCall, body?: Readable): void;
+  /** A request made inside the process (no socket: the MCP endpoint's /v1 calls), answered as a web Response. */
+  fetch(request: Request, call: ForwardCall): Promise<Response>;
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, call: ForwardCall): void;
   /** Upgraded channels open now (each a pair of sockets). */
   channels(): number;
@@ -105,6 +109,11 @@ export function createForwarder(o: ForwarderOptions): Forwarder {
 
   return {
     request: (req, res, call, body) => forwardRequest(dial, req, res, call, (e) => failed(call, e), body),
+    fetch: (request, call) =>
+      forwardFetch(dial, request, call).catch((e: unknown) => {
+        failed(call, e);
+        throw ERRORS.machineOwnerUnreachable();
+      }),
     upgrade: (req, socket, head, call) => {
       const started = Date.now();
       const ended = () => log({ event: 'forward_channel_closed', target: call.target.processId, request_id: call.assertion.request_id, ms: Date.now() - started });
