@@ -44,6 +44,7 @@ t.test('postgres, two processes on one DATA_DIR: one drives, the other forwards 
     const got = await s.call(atOther, 'GET', `/v1/machines/${made.json.id}`, { key });
     t.equal(got.status, 200, show(got));
     t.equal(got.json.state, 'running');
+    t.equal(servedBy(other, got.requestId)?.operation, 'machines.get', 'a read of the store is served where it arrives, never forwarded');
     const missing = await s.call(atOther, 'GET', '/v1/machines/mch_000000000000000000000000', { key });
     t.equal(missing.status, 404, 'an unknown machine is the same 404 from either process');
     const unauthenticated = await s.call(atOther, 'GET', `/v1/machines/${made.json.id}`, {});

@@ -9,6 +9,8 @@ export default defineOp({
   method: 'get',
   path: '/machines/:machine_id/events',
   auth: 'any',
+  // Read from the store alone: served wherever it arrives, also while the machine's host is down (api/op.ts `owner`).
+  owner: 'any',
   query: EventListQuery,
   responses: { 200: MachineEventPage },
   async handler(c, s, io) {

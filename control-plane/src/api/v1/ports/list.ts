@@ -8,6 +8,8 @@ export default defineOp({
   method: 'get',
   path: '/machines/:machine_id/ports',
   auth: 'any',
+  // Read from the store alone: served wherever it arrives, also while the machine's host is down (api/op.ts `owner`).
+  owner: 'any',
   query: PortListQuery,
   responses: { 200: PreviewPage },
   handler: async (c, s, io) => c.json(await s.ports.list(c.get('orgPrincipal').org_id, machineIdParam(c), io.query())),

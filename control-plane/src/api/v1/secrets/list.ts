@@ -9,6 +9,8 @@ export default defineOp({
   method: 'get',
   path: '/machines/:machine_id/secrets',
   auth: 'any',
+  // Read from the store alone: served wherever it arrives, also while the machine's host is down (api/op.ts `owner`).
+  owner: 'any',
   query: z.strictObject({}),
   responses: { 200: MachineSecretList },
   async handler(c, s, io) {
