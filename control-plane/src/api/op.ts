@@ -49,6 +49,11 @@ export interface Op<P extends string = string, Q extends z.ZodType | undefined =
    * wherever it arrives. Default (`opOwner`): `machine` under `/machines/:machine_id`, else `any`.
    */
   owner?: OpOwner;
+  /**
+   * A `machine` operation served wherever it arrives when the machine's host is down (no driver to forward to):
+   * only delete, which then forgets the machine and leaves its disk to the host's return (docs/operations.md).
+   */
+  onLostHost?: 'serve_here';
   /** Query parameters (a strict object of strings); omitted: the operation takes none. */
   query?: Q;
   /** JSON request body; omitted: no body. */
@@ -98,7 +103,7 @@ export function mountOp(app: Hono<CpEnv>, s: Services, op: Op, opts: MountOption
   const owner = opOwner(op);
   // After the credential and the organization (the arriving process checks both), before the permission and the
   // handler (the owner applies them, exactly as here).
-  const routed = opts.routing && owner !== 'any' && op.auth !== 'none' && op.org !== false ? [routeToOwner(opts.routing, owner)] : [];
+  const routed = opts.routing && owner !== 'any' && op.auth !== 'none' && op.org !== false ? [routeToOwner(opts.routing, owner, { onLostHost: op.onLostHost })] : [];
   const undeclared = (what: 'query' | 'body'): never => {
     throw new Error(`${op.name} declares no ${what}`);
   };

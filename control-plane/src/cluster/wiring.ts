@@ -106,6 +106,10 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
     ownerOf: ownerOfFromStore(lookups, self),
     // Placement over several hosts replaces this: today every create goes to this process's host.
     placeFor: () => ownerOfHost(lookups, self)(hostId),
+    onDownHost: async (machineId) => {
+      const on = await lookups.hostOfMachine(machineId);
+      return typeof on === 'string' && (await hosts.get(on))?.state === 'down';
+    },
     forwarder,
     trustProxy: config.trustProxy,
     publicHost: new URL(config.publicBaseUrl).host,

@@ -71,7 +71,7 @@ t.test('a silent host is down within the sweep, its machines error once; its old
   const rows: Array<[string, string, MachineState, string]> = [
     ['mch_a1', 'org_a', 'running', A.id], ['mch_a2', 'org_a', 'stopped', A.id], ['mch_a3', 'org_a', 'error', A.id],
     ['mch_a4', 'org_a', 'running', A.id], ['mch_a5', 'org_a', 'running', A.id], ['mch_a6', 'org_b', 'starting', A.id],
-    ['mch_b1', 'org_a', 'running', B.id],
+    ['mch_b1', 'org_a', 'running', B.id], ['mch_a7', 'org_a', 'running', A.id],
   ];
   // Created now: metering a move from a creation months ago (the fixture's T0) would be most of each transaction.
   const created = new Date().toISOString();
@@ -79,7 +79,7 @@ t.test('a silent host is down within the sweep, its machines error once; its old
     await store.machines.insert(machineRow(id, { org_id: org, state, host_id: host, created_by_id: org === 'org_a' ? 'usr_a' : 'usr_b', created_at: created, state_changed_at: created }));
   }
   await leader.events.append('org_a', 'mch_a3', 'machine.failed', { from: 'running', to: 'error', operation: 'run', code: 'compute_unavailable', reason: 'exited' });
-  for (const id of ['mch_a1', 'mch_a5', 'mch_a6']) await fakeA.create({ id, ...SPEC });
+  for (const id of ['mch_a1', 'mch_a5', 'mch_a6', 'mch_a7']) await fakeA.create({ id, ...SPEC });
   await fakeA.create({ id: 'mch_a2', ...SPEC }, { start: false });
   await fakeA.create({ id: 'mch_a3', ...SPEC }, { start: false });
   await fakeB.create({ id: 'mch_b1', ...SPEC });
@@ -101,7 +101,7 @@ t.test('a silent host is down within the sweep, its machines error once; its old
   await hostsJob!.stop();
   t.match(await store.hosts.get(A.id), { state: 'down', epoch: 2 }, "A is down, its epoch bumped (its driver's fence is old)");
   t.match(await store.hosts.get(B.id), { state: 'active', epoch: 1 }, 'B untouched');
-  t.same(logs.filter((l) => l.event === 'host.down'), [{ event: 'host.down', host: A.id, machines_failed: 5 }]);
+  t.same(logs.filter((l) => l.event === 'host.down'), [{ event: 'host.down', host: A.id, machines_failed: 6 }]);
 
   const state = async (id: string) => (await store.machines.byId(id))?.state;
   t.same(
@@ -137,6 +137,15 @@ t.test('a silent host is down within the sweep, its machines error once; its old
   t.same(await onA.machines.watchPass(), [], "A's watch records nothing");
   t.equal(await state('mch_b1'), 'running', "B's machine still running");
 
+  // While A is down, a7 is deleted through another host's process (no driver to send it to): the machine goes now,
+  // its disk stays on A until A's return destroys it.
+  await onB.machines.remove(principal, 'mch_a7');
+  t.equal(await state('mch_a7'), undefined, 'deleted while its host is down');
+  t.same(await eventsOf(leader, 'mch_a7'), [unhealthy, lost('running'), ['machine.deleted', { from: 'error', by: { type: 'user', id: 'usr_a' } }]]);
+  t.ok(fakeA.machines.has('mch_a7'), 'its disk is still on the lost host');
+  const twice = await onB.machines.remove(principal, 'mch_a7').catch((e: unknown) => e);
+  t.match(twice, { code: 'not_found' }, 'a second delete: gone');
+
   // While A is down, a5 is moved to B (a drain, a restore elsewhere): A's return must not touch it.
   await store.db.q().updateTable('machines').set({ host_id: B.id }).where('id', '=', 'mch_a5').execute();
 
@@ -153,6 +162,10 @@ t.test('a silent host is down within the sweep, its machines error once; its old
     ['stopped', 'stopped', 'error', 'error', 'error', 'stopped', 'running'],
     'disks on A: stopped; a3 failed before (still error, startable); a4 has no disk on A; a5 is B\'s now',
   );
+  // A's reconcile (the host jobs after beginDriving) destroys the disk of the machine deleted while A was down.
+  await onA.machines.reconcile();
+  t.notOk(fakeA.machines.has('mch_a7'), "the deleted machine's disk is destroyed on the host's return");
+  t.equal(await state('mch_a7'), undefined);
   const again: HostFence = { hostId: A.id, epoch: (await onA.store.hosts.takeOver(A)).epoch };
   await beginDriving(onA, again, (l) => returned.push(l));
   t.equal(returned.length, 2);

@@ -26,6 +26,8 @@ export interface Routing {
    * process's host's driver. Placement over many hosts replaces this one function.
    */
   placeFor(): Promise<Owner>;
+  /** Whether a machine is recorded on a host that is down (for `onLostHost` operations). */
+  onDownHost(machineId: string): Promise<boolean>;
   forwarder: Forwarder;
   trustProxy: boolean;
   /** The Host asserted when the caller's cannot be carried (malformed): the public base URL's. */
@@ -44,14 +46,18 @@ function isWireRequest(c: Context<CpEnv>): boolean {
   return c.env?.incoming?.url === u.pathname + u.search && c.env.outgoing !== undefined && !c.env.outgoing.headersSent;
 }
 
-export function routeToOwner(routing: Routing, owner: Exclude<OpOwner, 'any'>): MiddlewareHandler<CpEnv> {
+export function routeToOwner(routing: Routing, owner: Exclude<OpOwner, 'any'>, o: { onLostHost?: 'serve_here' } = {}): MiddlewareHandler<CpEnv> {
   return async (c, next) => {
     const arrival: Arrival = c.env?.forwarded ? 'forwarded' : 'tenant';
+    const machineId = owner === 'machine' ? c.req.param('machine_id') ?? null : null;
     const r = owner === 'machine'
-      ? await route(routing.ownerOf, c.req.param('machine_id') ?? null, arrival)
+      ? await route(routing.ownerOf, machineId, arrival)
       : decideRoute(await routing.placeFor().catch(() => null), arrival);
     if (r.kind === 'serve') return next();
-    if (r.kind === 'refuse') throw r.error;
+    if (r.kind === 'refuse') {
+      if (o.onLostHost === 'serve_here' && machineId && (await routing.onDownHost(machineId).catch(() => false))) return next();
+      throw r.error;
+    }
     const host = c.req.header('host') ?? '';
     const ip = clientIp(c, routing.trustProxy);
     const call: ForwardCall = {

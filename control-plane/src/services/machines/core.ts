@@ -10,7 +10,7 @@ import type { Machine, MachineState } from '../../../../shared/schemas/machine.j
 import type { CommitRatios, Resources } from '../../domain/capacity.js';
 import { CATALOG, type CatalogVersion } from '../../domain/catalog.js';
 import { conflictMessage, decide, type LifecycleTrigger } from '../../domain/machine-lifecycle.js';
-import type { HostFence } from '../../store/repos/hosts.js';
+import type { HostFence, MachineWriteGuard } from '../../store/repos/hosts.js';
 import type { MachineRow } from '../../store/repos/machines.js';
 import type { Store } from '../../store/store.js';
 import type { Substrate } from '../../substrate/substrate.js';
@@ -87,7 +87,10 @@ export interface MachineCore {
   onThisHost(rows: MachineRow[]): MachineRow[];
   load(orgId: string, id: string): Promise<MachineRow>;
   current(orgId: string, id: string): Promise<Machine>;
-  transition(m: MachineRow, trigger: LifecycleTrigger): Promise<MachineState>;
+  /** `guard`: the condition the write carries instead of this process's fence (LOST_HOST: the machine's host is down). */
+  transition(m: MachineRow, trigger: LifecycleTrigger, guard?: MachineWriteGuard): Promise<MachineState>;
+  /** Whether `m` is recorded on a host that is down (its driver gone: only a delete acts on it, lifecycle.ts). */
+  onLostHost(m: MachineRow): Promise<boolean>;
   settle(m: MachineRow, from: MachineState, trigger: LifecycleTrigger, event: OutcomeEvent, data?: Record<string, unknown>): Promise<boolean>;
   decideTo(from: MachineState, trigger: LifecycleTrigger): MachineState;
   fail(m: MachineRow, from: MachineState, op: string, cause: unknown): Promise<void>;
@@ -115,19 +118,21 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
       return f ? rows.filter((m) => m.host_id === f.hostId || m.host_id === null) : rows;
     },
     load,
+    onLostHost: async (m) => m.host_id !== null && (await store.hosts.get(m.host_id))?.state === 'down',
     current: async (orgId, id) => machineView(await load(orgId, id)),
 
     /**
      * Decide and record one transition. Inside a transaction; throws 409 naming both states when the
      * stored state does not allow it or moved under us.
      */
-    async transition(m, trigger) {
+    async transition(m, trigger, guard) {
       const dec = decide(m.state, trigger);
       if (!dec.ok) throw ERRORS.machineStateConflict(conflictMessage(m.state, trigger));
-      if (!(await store.machines.casState(m.id, m.state, dec.to, at(), fence()))) {
+      const g = guard ?? fence();
+      if (!(await store.machines.casState(m.id, m.state, dec.to, at(), g))) {
         const now = await store.machines.byId(m.id);
-        // Unmoved, so the fence refused it: this process no longer drives the machine's host.
-        if (fence() && now?.state === m.state) throw ERRORS.machineHostChangedHands();
+        // Unmoved, so the guard refused it: this process no longer drives the machine's host, or it is no longer down.
+        if (g && now?.state === m.state) throw ERRORS.machineHostChangedHands();
         throw ERRORS.machineStateConflict(now ? conflictMessage(now.state, trigger) : 'The machine was deleted.');
       }
       return dec.to;

@@ -1,6 +1,7 @@
 /** The user's lifecycle moves on an existing machine: update, stop, start, restart, delete. */
 import { AppError } from '../../../../shared/errors.js';
 import type { Machine, UpdateMachineRequest } from '../../../../shared/schemas/machine.js';
+import { LOST_HOST } from '../../store/repos/hosts.js';
 import type { OrgPrincipal } from '../../context.js';
 import { conflictMessage, decide } from '../../domain/machine-lifecycle.js';
 import { faultPoint } from '../../fault-points.js';
@@ -135,16 +136,21 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
      */
     async remove(p: OrgPrincipal, id: string): Promise<void> {
       const by = actorOf(p);
-      const { m, from } = await store.db.tx(async () => {
+      const { m, from, lost } = await store.db.tx(async () => {
         const m = await c.load(p.org_id, id);
         const from = m.state;
-        await c.transition(m, 'delete');
+        // A machine whose host is down (docs/operations.md, "Losing a host"): deleted here and now, its disk left to
+        // the host's return, whose reconcile destroys it; every write carries "its host is still down".
+        const lost = await c.onLostHost(m);
+        await c.transition(m, 'delete', lost ? LOST_HOST : undefined);
         await d.leases.releaseInTx(m.org_id, m.id, 'machine_deleted', by);
         await d.sessions.closeAllInTx(m.org_id, m.id, 'machine_deleted');
         // A machine's secrets go with the decision to delete it, not with its disk.
         await store.secrets.removeAllForMachine(m.id);
-        return { m, from };
+        if (lost && (await store.machines.markDeleted(m.id, c.at(), LOST_HOST))) await events.append(m.org_id, m.id, 'machine.deleted', { from, by });
+        return { m, from, lost };
       });
+      if (lost) return;
       d.agent.drop(m.id);
       try {
         // After whatever act is in flight on the disk (a create, start, stop or capture decided before this).

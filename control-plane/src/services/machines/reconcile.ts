@@ -34,6 +34,16 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
       d.onFailure?.('*', 'reattach', e);
       seen = new Map();
     }
+    // Disks of machines deleted while this host was down (lifecycle.ts `remove`: the row went, the disk could not):
+    // destroyed now. Only rows recorded on this host; a disk with no row at all (a warm pool member) is the pool's.
+    for (const id of seen.keys()) {
+      const gone = await store.machines.anyById(id);
+      if (!gone?.deleted_at || !c.onThisHost([gone]).length) continue;
+      await substrate.destroy(id).then(
+        () => out.push({ id, from: 'deleting', to: 'deleted' }),
+        (e: unknown) => d.onFailure?.(id, 'reconcile_cleanup', e),
+      );
+    }
     // Every row, resting ones too: a stopped machine whose create a crash interrupted has no disk at all.
     // This host's rows only: another host's machines are absent here, and not this driver's to settle.
     const rows = c.onThisHost(await store.machines.inStates(['creating', 'starting', 'stopping', 'deleting', 'running', 'stopped', 'error'])).filter((m) => m.state_changed_at < before);

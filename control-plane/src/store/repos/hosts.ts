@@ -107,6 +107,34 @@ export function drivenUnder(fence: HostFence): Expression<SqlBool> {
   return eb.and([stillDriving(fence), eb.or([eb('machines.host_id', '=', fence.hostId), eb('machines.host_id', 'is', null)])]);
 }
 
+/**
+ * What a process that drives no machine's host may write for a machine a lost host left: the machine is recorded on
+ * a host that is `down` (services/machines/lifecycle.ts, a delete while the host is down). The host's return is then
+ * fenced out of it by the epoch it bumps, and its reconcile destroys the disk left behind.
+ */
+export interface LostHostGuard {
+  lostHost: true;
+}
+export const LOST_HOST: LostHostGuard = { lostHost: true };
+
+/** Which condition a machine write carries: a driver's fence, or "its host is down". */
+export type MachineWriteGuard = HostFence | LostHostGuard;
+
+export function onDownHost(): Expression<SqlBool> {
+  const eb = expressionBuilder<Database, 'machines'>();
+  return eb.exists(
+    eb
+      .selectFrom('hosts as lost_host')
+      .select(sql.lit(1).as('one'))
+      .whereRef('lost_host.id', '=', 'machines.host_id')
+      .where('lost_host.state', '=', 'down'),
+  );
+}
+
+export function guarded(g: MachineWriteGuard): Expression<SqlBool> {
+  return 'lostHost' in g ? onDownHost() : drivenUnder(g);
+}
+
 export function hostsRepo(db: Db) {
   const now = DB_NOW[db.engine];
   const get = async (id: string): Promise<HostRow | undefined> => {

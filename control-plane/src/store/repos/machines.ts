@@ -6,7 +6,7 @@ import type { MachineSize, MachineState } from '../../../../shared/schemas/machi
 import { publishEvents } from '../events-publish.js';
 import type { LeaseRow } from '../../domain/lease.js';
 import type { Db } from '../db.js';
-import { drivenUnder, type HostFence } from './hosts.js';
+import { guarded, type MachineWriteGuard } from './hosts.js';
 import type { Keyset } from '../pagination.js';
 import { dialect } from './dialect.js';
 import { changes, one, type Changes } from './results.js';
@@ -121,23 +121,23 @@ export function machinesRepo(db: Db) {
     countCompute: (orgId: string): Promise<number> => count(orgId, COMPUTE_STATES),
     /**
      * Compare-and-set: moves the row only if its state is still `from`. With a `fence` (the host driver's: services'
-     * hostFence), also only while that driver still drives the machine's host (store/repos/hosts.ts `drivenUnder`):
+     * hostFence), also only while that driver still drives the machine's host (store/repos/hosts.ts `drivenUnder`; or, with `LOST_HOST`, only while its host is down):
      * a driver whose host was declared down or taken over changes no row.
      */
-    casState(id: string, from: MachineState, to: MachineState, at: string, fence: HostFence | null = null): Promise<boolean> {
+    casState(id: string, from: MachineState, to: MachineState, at: string, fence: MachineWriteGuard | null = null): Promise<boolean> {
       return db.tx(async () => {
         let q = db.q().updateTable('machines').set({ state: to, state_changed_at: at, updated_at: at })
           .where('id', '=', id).where('state', '=', from).where('deleted_at', 'is', null);
-        if (fence) q = q.where(drivenUnder(fence));
+        if (fence) q = q.where(guarded(fence));
         return moved(await q.returning(['id', 'org_id', 'size']).executeTakeFirst(), from, to, at);
       });
     },
     /** A delete's outcome: the row marked deleted; fenced like casState. */
-    markDeleted(id: string, at: string, fence: HostFence | null = null): Promise<boolean> {
+    markDeleted(id: string, at: string, fence: MachineWriteGuard | null = null): Promise<boolean> {
       return db.tx(async () => {
         let q = db.q().updateTable('machines').set({ deleted_at: at, updated_at: at })
           .where('id', '=', id).where('state', '=', 'deleting').where('deleted_at', 'is', null);
-        if (fence) q = q.where(drivenUnder(fence));
+        if (fence) q = q.where(guarded(fence));
         return moved(await q.returning(['id', 'org_id', 'size']).executeTakeFirst(), 'deleting', null, at);
       });
     },

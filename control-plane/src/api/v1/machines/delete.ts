@@ -6,6 +6,8 @@ export default defineOp({
   method: 'delete',
   path: '/machines/:machine_id',
   auth: 'any',
+  // Its host down: deleted where it arrives, the disk left to the host's return (docs/operations.md, "Losing a host").
+  onLostHost: 'serve_here',
   permission: 'machines:delete',
   responses: { 204: 'empty' },
   async handler(c, s) {
