@@ -68,7 +68,6 @@ export async function serve(
     baseLog(line);
   };
   const say = opts.say ?? (() => {});
-  const startedAt = new Date().toISOString();
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   // DATABASE_URL: PostgreSQL (migrated on open, shared with any other control plane on it); else SQLite in DATA_DIR.
   const db = await openStoreDb({ databaseUrl: config.databaseUrl ?? undefined, dataDir: config.dataDir });
@@ -114,7 +113,7 @@ export async function serve(
   // The background jobs, each run by its role's process (cluster/jobs.ts): on PostgreSQL the deployment-wide ones
   // only in the elected leader and the host's (reconcile, watch, warm pool) only in the host's driver; on SQLite the
   // one process always leads and drives, as before.
-  const jobList = controlPlaneJobs(services, { log, resumeMetering: !config.databaseUrl, periodsMs: opts.jobPeriodsMs, substrate: substrate ? substrateJob(services, { ready: deferred?.ready, startedAt, say, log }) : null });
+  const jobList = controlPlaneJobs(services, { log, resumeMetering: !config.databaseUrl, periodsMs: opts.jobPeriodsMs, substrate: substrate ? substrateJob(services, { ready: deferred?.ready, say, log }) : null });
   const jobs = runJobs(
     jobList,
     config.databaseUrl ? { deployment: postgresLock(config.databaseUrl), host: 'driver' } : { deployment: alwaysLeader },

@@ -11,8 +11,6 @@ import type { Job } from './jobs.js';
 export interface SubstrateJobOptions {
   /** A substrate still being prepared (its image builds in the background); rejects when it cannot be. */
   ready?: Promise<unknown>;
-  /** Operations started before this instant are a previous run's (machines.reconcile). */
-  startedAt: string;
   say: (line: string) => void;
   log: LogSink;
 }
@@ -20,7 +18,8 @@ export interface SubstrateJobOptions {
 export function substrateJob(services: Services, o: SubstrateJobOptions): Job {
   let stopWatch: (() => void) | null = null;
   let stopped = false;
-  const run = async () => {
+  /** `before`: the instant this process began driving the host; what was begun before it is a previous driver's. */
+  const run = async (before: string) => {
     try {
       await (o.ready ?? Promise.resolve());
     } catch (e) {
@@ -29,7 +28,7 @@ export function substrateJob(services: Services, o: SubstrateJobOptions): Job {
       return;
     }
     try {
-      const moved = await services.machines.reconcile({ before: o.startedAt });
+      const moved = await services.machines.reconcile({ before });
       if (moved.length) o.say(`reconciled ${moved.length} machine(s) left mid-operation`);
     } catch (e) {
       o.log({ event: 'reconcile_failed', cause: (e as Error)?.name ?? 'Error' });
@@ -45,7 +44,10 @@ export function substrateJob(services: Services, o: SubstrateJobOptions): Job {
     // Not awaited: the API serves while the image builds.
     start() {
       stopped = false;
-      void run().catch((e: unknown) => o.log({ event: 'reconcile_failed', cause: (e as Error)?.name ?? 'Error' }));
+      // The takeover's instant, not the process's start: only the host's driver acts on its substrate, so an
+      // operation begun before this process drove the host was the previous driver's, even one begun after this
+      // process started (it was following then); on SQLite the job starts before the API listens, as before.
+      void run(new Date().toISOString()).catch((e: unknown) => o.log({ event: 'reconcile_failed', cause: (e as Error)?.name ?? 'Error' }));
     },
     async stop() {
       stopped = true;
