@@ -12,5 +12,5 @@ export interface ForwardCall {
   authorization: AuthorizationRule;
 }
 
-/** Opens the signed request for one forward (its body, if any, still to be written). */
-export type Dial = (req: IncomingMessage, call: ForwardCall, upgrade: boolean) => http.ClientRequest;
+/** Opens the signed request for one forward (its body, if any, still to be written); `fresh`: on a new connection, never a pooled one. */
+export type Dial = (req: IncomingMessage, call: ForwardCall, upgrade: boolean, fresh?: boolean) => http.ClientRequest;
