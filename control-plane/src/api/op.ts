@@ -46,7 +46,7 @@ export interface Op<P extends string = string, Q extends z.ZodType | undefined =
   /**
    * What the operation acts on, for the internal channel (api/middleware/owner-route.ts): `machine` — the machine
    * its `:machine_id` names, served by the process driving that machine's host; `host` — the substrate without
-   * naming a machine (a create), served by the driver of the host `placeFor` picks; `any` — the store only, served
+   * naming a machine (a create), served by the driver of the host its `hostChoice` names; `any` — the store only, served
    * wherever it arrives. Default (`opOwner`): `machine` under `/machines/:machine_id`, else `any`.
    */
   owner?: OpOwner;
