@@ -1,10 +1,11 @@
-// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events,placement (default: all);
+// `npm run bench`: prints figures, never asserts. Parts: BENCH=agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events,placement,crosshost (default: all);
 // BENCH=screen is the gateway's screen encodings only (BENCH_AGENT_PROFILE=dir: the agent's CPU profile there).
 // BENCH=pgwrites (not in the default: about six minutes of mostly waiting) counts PostgreSQL writes per machine (docs/scale.md).
 import path from 'node:path';
 import { benchAgent } from './bench/agent.js';
 import { benchApi } from './bench/api.js';
 import { benchEvents } from './bench/events.js';
+import { benchCrossHost } from './bench/cross-host.js';
 import { benchForward } from './bench/forward.js';
 import { benchGateway } from './bench/gateway.js';
 import { benchMemory } from './bench/memory.js';
@@ -17,7 +18,7 @@ import { benchStore } from './bench/store.js';
 import { benchContainer, benchVm } from './bench/substrates.js';
 import { benchTransfer } from './bench/transfer.js';
 
-const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events,placement').split(',').map((s) => s.trim()));
+const parts = new Set((process.env.BENCH ?? 'agent,gateway,api,pool,container,memory,snapshots,ports,forward,vm,transfer,store,events,placement,crosshost').split(',').map((s) => s.trim()));
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 async function main(): Promise<void> {
@@ -36,6 +37,7 @@ async function main(): Promise<void> {
   if (parts.has('store')) await benchStore();
   if (parts.has('events')) await benchEvents();
   if (parts.has('placement')) await benchPlacement();
+  if (parts.has('crosshost')) await benchCrossHost({ repoRoot });
   if (parts.has('pgwrites')) await benchPgWrites();
 }
 

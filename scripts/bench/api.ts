@@ -251,7 +251,18 @@ export type BenchCall = (
 /** A /v1 client for a served control plane, and a subscribed organization's API key. */
 export async function benchClient(base: string): Promise<{ call: BenchCall; key: string; close(): Promise<void> }> {
   const dispatcher = new Agent({ connections: 32, pipelining: 1 });
-  const call: BenchCall = async (method, p, o2 = {}) => {
+  const call = benchCaller(base, dispatcher);
+  const su = await call('POST', '/v1/auth/signup', { body: { email: 'bench@example.com', password: 'bench password 123' } });
+  const cookie = `computer_session=${/computer_session=([^;]+)/.exec(String(su.headers['set-cookie']))![1]}`;
+  const co = await call('POST', '/v1/billing/checkout', { cookie, body: { plan_id: 'pro', success_url: `${base}/` } });
+  await call('GET', new URL(co.json.url).pathname);
+  const key = (await call('POST', '/v1/api-keys', { cookie, body: { name: 'bench', scopes: ['machines:read', 'machines:write', 'machines:control', 'sessions:write'] } })).json.secret as string;
+  return { call, key, close: () => dispatcher.close() };
+}
+
+/** /v1 calls to `base` over `dispatcher` (keep-alive). */
+export function benchCaller(base: string, dispatcher: Agent): BenchCall {
+  return async (method, p, o2 = {}) => {
     const headers: Record<string, string> = { ...o2.headers };
     if (o2.key) headers.authorization = `Bearer ${o2.key}`;
     if (o2.cookie) {
@@ -263,12 +274,6 @@ export async function benchClient(base: string): Promise<{ call: BenchCall; key:
     const text = await r.body.text();
     return { status: r.statusCode, headers: r.headers, json: text ? (JSON.parse(text) as any) : undefined };
   };
-  const su = await call('POST', '/v1/auth/signup', { body: { email: 'bench@example.com', password: 'bench password 123' } });
-  const cookie = `computer_session=${/computer_session=([^;]+)/.exec(String(su.headers['set-cookie']))![1]}`;
-  const co = await call('POST', '/v1/billing/checkout', { cookie, body: { plan_id: 'pro', success_url: `${base}/` } });
-  await call('GET', new URL(co.json.url).pathname);
-  const key = (await call('POST', '/v1/api-keys', { cookie, body: { name: 'bench', scopes: ['machines:read', 'machines:write', 'machines:control', 'sessions:write'] } })).json.secret as string;
-  return { call, key, close: () => dispatcher.close() };
 }
 
 /** Bench only: read the machine's agent token from the store to time the agent-side floor. */

@@ -1,7 +1,7 @@
 /**
  * One real control plane for test/helpers/served-processes.ts: `serve()` (control-plane/src/main.ts) on a loopback
  * port with the fake substrate, over DATABASE_URL when `url` is given (PostgreSQL, shared with the other children),
- * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?, hostShape?}; `hostShape`: the shape its host registers
+ * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?, hostShape?, region?}; `hostShape`: the shape its host registers
  * (default: one so large that only the organization's quotas refuse). Prints {ready, base, driving, internal} once
  * it listens (whether it drives the host, its internal listener); then {log: 'host.driving'} when it takes the host
  * over, {log: 'forward_refused', reason} for the internal listener's refusals, and with `requests` one line per
@@ -15,7 +15,7 @@ import type { HostShape } from '../../control-plane/src/domain/host-capacity.js'
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
 
-const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostShape?: HostShape };
+const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostShape?: HostShape; region?: string };
 const say = (line: Record<string, unknown>) => process.stdout.write(JSON.stringify(line) + '\n');
 const REPORTED: Record<string, ReadonlyArray<string>> = {
   'host.driving': ['epoch'],
@@ -27,6 +27,7 @@ const HUGE: HostShape = { cores: 64 * 1024, memory_bytes: 64 * TIB, disk_bytes: 
 const config = parseConfig({
   PUBLIC_BASE_URL, DATA_DIR: args.dataDir, PORT: '0', HOST: '127.0.0.1', WARM_POOL_PER_SIZE: '0', SECRETS_KEYRING: 'off', TRUST_PROXY: 'true',
   ...(args.url ? { DATABASE_URL: args.url } : {}),
+  ...(args.region ? { REGION: args.region } : {}),
 });
 const running = await serve(config, {
   log: (l) => {

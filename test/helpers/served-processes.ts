@@ -43,11 +43,19 @@ export interface Served {
   tenant(plan: string): Promise<{ cookie: string; orgId: string; key: string }>;
 }
 
+/** One host of `startServed`'s `hosts`: a process on its own DATA_DIR, registering this shape and region. */
+export interface ServedHost {
+  shape: HostShape;
+  /** REGION (default `default`). */
+  region?: string;
+}
+
 /**
  * `hostShape`: the shape the processes' host registers (served-child.ts; default: so large only quotas refuse);
- * `requests`: each child prints its request log lines.
+ * `requests`: each child prints its request log lines; `hosts` (PostgreSQL): instead of two processes on one
+ * DATA_DIR, one process per entry, each on its own DATA_DIR, so each is a host of its own, started in order.
  */
-export async function startServed(t: Test, engine: Engine, o: { hostShape?: HostShape; requests?: boolean } = {}): Promise<Served> {
+export async function startServed(t: Test, engine: Engine, o: { hostShape?: HostShape; requests?: boolean; hosts?: ServedHost[] } = {}): Promise<Served> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-guarantees-'));
   t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   let url: string | undefined;
@@ -61,8 +69,14 @@ export async function startServed(t: Test, engine: Engine, o: { hostShape?: Host
   const children: PgChild[] = [];
   const ready: ChildLine[] = [];
   // One after the other: the first migrates the database, the second opens it migrated.
-  for (const name of engine === 'postgres' ? ['a', 'b'] : ['a']) {
-    const c = start(name, o.requests ? { requests: true } : {});
+  const own = (h: ServedHost) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-host-'));
+    t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+    return { dataDir: dir, hostShape: h.shape, ...(h.region ? { region: h.region } : {}) };
+  };
+  const each: Array<Record<string, unknown>> = engine === 'postgres' ? (o.hosts?.map(own) ?? [{}, {}]) : [{}];
+  for (const [i, args] of each.entries()) {
+    const c = start('abcdefgh'[i]!, { ...args, ...(o.requests ? { requests: true } : {}) });
     const line = await c.next((l) => l.ready === true);
     bases.push(String(line.base));
     children.push(c);

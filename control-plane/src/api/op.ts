@@ -15,7 +15,8 @@ import type { CpEnv } from '../context.js';
 import type { Services } from '../services/index.js';
 import { jsonBody, queryOf } from './body.js';
 import { authenticate, refuseForeignOrigin, requireOrg, requirePermission, type AuthMode } from './middleware/auth.js';
-import { routeToOwner, type OpOwner, type Routing } from './middleware/owner-route.js';
+import { markRefusals, routeToHost, routeToOwner, type OpOwner, type Routing } from './middleware/owner-route.js';
+import type { HostChoice } from '../services/placement.js';
 import { ERRORS } from '../errors.js';
 
 /** A success answer: a JSON schema, no body (204), an HTML page, or a redirect (303). */
@@ -45,7 +46,7 @@ export interface Op<P extends string = string, Q extends z.ZodType | undefined =
   /**
    * What the operation acts on, for the internal channel (api/middleware/owner-route.ts): `machine` — the machine
    * its `:machine_id` names, served by the process driving that machine's host; `host` — the substrate without
-   * naming a machine (a create), served by the driver of the host `placeFor` picks; `any` — the store only, served
+   * naming a machine (a create), served by the driver of the host its `hostChoice` names; `any` — the store only, served
    * wherever it arrives. Default (`opOwner`): `machine` under `/machines/:machine_id`, else `any`.
    */
   owner?: OpOwner;
@@ -54,6 +55,11 @@ export interface Op<P extends string = string, Q extends z.ZodType | undefined =
    * only delete, which then forgets the machine and leaves its disk to the host's return (docs/operations.md).
    */
   onLostHost?: 'serve_here';
+  /**
+   * For a `host` operation: which host, from its parsed body (services/placement.ts `HostChoice`). Omitted: this
+   * process's host (`here`).
+   */
+  hostChoice?(body: Parsed<B>): HostChoice;
   /** Query parameters (a strict object of strings); omitted: the operation takes none. */
   query?: Q;
   /** JSON request body; omitted: no body. */
@@ -101,13 +107,21 @@ export function mountOp(app: Hono<CpEnv>, s: Services, op: Op, opts: MountOption
   );
   const permitted = op.permission ? [requirePermission(op.permission)] : [];
   const owner = opOwner(op);
-  // After the credential and the organization (the arriving process checks both), before the permission and the
-  // handler (the owner applies them, exactly as here).
-  const routed = opts.routing && owner !== 'any' && op.auth !== 'none' && op.org !== false ? [routeToOwner(opts.routing, owner, { onLostHost: op.onLostHost })] : [];
+  // After the credential and the organization (the arriving process checks both). A machine operation is forwarded
+  // before the permission and the handler (the owner applies them, exactly as here); a host operation after the
+  // permission, since choosing its host reads its body (a malformed one is the handler's 400, answered here).
+  const routing = opts.routing && owner !== 'any' && op.auth !== 'none' && op.org !== false ? opts.routing : null;
+  const chooseHost = async (c: Context<CpEnv>): Promise<HostChoice> =>
+    op.hostChoice && op.body ? op.hostChoice(await jsonBody(c, op.body)) : { kind: 'here' };
+  const chain = !routing
+    ? permitted
+    : owner === 'machine'
+      ? [routeToOwner(routing, { onLostHost: op.onLostHost }), ...permitted]
+      : [markRefusals, ...permitted, routeToHost(routing, chooseHost)];
   const undeclared = (what: 'query' | 'body'): never => {
     throw new Error(`${op.name} declares no ${what}`);
   };
-  app.on(op.method.toUpperCase(), op.path, gates, ...routed, ...permitted, async (c) => {
+  app.on(op.method.toUpperCase(), op.path, gates, ...chain, async (c) => {
     const io: OpIo<z.ZodType | undefined, z.ZodType | undefined> = {
       query: () => (op.query ? queryOf(c, op.query) : undeclared('query')),
       body: async () => (op.body ? jsonBody(c, op.body) : undeclared('body')),

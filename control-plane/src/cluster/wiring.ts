@@ -4,7 +4,8 @@
  * (created once, in one transaction), opens the internal listener on INTERNAL_HOST:INTERNAL_PORT and competes to
  * drive its host (the DATA_DIR's host id) with the host jobs as the driver's work. The driver registers
  * `http://<INTERNAL_HOST>:<port>/<process id>` on the host's row at each takeover; `routing` sends every machine
- * and host operation to whoever that row names (cluster/owner-of.ts), and the listener serves what others forward
+ * operation to whoever its host's row names (cluster/owner-of.ts), a create to the driver of the host placement
+ * ranks first (services/placement.ts `hostsFor`, the next one if that one refuses), and the listener serves what others forward
  * with the same app, the principal rebuilt from the signed assertion.
  *
  * On SQLite none of this exists: one process, always local, no listener.
@@ -23,6 +24,8 @@ import type { Db } from '../store/db.js';
 import { clusterKeysRepo, INTERNAL_CHANNEL_KEY } from '../store/repos/cluster-keys.js';
 import { hostsRepo } from '../store/repos/hosts.js';
 import { machinesRepo } from '../store/repos/machines.js';
+import { createStore } from '../store/store.js';
+import { hostsFor } from '../services/placement.js';
 import { createForwarder, type Forwarder } from './forward/forwarder.js';
 import type { CallerRule } from './forward/caller.js';
 import type { OwnerOf } from './forward/owner.js';
@@ -102,10 +105,12 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
   let driver: HostDriver | null = null;
   const self = { processId, driving: () => driver?.fence != null };
   const forwarder = createForwarder({ key, processId, log });
+  const store = createStore(db);
   const routing: Routing = {
     ownerOf: ownerOfFromStore(lookups, self),
-    // Placement over several hosts replaces this: today every create goes to this process's host.
-    placeFor: () => ownerOfHost(lookups, self)(hostId),
+    hostId,
+    ownerOfHost: ownerOfHost(lookups, self),
+    hostsFor: (orgId, choice) => hostsFor(store, orgId, choice, { now: new Date(), ...(o.catalog ? { catalog: o.catalog } : {}) }),
     onDownHost: async (machineId) => {
       const on = await lookups.hostOfMachine(machineId);
       return typeof on === 'string' && (await hosts.get(on))?.state === 'down';

@@ -9,10 +9,15 @@
  *   locked (store/repos/placement.ts `lockHost`) and the fit re-checked with what is placed there now, so two API
  *   processes can never overfill a host; a create that lost the race is the same 503.
  *
+ * - `hostsFor(store, orgId, choice)`: the hosts an operation that makes something on a substrate may go to, from what
+ *   its request asks (`HostChoice`, declared per operation in api/op.ts): a plain create is ranked by `placeFor`;
+ *   a create from a template goes to the host holding the template's layers when it is known, a template or snapshot
+ *   of a machine to that machine's host; the rest (`here`) to this process's host.
+ *
  * Forks go to the parent's host (its disk is there; the forward routes a fork by the parent's id), so do restores
- * (in place) and creates from a template (the template's layers are on the host that captured them) for now: the
- * disk decides the host, and a full host answers 503 rather than moving data (issue 25 item 4 moves it).
+ * (in place): the disk decides the host, and a full host answers 503 rather than moving data (issue 25 item 4 moves it).
  */
+import type { AppError } from '../../../shared/errors.js';
 import type { MachineSize } from '../../../shared/schemas/machine.js';
 import { CATALOG, catalogAt, type CatalogVersion } from '../domain/catalog.js';
 import { computeFit, decidePlacement, hostFit, placedUsage, type PlacementCandidate, type PlacementNeed } from '../domain/placement.js';
@@ -86,6 +91,64 @@ export async function roomOnHost(store: Store, hostId: string, a: HostAdmission,
     a.kind === 'start'
       ? computeFit(host, compute)
       : hostFit(host, a.start ? { ...compute, disk_gb: r.disk_gb } : { memory_mb: 0, vcpu: 0, disk_gb: r.disk_gb }, a.region);
-  if (!fit.ok) throw ERRORS.noRoomToPlace(a.size, a.kind === 'new' ? a.region : null);
+  if (!fit.ok) throw placementRefusal(ERRORS.noRoomToPlace(a.size, a.kind === 'new' ? a.region : null));
   return true;
+}
+
+const refusals = new WeakSet<Error>();
+
+/**
+ * Marks `e` as a refusal by the chosen host before it recorded anything (it lost the race for its room, or its
+ * process no longer drives it): the process that forwarded the create may try the next ranked host.
+ */
+export function placementRefusal(e: AppError): AppError {
+  refusals.add(e);
+  return e;
+}
+
+export function isPlacementRefusal(e: unknown): boolean {
+  return e instanceof Error && refusals.has(e);
+}
+
+/**
+ * How an operation that makes something on a substrate picks its host, from its parsed request (api/op.ts
+ * `hostChoice`): `place` — rank the hosts by size and region; `template` — a create from a template: where its
+ * layers are, if known; `machine` / `snapshot` — where that machine (the snapshot's machine) is; `here` — this
+ * process's host.
+ */
+export type HostChoice =
+  | { kind: 'place'; size: MachineSize; region: string | null }
+  | { kind: 'template'; template: string; size: MachineSize | undefined; region: string | null }
+  | { kind: 'machine'; machineId: string }
+  | { kind: 'snapshot'; snapshotId: string }
+  | { kind: 'here' };
+
+const HERE: Placement = { kind: 'anywhere' };
+const on = (hostId: string | null | undefined): Placement => (hostId ? { kind: 'hosts', ranked: [hostId] } : HERE);
+
+/**
+ * The hosts `choice` may go to, best first, or `anywhere` (this process's host). Something the organization does not
+ * have (no such machine, template or snapshot) is `anywhere`: the handler answers its 404 as it would anywhere.
+ * Throws `placeFor`'s 400 and 503.
+ */
+export async function hostsFor(store: Store, orgId: string, choice: HostChoice, pricing: PlacementPricing = { now: new Date() }): Promise<Placement> {
+  const machineHost = async (id: string | null | undefined) => (id ? (await store.machines.inOrg(orgId, id))?.host_id : null);
+  switch (choice.kind) {
+    case 'place':
+      return placeFor(store, { size: choice.size, region: choice.region }, pricing);
+    case 'template': {
+      const t = await store.templates.inOrg(orgId, choice.template);
+      if (!t) return HERE;
+      // An image template has no layer: any host can make it, so it is placed like a plain create of its size.
+      if (t.layer_id === null) return placeFor(store, { size: choice.size ?? t.size, region: choice.region }, pricing);
+      const snapshotMachine = t.snapshot_id ? (await store.snapshots.inOrg(orgId, t.snapshot_id))?.machine_id : null;
+      return on(await machineHost(t.machine_id ?? snapshotMachine));
+    }
+    case 'machine':
+      return on(await machineHost(choice.machineId));
+    case 'snapshot':
+      return on(await machineHost((await store.snapshots.inOrg(orgId, choice.snapshotId))?.machine_id));
+    case 'here':
+      return HERE;
+  }
 }

@@ -35,5 +35,6 @@ t.test('postgres: two processes on one host never overfill it', async (t) => {
   t.same(rows.map((r) => r.host_id), [HOST, HOST], 'both machines recorded on the host');
 
   const region = await s.call(s.base(0), 'POST', '/v1/machines', { key: keys[3]!, body: { region: 'mars', start: false } });
-  t.equal(region.status, 503, 'a hint the host does not serve is refused at the host (placeFor answers 400 before forwarding)');
+  t.equal(region.status, 400, 'a region no host has is refused where it arrives (placeFor, before forwarding)');
+  t.equal(region.json.error.code, 'invalid_request');
 });

@@ -15,5 +15,5 @@ export interface ForwardCall {
 /** What a forward reads of the caller's request: a socket's, or one made inside the process (forward-fetch.ts). */
 export type DialedRequest = Pick<IncomingMessage, 'method' | 'url' | 'rawHeaders'>;
 
-/** Opens the signed request for one forward (its body, if any, still to be written). */
-export type Dial = (req: DialedRequest, call: ForwardCall, upgrade: boolean) => http.ClientRequest;
+/** Opens the signed request for one forward (its body, if any, still to be written); `fresh`: on a new connection, never a pooled one. */
+export type Dial = (req: DialedRequest, call: ForwardCall, upgrade: boolean, fresh?: boolean) => http.ClientRequest;

@@ -9,8 +9,9 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import { ERRORS } from '../../errors.js';
 import { causeChain, silentLog, type LogSink } from '../../log.js';
-import type { Dial, ForwardCall } from './call.js';
+import type { Dial, DialedRequest, ForwardCall } from './call.js';
 import { forwardFetch } from './forward-fetch.js';
+import { forwardBuffered, type BufferedAnswer } from './forward-buffered.js';
 import { forwardRequest } from './forward-request.js';
 import { forwardUpgrade } from './forward-upgrade.js';
 import { requestHeadersForOwner } from './headers.js';
@@ -36,6 +37,8 @@ export interface Forwarder {
   /** A request made inside the process (no socket: the MCP endpoint's /v1 calls), answered as a web Response. */
   fetch(request: Request, call: ForwardCall): Promise<Response>;
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, call: ForwardCall): void;
+  /** `req` with `body` (already read), its answer read whole up to `limit` bytes (forward-buffered.ts). */
+  buffered(req: DialedRequest, call: ForwardCall, body: Buffer, limit: number): Promise<BufferedAnswer>;
   /** Upgraded channels open now (each a pair of sockets). */
   channels(): number;
   /** Ends every open channel and pooled connection. */
@@ -89,7 +92,7 @@ export function createForwarder(o: ForwarderOptions): Forwarder {
     return p;
   };
 
-  const dial: Dial = (req, call, upgrade) => {
+  const dial: Dial = (req, call, upgrade, fresh = false) => {
     const pool = poolOf(call.target.address);
     const method = req.method ?? 'GET';
     const path = req.url ?? '/';
@@ -99,7 +102,7 @@ export function createForwarder(o: ForwarderOptions): Forwarder {
       'Host', call.assertion.client.host,
       ...Object.entries(signed).flat(),
     ];
-    const up = http.request({ host: pool.host, port: pool.port, method, path, headers, agent: upgrade ? false : pool.agent, setHost: false });
+    const up = http.request({ host: pool.host, port: pool.port, method, path, headers, agent: upgrade || fresh ? false : pool.agent, setHost: false });
     connectDeadline(up, o.connectTimeoutMs ?? 3000);
     return up;
   };
@@ -118,6 +121,11 @@ export function createForwarder(o: ForwarderOptions): Forwarder {
       const started = Date.now();
       const ended = () => log({ event: 'forward_channel_closed', target: call.target.processId, request_id: call.assertion.request_id, ms: Date.now() - started });
       forwardUpgrade(dial, req, socket, head, call, { open, failed: (e) => failed(call, e), ended });
+    },
+    buffered: async (req, call, body, limit) => {
+      const a = await forwardBuffered(dial, req, call, body, limit);
+      if (a.kind !== 'answer') failed(call, a.error);
+      return a;
     },
     channels: () => open.size,
     close: () => {

@@ -8,8 +8,13 @@ export default defineOp({
   path: '/machines',
   auth: 'any',
   permission: 'machines:create',
-  // Acts on the host's substrate without naming a machine: the driver of the host placement picks serves it.
+  // Acts on a host's substrate without naming a machine: the driver of the host placement picks serves it — ranked
+  // by size and region, or, from a template, where the template's layers are (services/placement.ts `hostsFor`).
   owner: 'host',
+  hostChoice: (b) =>
+    b.template !== undefined
+      ? { kind: 'template', template: b.template, size: b.size, region: b.region ?? null }
+      : { kind: 'place', size: b.size ?? 'small', region: b.region ?? null },
   body: CreateMachineRequest,
   responses: { 201: Machine },
   async handler(c, s, io) {

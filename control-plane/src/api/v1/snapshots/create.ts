@@ -8,8 +8,9 @@ export default defineOp({
   path: '/snapshots',
   auth: 'any',
   permission: 'snapshots:write',
-  // Acts on the host's substrate without naming a machine: the driver of the host placement picks serves it.
+  // Acts on a host's substrate without naming a machine route: captured on the machine's host.
   owner: 'host',
+  hostChoice: (b) => ({ kind: 'machine', machineId: b.machine_id }),
   query: WaitQuery,
   body: CreateSnapshotRequest,
   responses: { 201: Snapshot, 202: Snapshot },

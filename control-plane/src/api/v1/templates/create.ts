@@ -9,8 +9,13 @@ export default defineOp({
   path: '/templates',
   auth: 'any',
   permission: 'templates:write',
-  // Acts on the host's substrate without naming a machine: the driver of the host placement picks serves it.
+  // Acts on a host's substrate without naming a machine route: captured where the machine (or the snapshot's machine)
+  // is; an image template here.
   owner: 'host',
+  hostChoice: (b) =>
+    b.machine_id !== undefined ? { kind: 'machine', machineId: b.machine_id }
+    : b.snapshot_id !== undefined ? { kind: 'snapshot', snapshotId: b.snapshot_id }
+    : { kind: 'here' },
   query: WaitQuery,
   body: CreateTemplateRequest,
   responses: { 201: Template, 202: Template },
