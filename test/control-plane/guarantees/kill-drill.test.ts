@@ -52,24 +52,31 @@ const ok = (t: Test, r: HttpReply, status: number, what: string): HttpReply => {
   return r;
 };
 
-t.test('kill -9 of either of two control planes on one PostgreSQL', { timeout: 600_000 }, async (t) => {
+/** Two DATA_DIRs on one throwaway cluster, and a starter of served processes on them (the session sweep every 200 ms). */
+async function deployment(t: Test) {
   const pg = await startPostgres();
   t.teardown(pg.stop);
   const dirs = { a: fs.mkdtempSync(path.join(os.tmpdir(), 'kill-drill-a-')), b: fs.mkdtempSync(path.join(os.tmpdir(), 'kill-drill-b-')) };
   t.teardown(() => Object.values(dirs).forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
   // The session sweep (a deployment job) every 200 ms, so the test sees which process runs it.
   const start = childGroup(t, { url: pg.url, sweepMs: 200 }, CHILD);
+  /** Starts process `name` on its DATA_DIR (`faultPoint`: it SIGKILLs itself there, control-plane/src/fault-points.ts). */
+  const up = async (name: 'a' | 'b', stale: string[], faultPoint?: string): Promise<Proc> => {
+    const child = start(name, { dataDir: dirs[name] }, faultPoint ? { COMPUTER_FAULT_POINT: faultPoint } : {});
+    return { name, child, base: String((await child.next((l) => l.ready === true)).base), stale };
+  };
+  return { url: pg.url, up };
+}
+
+const stateOf = (p: Proc) => p.child.lines.filter((l) => typeof l.state === 'string').at(-1)?.state;
+
+t.test('kill -9 of either of two control planes on one PostgreSQL', { timeout: 600_000 }, async (t) => {
+  const pg = await deployment(t);
   const tenants: Tenant[] = [];
   /** Machines a leader's reconcile moved to `error` (honestly: its substrate has no disk for them). */
   const errored = new Set<string>();
   const liveIds = () => tenants.flatMap((tn) => [...tn.live.keys()]);
-  const up = async (name: 'a' | 'b'): Promise<Proc> => {
-    const stale = liveIds();
-    const child = start(name, { dataDir: dirs[name] });
-    return { name, child, base: String((await child.next((l) => l.ready === true)).base), stale };
-  };
-  const stateOf = (p: Proc) => p.child.lines.filter((l) => typeof l.state === 'string').at(-1)?.state;
-
+  const up = (name: 'a' | 'b') => pg.up(name, liveIds());
   // One after the other: A migrates the database and takes the deployment lock before B starts.
   const procs = { a: await up('a'), b: await up('b') };
   t.equal(stateOf(procs.a), 'leading', 'A, started first, leads');
@@ -174,4 +181,47 @@ t.test('kill -9 of either of two control planes on one PostgreSQL', { timeout: 6
   });
   t.equal(tenants.length, 4);
   t.same((await readBack(t, procs.a)).length, 12);
+});
+
+t.test('kill -9 at the fault points of a process while the other serves', { timeout: 600_000 }, async (t) => {
+  const pg = await deployment(t);
+  const a1 = await pg.up('a', [], 'machines.create.before_substrate');
+  const b = await pg.up('b', []);
+  t.equal(stateOf(a1), 'leading');
+  const tn = await tenantVia(b.base, 'pro', 1);
+  const names = async () =>
+    (ok(t, await call(b.base, 'GET', '/v1/machines?limit=100', { key: tn.key }), 200, 'list').json.data as Array<{ id: string; name: string; state: string }>)
+      .map((m) => [m.name, m.state]).sort();
+
+  // Killed at create's point: its decision (a stopped row) is committed, never answered; B serves and leads.
+  const died = await call(a1.base, 'POST', '/v1/machines', { key: tn.key, body: { name: 'interrupted', start: false } }).then((r) => `answered ${r.status}`, (e: Error) => e.name);
+  t.equal(died, 'TypeError', 'A died before answering');
+  await a1.child.kill9();
+  ok(t, await call(b.base, 'POST', '/v1/machines', { key: tn.key, body: { name: 'on-b', start: false } }), 201, 'B creates');
+  await b.child.next((l) => l.state === 'leading', 0);
+  t.same(await names(), [['interrupted', 'stopped'], ['on-b', 'stopped']], 'B reads the decided row and its own');
+
+  // A again, killed at delete's point: the decision (deleting) is committed, never answered.
+  const a2 = await pg.up('a', [], 'machines.delete.before_destroy');
+  const doomed = ok(t, await call(a2.base, 'POST', '/v1/machines', { key: tn.key, body: { name: 'doomed', start: false } }), 201, 'A creates');
+  const gone = await call(a2.base, 'DELETE', `/v1/machines/${doomed.json.id}`, { key: tn.key }).then((r) => `answered ${r.status}`, (e: Error) => e.name);
+  t.equal(gone, 'TypeError', 'A died before answering');
+  await a2.child.kill9();
+  ok(t, await call(b.base, 'POST', '/v1/machines', { key: tn.key, body: { name: 'on-b-2', start: false } }), 201, 'B creates');
+  t.same(await names(), [['doomed', 'deleting'], ['interrupted', 'stopped'], ['on-b', 'stopped'], ['on-b-2', 'stopped']]);
+  // B, leading since before both kills, does not settle them: its reconcile ran when it took the lead, for
+  // operations begun before B started (docs/operations.md, "kill -9 of either process"). A leader started after the
+  // kills does: A again (no fault point), then B killed.
+  const a3 = await pg.up('a', []);
+  await b.child.kill9();
+  await a3.child.next((l) => l.state === 'leading', 0);
+  await a3.child.next((l) => l.say === 'reconciled 4 machine(s) left mid-operation', 0);
+  const after = await call(a3.base, 'GET', '/v1/machines?limit=100', { key: tn.key });
+  t.same((after.json.data as Array<{ name: string; state: string }>).map((m) => [m.name, m.state]).sort(),
+    [['interrupted', 'error'], ['on-b', 'error'], ['on-b-2', 'error']],
+    'the interrupted create is error (and so are B\'s machines: A\'s fake substrate never held their disks); the delete is done');
+  t.equal((await call(a3.base, 'GET', `/v1/machines/${doomed.json.id}`, { key: tn.key })).status, 404);
+  const interrupted = (after.json.data as Array<{ id: string; name: string }>).find((m) => m.name === 'interrupted')!;
+  const ev = ok(t, await call(a3.base, 'GET', `/v1/machines/${interrupted.id}/events?limit=100`, { key: tn.key }), 200, 'events');
+  t.match(ev.json.data[0], { type: 'machine.failed', data: { from: 'stopped', to: 'error', operation: 'create', reason: 'create_interrupted', reconciled: true } });
 });
