@@ -26,6 +26,9 @@ import { childGroup, type PgChild } from '../../helpers/pg-processes.js';
 import { startPostgres } from '../../helpers/postgres.js';
 import { callServed as call, tenantVia, type HttpReply } from '../../helpers/served-processes.js';
 
+// Up to ten process starts per test; on a loaded host each takes seconds.
+t.setTimeout(900_000);
+
 const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../helpers/served-child.ts');
 const PASSWORD = 'correct horse battery';
 
