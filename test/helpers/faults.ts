@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { ContainerSubstrate } from '../../control-plane/src/substrate/container/driver.js';
 import { containerName, globalArgs, podmanEnv } from '../../control-plane/src/substrate/container/podman-argv.js';
 import { makeMachinesRig, until, type MachinesRig } from './machines-rig.js';
+import { childDatabaseEnv } from './rig-db.js';
 import { testImage } from './substrate-image.js';
 
 const execFileP = promisify(execFile);
@@ -100,7 +101,7 @@ export async function restartableContainerRig(t: { teardown(fn: () => Promise<vo
     ): Promise<{ signal: string | null; out: string }> {
       await self.rig.close({ keepDir: true });
       const child = spawn(process.execPath, ['--import=@tapjs/typescript/import', CRASH_CHILD, JSON.stringify({ dir, root, rootfs: image.rootfs, disks: opts.disks, key, method, path: p, body, ...child0 })], {
-        env: { ...process.env, COMPUTER_FAULT_POINT: point }, stdio: ['ignore', 'pipe', 'inherit'],
+        env: { ...process.env, COMPUTER_FAULT_POINT: point, ...(await childDatabaseEnv(dir)) }, stdio: ['ignore', 'pipe', 'inherit'],
       });
       let out = '';
       child.stdout.on('data', (b: Buffer) => (out += b.toString()));

@@ -27,9 +27,9 @@ export interface PgChild {
   stop(): Promise<void>;
 }
 
-/** Starts `script` (default: pg-process-child.ts) with `args` as its JSON argv[2]. */
-export function startChild(name: string, args: Record<string, unknown>, script = CHILD): PgChild {
-  const proc = spawn(process.execPath, ['--import=@tapjs/typescript/import', script, JSON.stringify(args)], { stdio: ['pipe', 'pipe', 'inherit'] });
+/** Starts `script` (default: pg-process-child.ts) with `args` as its JSON argv[2], and `env` added to this process's environment. */
+export function startChild(name: string, args: Record<string, unknown>, script = CHILD, env: Record<string, string> = {}): PgChild {
+  const proc = spawn(process.execPath, ['--import=@tapjs/typescript/import', script, JSON.stringify(args)], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ...env } });
   const lines: ChildLine[] = [];
   const waiters: Array<() => void> = [];
   let cursor = 0;
@@ -76,13 +76,13 @@ export function startChild(name: string, args: Record<string, unknown>, script =
 }
 
 /** A starter of children sharing `base` arguments, all killed when `t` ends. */
-export function childGroup(t: Test, base: Record<string, unknown>, script = CHILD): (name: string, args: Record<string, unknown>) => PgChild {
+export function childGroup(t: Test, base: Record<string, unknown>, script = CHILD): (name: string, args: Record<string, unknown>, env?: Record<string, string>) => PgChild {
   const children: PgChild[] = [];
   t.teardown(async () => {
     for (const c of children) await c.kill9();
   });
-  return (name, args) => {
-    const c = startChild(name, { ...base, ...args }, script);
+  return (name, args, env) => {
+    const c = startChild(name, { ...base, ...args }, script, env);
     children.push(c);
     return c;
   };

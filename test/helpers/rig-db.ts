@@ -31,10 +31,15 @@ export async function freshDatabaseUrl(): Promise<string> {
 
 /**
  * `dir`'s database. With `reuse` (a rig restarted on the same data dir) the PostgreSQL run reopens the database that
- * dir was given the first time, as a restarted control plane on the same DATABASE_URL would.
+ * dir was given the first time, as a restarted control plane on the same DATABASE_URL would. A child process that
+ * stands in for this one's control plane (the crash drills' helpers/crash-child.ts) is given that URL in its
+ * environment (`DATABASE_URL_ENV`) and opens it for every dir, instead of starting a cluster of its own.
  */
+export const DATABASE_URL_ENV = 'COMPUTER_TEST_DATABASE_URL';
 const byDir = new Map<string, string>();
 async function urlOf(dir: string): Promise<string> {
+  const given = process.env[DATABASE_URL_ENV];
+  if (given) return given;
   let url = byDir.get(dir);
   if (!url) byDir.set(dir, (url = await freshDatabaseUrl()));
   return url;
@@ -43,6 +48,11 @@ async function urlOf(dir: string): Promise<string> {
 export async function openRigDb(dir: string): Promise<Db> {
   if (TEST_ENGINE === 'sqlite') return openDb(path.join(dir, DB_FILENAME));
   return openStoreDb({ databaseUrl: await urlOf(dir), dataDir: dir });
+}
+
+/** The environment that gives a child process `dir`'s database (PostgreSQL runs; nothing on SQLite, where the file in `dir` is it). */
+export async function childDatabaseEnv(dir: string): Promise<Record<string, string>> {
+  return TEST_ENGINE === 'sqlite' ? {} : { [DATABASE_URL_ENV]: await urlOf(dir) };
 }
 
 /** The environment a rig's configuration adds for `dir`: its DATABASE_URL on PostgreSQL (what the operator CLI reads). */

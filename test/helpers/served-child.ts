@@ -1,12 +1,15 @@
 /**
  * One real control plane for test/helpers/served-processes.ts: `serve()` (control-plane/src/main.ts) on a loopback
  * port with the fake substrate, over DATABASE_URL when `url` is given (PostgreSQL, shared with the other children),
- * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?, hostShape?, region?}; `hostShape`: the shape its host registers
- * (default: one so large that only the organization's quotas refuse). Prints {ready, base, driving, internal} once
- * it listens (whether it drives the host, its internal listener); then {log: 'host.driving'} when it takes the host
- * over, {log: 'forward_refused', reason} for the internal listener's refusals, and with `requests` one line per
- * request {log: 'request', operation, request_id, status, forwarded_to?}. {op:'exit'} on stdin (or stdin closing:
- * the test process is gone) closes it.
+ * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?, hostShape?, region?, sweepMs?}; `hostShape`: the
+ * shape its host registers (default: one so large that only the organization's quotas refuse). Prints {ready, base,
+ * driving, internal} once it listens (whether it drives the host, its internal listener); then {log: 'host.driving'}
+ * when it takes the host over, {log: 'forward_refused', reason} for the internal listener's refusals, and with
+ * `requests` one line per request {log: 'request', operation, request_id, status, forwarded_to?}. Also prints its
+ * deployment leader state changes ({state: 'leading' | 'following'}), what it tells the operator ({say: line}, e.g.
+ * its reconcile) and, with `sweepMs` (the session sweep's period), {sweep: true} after each of the leader's session
+ * sweeps, so a test sees the deployment's jobs run in this process. {op:'exit'} on stdin (or stdin closing: the test
+ * process is gone) closes it.
  */
 import readline from 'node:readline';
 import { parseConfig } from '../../control-plane/src/config.js';
@@ -15,8 +18,8 @@ import type { HostShape } from '../../control-plane/src/domain/host-capacity.js'
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
 
-const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostShape?: HostShape; region?: string };
-const say = (line: Record<string, unknown>) => process.stdout.write(JSON.stringify(line) + '\n');
+const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostShape?: HostShape; region?: string; sweepMs?: number };
+const say = (line: Record<string, unknown>): void => void process.stdout.write(JSON.stringify(line) + '\n');
 const REPORTED: Record<string, ReadonlyArray<string>> = {
   'host.driving': ['epoch'],
   forward_refused: ['reason'],
@@ -31,14 +34,23 @@ const config = parseConfig({
 });
 const running = await serve(config, {
   log: (l) => {
+    if (l.event === 'leader.state') say({ state: l.state });
     const fields = REPORTED[String(l.event)];
     if (fields) say({ log: l.event, ...Object.fromEntries(fields.map((f) => [f, l[f]])) });
   },
+  say: (line) => say({ say: line }),
   dashboardDir: null,
+  ...(args.sweepMs ? { jobPeriodsMs: { sweep: args.sweepMs } } : {}),
   // A host large enough that only the organization's quotas refuse.
   services: { substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 } },
   hostShape: args.hostShape ?? HUGE,
 });
+const sweep = running.services.sessions.sweep;
+running.services.sessions.sweep = async () => {
+  const r = await sweep();
+  say({ sweep: true });
+  return r;
+};
 const stop = async () => {
   await running.close();
   process.exit(0);

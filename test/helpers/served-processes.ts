@@ -82,21 +82,6 @@ export async function startServed(t: Test, engine: Engine, o: { hostShape?: Host
     children.push(c);
     ready.push(line);
   }
-  const call: Served['call'] = async (base, method, p, o = {}) => {
-    const headers: Record<string, string> = { 'x-forwarded-for': o.ip ?? '192.0.2.1', ...o.headers };
-    if (o.key) headers.authorization = `Bearer ${o.key}`;
-    if (o.cookie) headers.cookie = o.cookie;
-    if (o.cookie && method !== 'GET') headers.origin = PUBLIC_ORIGIN;
-    if (o.body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(base + p, { method, headers, body: o.body === undefined ? undefined : JSON.stringify(o.body), redirect: 'manual' });
-    const text = await res.text();
-    return {
-      status: res.status,
-      json: text.startsWith('{') ? JSON.parse(text) : text,
-      cookie: /^[^;]+/.exec(res.headers.get('set-cookie') ?? '')?.[0] ?? null,
-      requestId: res.headers.get('x-request-id'),
-    };
-  };
   let n = 0;
   return {
     url: url ?? null,
@@ -104,22 +89,43 @@ export async function startServed(t: Test, engine: Engine, o: { hostShape?: Host
     children,
     ready,
     base: (i) => bases[i % bases.length]!,
-    call,
-    async tenant(plan) {
-      const b = bases[0]!;
-      const su = await call(b, 'POST', '/v1/auth/signup', { body: { email: `q${++n}-${process.pid}@example.com`, password: 'correct horse battery', name: 'q' }, ip: `203.0.113.${n}` });
-      if (su.status !== 201) throw new Error(`signup ${su.status} ${JSON.stringify(su.json)}`);
-      const cookie = su.cookie!;
-      const orgId = su.json.organization_id as string;
-      const co = await call(b, 'POST', '/v1/billing/checkout', { cookie, body: { plan_id: plan, success_url: `${PUBLIC_ORIGIN}/ok` } });
-      if (co.status !== 200) throw new Error(`checkout ${co.status} ${JSON.stringify(co.json)}`);
-      const done = await call(b, 'GET', new URL(co.json.url as string).pathname);
-      if (done.status !== 303) throw new Error(`checkout complete ${done.status}`);
-      const k = await call(b, 'POST', '/v1/api-keys', { cookie, body: { name: 'k', scopes: ['machines:read', 'machines:write', 'machines:control', 'sessions:write'] } });
-      if (k.status !== 201) throw new Error(`key ${k.status} ${JSON.stringify(k.json)}`);
-      return { cookie, orgId, key: k.json.secret as string };
-    },
+    call: callServed,
+    tenant: (plan) => tenantVia(bases[0]!, plan, ++n),
   };
+}
+
+/** One call over real HTTP to a served process at `base` (from 192.0.2.1 unless `ip`). */
+export const callServed: Served['call'] = async (base, method, p, o = {}) => {
+  const headers: Record<string, string> = { 'x-forwarded-for': o.ip ?? '192.0.2.1', ...o.headers };
+  if (o.key) headers.authorization = `Bearer ${o.key}`;
+  if (o.cookie) headers.cookie = o.cookie;
+  if (o.cookie && method !== 'GET') headers.origin = PUBLIC_ORIGIN;
+  if (o.body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(base + p, { method, headers, body: o.body === undefined ? undefined : JSON.stringify(o.body), redirect: 'manual' });
+  const text = await res.text();
+  return {
+    status: res.status,
+    json: text.startsWith('{') ? JSON.parse(text) : text,
+    cookie: /^[^;]+/.exec(res.headers.get('set-cookie') ?? '')?.[0] ?? null,
+    requestId: res.headers.get('x-request-id'),
+  };
+};
+
+/** Tenant number `n` (unique per test process), signed up through `b` (password `correct horse battery`): Served['tenant']. */
+export async function tenantVia(b: string, plan: string, n: number): Promise<{ email: string; cookie: string; orgId: string; key: string }> {
+  const call = callServed;
+  const email = `q${n}-${process.pid}@example.com`;
+  const su = await call(b, 'POST', '/v1/auth/signup', { body: { email, password: 'correct horse battery', name: 'q' }, ip: `203.0.113.${n}` });
+  if (su.status !== 201) throw new Error(`signup ${su.status} ${JSON.stringify(su.json)}`);
+  const cookie = su.cookie!;
+  const orgId = su.json.organization_id as string;
+  const co = await call(b, 'POST', '/v1/billing/checkout', { cookie, body: { plan_id: plan, success_url: `${PUBLIC_ORIGIN}/ok` } });
+  if (co.status !== 200) throw new Error(`checkout ${co.status} ${JSON.stringify(co.json)}`);
+  const done = await call(b, 'GET', new URL(co.json.url as string).pathname);
+  if (done.status !== 303) throw new Error(`checkout complete ${done.status}`);
+  const k = await call(b, 'POST', '/v1/api-keys', { cookie, body: { name: 'k', scopes: ['machines:read', 'machines:write', 'machines:control', 'sessions:write'] } });
+  if (k.status !== 201) throw new Error(`key ${k.status} ${JSON.stringify(k.json)}`);
+  return { email, cookie, orgId, key: k.json.secret as string };
 }
 
 /**
