@@ -43,6 +43,9 @@ export interface DrainDeps {
   catalog?: PlacementPricing['catalog'];
 }
 
+/** Thrown inside the rehome's transaction to roll it back when another leader recorded first. */
+const RACED = Symbol('raced');
+
 /** Bounds of what the seam answers (it may relay another host's answer). */
 const MAX_CHAIN = 200;
 
@@ -53,8 +56,17 @@ export function createDrain(d: DrainDeps) {
   const at = () => d.now().toISOString();
   const pricing = (): PlacementPricing => ({ now: d.now(), ...(d.catalog ? { catalog: d.catalog } : {}) });
 
-  /** Records `entry` on `m` after `records` (a compare-and-set on the newest); false: another leader moved first. */
-  const record = async (m: MachineRow, entry: DrainEntry): Promise<boolean> => (await store.drain.append(m, await store.drain.newestSeq(m.id), entry, at())) !== null;
+  /**
+   * A machine's drain records and the seq a decision on them is recorded against: read first, so a record landing
+   * in between makes that decision's compare-and-set fail rather than be made twice.
+   */
+  const read = async (id: string): Promise<{ seq: number; records: DrainRecord[] }> => {
+    const seq = await store.drain.newestSeq(id);
+    return { seq, records: await store.drain.records(id) };
+  };
+
+  /** Records `entry` on `m` if its newest drain record is still `expect`; the new seq, or null: another leader moved first. */
+  const record = (m: MachineRow, expect: number, entry: DrainEntry): Promise<number | null> => store.drain.append(m, expect, entry, at());
 
   /** A compare-and-set of the machine's state by the lifecycle table; false when it is not in `from` (or the move is not one). */
   const moveState = async (m: MachineRow, from: MachineState, trigger: 'stop' | 'shutdown_complete' | 'start' | 'boot_complete'): Promise<boolean> => {
@@ -62,17 +74,17 @@ export function createDrain(d: DrainDeps) {
     return dec.ok && (await store.machines.casState(m.id, from, dec.to, at()));
   };
 
-  async function recordWaiting(m: MachineRow, from: string, reason: string): Promise<void> {
-    const newest = last(await store.drain.records(m.id));
+  async function recordWaiting(m: MachineRow, now: { seq: number; records: DrainRecord[] }, from: string, reason: string): Promise<void> {
+    const newest = last(now.records);
     if (newest?.type === 'drain.waiting' && newest.from === from && newest.reason === reason) return;
-    await record(m, { type: DRAIN_EVENT.waiting, from, reason });
+    await record(m, now.seq, { type: DRAIN_EVENT.waiting, from, reason });
   }
 
-  /** Plans the move of `m` off `from` (or records why it waits). */
-  async function plan(m: MachineRow, from: string): Promise<boolean> {
+  /** Plans the move of `m` off `from` (or records why it waits), on its records as `now` read them. */
+  async function plan(m: MachineRow, now: { seq: number; records: DrainRecord[] }, from: string): Promise<boolean> {
     const p = DRAIN_PLANS[m.state];
     if (p.kind === 'wait') {
-      await recordWaiting(m, from, p.reason);
+      await recordWaiting(m, now, from, p.reason);
       return false;
     }
     let to: string;
@@ -82,26 +94,27 @@ export function createDrain(d: DrainDeps) {
       if (placed.kind !== 'hosts') throw new Error('no host is registered');
       to = placed.ranked[0]!;
     } catch (e) {
-      await recordWaiting(m, from, e instanceof AppError ? e.message : 'placement failed');
+      await recordWaiting(m, now, from, e instanceof AppError ? e.message : 'placement failed');
       return false;
     }
-    return record(m, { type: DRAIN_EVENT.planned, from, to, was: m.state, steps: [...p.steps] });
+    return (await record(m, now.seq, { type: DRAIN_EVENT.planned, from, to, was: m.state, steps: [...p.steps] })) !== null;
   }
 
   /** One step of `open` on `m`: begun, acted, done. False: it did not complete (failed, raced, or refused). */
-  async function step(m: MachineRow, open: OpenMove, s: DrainStep, records: readonly DrainRecord[]): Promise<boolean> {
+  async function step(m: MachineRow, open: OpenMove, s: DrainStep, now: { seq: number; records: DrainRecord[] }): Promise<boolean> {
     const base = { from: open.from, to: open.to, step: s };
-    const newest = last(records);
+    const newest = last(now.records);
+    let seq: number | null = now.seq;
     const retrying = (newest?.type === 'drain.step' && newest.phase === 'begun' && newest.step === s) || (newest?.type === 'drain.failed' && newest.step === s);
     // Decide and record: begun, with the state move the step starts (a retry has both recorded already).
     if (!retrying) {
-      const begun = await store.db.tx(async () => {
-        if (!(await record(m, { type: DRAIN_EVENT.step, ...base, phase: 'begun', bytes: null, chain: null }))) return false;
-        if (s === 'stop' && m.state === 'running') return moveState(m, 'running', 'stop');
-        if (s === 'start' && m.state === 'stopped') return moveState(m, 'stopped', 'start');
-        return true;
+      seq = await store.db.tx(async () => {
+        const begun = await record(m, now.seq, { type: DRAIN_EVENT.step, ...base, phase: 'begun', bytes: null, chain: null });
+        if (begun !== null && s === 'stop' && m.state === 'running') await moveState(m, 'running', 'stop');
+        if (begun !== null && s === 'start' && m.state === 'stopped') await moveState(m, 'stopped', 'start');
+        return begun;
       });
-      if (!begun) return false;
+      if (seq === null) return false;
     }
     // Act.
     let outcome: { bytes: number | null; chain: string | null } = { bytes: null, chain: null };
@@ -120,7 +133,7 @@ export function createDrain(d: DrainDeps) {
       const code = e instanceof AppError ? e.code : 'internal_error';
       const reason = e instanceof AppError ? e.message : 'the step failed';
       if (!(newest?.type === 'drain.failed' && newest.step === s && newest.code === code && newest.reason === reason)) {
-        await record(m, { type: DRAIN_EVENT.failed, ...base, code, reason });
+        await record(m, seq, { type: DRAIN_EVENT.failed, ...base, code, reason });
       }
       return false;
     }
@@ -136,21 +149,24 @@ export function createDrain(d: DrainDeps) {
         if (!(await moveState(now, 'starting', 'boot_complete'))) return false;
         await d.events.append(m.org_id, m.id, 'machine.started', { from: 'stopped', to: 'running', by: SYSTEM, reason: MOVE_REASONS.started });
       }
-      return record(m, { type: DRAIN_EVENT.step, ...base, phase: 'done', ...outcome });
+      return (await record(m, seq, { type: DRAIN_EVENT.step, ...base, phase: 'done', ...outcome })) !== null;
     });
   }
 
   /** The rehome: host_id to the target, the target's room re-checked, recorded done, in one transaction. */
-  async function rehome(m: MachineRow, open: OpenMove): Promise<'done' | 'refused' | 'lost'> {
+  async function rehome(m: MachineRow, open: OpenMove, seq: number): Promise<'done' | 'refused' | 'lost'> {
     try {
       return await store.db.tx(async () => {
         await roomOnHost(store, open.to, { kind: 'new', size: m.size, start: open.was === 'running', region: m.region }, pricing());
         if (!(await store.drain.rehome(m.id, open.from, open.to, m.state, at()))) return 'refused';
-        return (await record(m, { type: DRAIN_EVENT.step, from: open.from, to: open.to, step: 'rehome', phase: 'done', bytes: null, chain: null })) ? 'done' : 'lost';
+        if ((await record(m, seq, { type: DRAIN_EVENT.step, from: open.from, to: open.to, step: 'rehome', phase: 'done', bytes: null, chain: null })) !== null) return 'done';
+        // Another leader recorded first: undo the host_id write with the rest.
+        throw RACED;
       });
     } catch (e) {
+      if (e === RACED) return 'lost';
       if (!(e instanceof AppError)) throw e;
-      await record(m, { type: DRAIN_EVENT.failed, from: open.from, to: open.to, step: 'rehome', code: e.code, reason: e.message });
+      await record(m, seq, { type: DRAIN_EVENT.failed, from: open.from, to: open.to, step: 'rehome', code: e.code, reason: e.message });
       return 'lost';
     }
   }
@@ -163,10 +179,10 @@ export function createDrain(d: DrainDeps) {
     for (;;) {
       const m = await store.machines.anyById(id);
       if (!m) return;
-      const records = await store.drain.records(id);
-      const open = openMove(records);
+      const now = await read(id);
+      const open = openMove(now.records);
       if (!open) return;
-      const finish = () => record(m, { type: DRAIN_EVENT.finished, from: open.from, to: m.host_id ?? open.from, state: m.state });
+      const finish = () => record(m, now.seq, { type: DRAIN_EVENT.finished, from: open.from, to: m.host_id ?? open.from, state: m.state });
       // Deleted meanwhile, or every step done: the move is over.
       if (m.deleted_at !== null || open.next === null) {
         await finish();
@@ -181,12 +197,12 @@ export function createDrain(d: DrainDeps) {
         return;
       }
       if (s === 'rehome') {
-        const r = await rehome(m, open);
+        const r = await rehome(m, open, now.seq);
         if (r === 'refused') await finish();
         if (r !== 'done') return;
         continue;
       }
-      if (!(await step(m, open, s, records))) return;
+      if (!(await step(m, open, s, now))) return;
     }
   }
 
@@ -202,9 +218,14 @@ export function createDrain(d: DrainDeps) {
       }
       for (const host of (await store.hosts.list()).hosts) {
         if (host.state !== 'draining') continue;
-        for (const m of await store.machines.onHost(host.id)) {
+        for (const listed of await store.machines.onHost(host.id)) {
           if (stopping()) return;
-          if (openMove(await store.drain.records(m.id)) === null && !(await plan(m, host.id))) continue;
+          // The records first, then the row: a move finished before this read shows in the row (on its new host), one
+          // finished after it fails this plan's compare-and-set.
+          const now = await read(listed.id);
+          const m = await store.machines.byId(listed.id);
+          if (!m || m.host_id !== host.id) continue;
+          if (openMove(now.records) === null && !(await plan(m, now, host.id))) continue;
           await continueMove(m.id, stopping);
         }
       }

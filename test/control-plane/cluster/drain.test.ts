@@ -185,6 +185,32 @@ t.test('a leader stopped between two steps: the next one resumes the move, no st
   t.equal((await first.store.drain.openMoves()).length, 0, 'the move is finished');
 });
 
+t.test('two leaders at once (one stale): each step is recorded once, every machine moved once', async (t) => {
+  const url = await (await pgServer).createDatabase('drain_two_leaders');
+  const one = await processOn(t, url);
+  const two = await processOn(t, url);
+  await seed(one, [['mch_t1', 'running'], ['mch_t2', 'stopped']], [A, B]);
+  await one.store.hosts.operate(A, 'drain');
+  const calls: string[] = [];
+  const drains = [one, two].map((s) => createDrain({ store: s.store, events: s.events, leases: s.leases, now: s.now, move: recordingMove(calls) }));
+  while ((await whereIs(one)).join() !== [`mch_t1 running on ${B}`, `mch_t2 stopped on ${B}`].join()) await Promise.all(drains.map((d) => d.tick()));
+  await Promise.all(drains.map((d) => d.tick()));
+  for (const [id, steps] of [['mch_t1', ['stop', 'capture', 'pull', 'make_disk', 'rehome', 'start']], ['mch_t2', ['capture', 'pull', 'make_disk', 'rehome']]] as const) {
+    const records = await one.store.drain.records(id);
+    t.same(records.filter((r) => r.type === 'drain.planned').length, 1, `${id}: planned once`);
+    t.same(records.flatMap((r) => (r.type === 'drain.step' && r.phase === 'done' ? [r.step] : [])), steps, `${id}: each step done once`);
+    t.same(records.flatMap((r) => (r.type === 'drain.step' && r.phase === 'begun' ? [r.step] : [])), steps.filter((x) => x !== 'rehome'), `${id}: each step begun once`);
+    t.same(records.filter((r) => r.type === 'drain.finished').length, 1, `${id}: finished once`);
+  }
+  // The compare-and-set under it: a record made against a seq that is no longer the newest is refused.
+  const row = (await one.store.machines.byId('mch_t1'))!;
+  const newest = await one.store.drain.newestSeq('mch_t1');
+  t.equal(await two.store.drain.append(row, newest - 1, { type: 'drain.waiting', from: A, reason: 'stale' }, new Date().toISOString()), null, 'stale: refused');
+  t.equal(await two.store.drain.newestSeq('mch_t1'), newest, 'nothing recorded');
+  const started = (await tenantEvents(one, 'mch_t1')).map(([type]) => type);
+  t.same(started, ['machine.stopped', 'machine.started'], 'the tenant sees one stop and one start');
+});
+
 t.test('nothing fits: the machine stays and the drain says why, once; room again → it moves', async (t) => {
   const url = await (await pgServer).createDatabase('drain_waits');
   const leader = await processOn(t, url);
