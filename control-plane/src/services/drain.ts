@@ -208,16 +208,20 @@ export function createDrain(d: DrainDeps) {
 
   return {
     /**
-     * One pass: the open moves first (a killed leader's, resumed), then every machine still on a draining host,
-     * oldest first, one at a time. `stopping` is asked between steps (the job's stop).
+     * One pass, while some host is draining: the open moves first (a killed leader's, resumed), then every machine
+     * still on a draining host, oldest first, one at a time. `stopping` is asked between steps (the job's stop).
      */
     async tick(stopping: () => boolean = () => false): Promise<void> {
+      // No host draining (the usual case): one small read, nothing more (finding the open moves scans the drain
+      // records, which machine_events has no index for; a move left open when its host stopped draining is resumed
+      // with the next drain).
+      const draining = (await store.hosts.list()).hosts.filter((h) => h.state === 'draining');
+      if (draining.length === 0) return;
       for (const id of await store.drain.openMoves()) {
         if (stopping()) return;
         await continueMove(id, stopping);
       }
-      for (const host of (await store.hosts.list()).hosts) {
-        if (host.state !== 'draining') continue;
+      for (const host of draining) {
         for (const listed of await store.machines.onHost(host.id)) {
           if (stopping()) return;
           // The records first, then the row: a move finished before this read shows in the row (on its new host), one
