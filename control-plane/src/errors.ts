@@ -171,6 +171,9 @@ export const ERRORS = {
   /** No active host (of the hinted region) has the memory, CPU and disk for the machine; never names a host. */
   noRoomToPlace: (size: string, region: string | null) =>
     new AppError('compute_unavailable', `No host${region === null ? '' : ` in region ${region}`} has the capacity (memory, CPU and disk) for another ${size} machine right now; retry later, or stop or delete a machine.`, { headers: retryAfter('hostCapacity') }),
+  /** The drain's seam (services/machine-move.ts) with nothing plugged in: the drain waits and says so. */
+  machineMoveNotBuilt: () =>
+    new AppError('compute_unavailable', 'Moving a machine between hosts is not built yet (the layer pull between hosts); the drain waits.', { headers: retryAfter('hostCapacity') }),
   sizeAbovePlan: (largest: string, details?: FieldError[]) =>
     new AppError('invalid_request', `The plan's largest machine size is ${largest}.`, { details }),
   createNotAllowed: () =>

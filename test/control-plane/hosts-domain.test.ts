@@ -13,7 +13,7 @@ import { decideLiveness, HOST_DOWN_AFTER_MS, HOST_HEARTBEAT_MS, HOST_LOSS_WITHIN
 import { decideHostMove, HOST_STATES, takesNewMachines, type HostAction } from '../../control-plane/src/domain/host-states.js';
 
 t.test('state moves: every action from every state', async (t) => {
-  const actions: HostAction[] = ['cordon', 'uncordon', 'markDown', 'return'];
+  const actions: HostAction[] = ['cordon', 'uncordon', 'drain', 'markDown', 'return'];
   const table = Object.fromEntries(
     actions.map((a) => [a, Object.fromEntries(HOST_STATES.map((s) => {
       const d = decideHostMove(s, a);
@@ -32,6 +32,12 @@ t.test('state moves: every action from every state', async (t) => {
       cordoned: 'active',
       draining: 'refused: the host is draining: uncordoning it would place machines on a host being emptied',
       down: 'refused: the host is down: it becomes active when its driver returns',
+    },
+    drain: {
+      active: 'draining',
+      cordoned: 'draining',
+      draining: 'draining (unchanged)',
+      down: 'refused: the host is down: its disks cannot be moved off it (drain it once its driver returns)',
     },
     markDown: { active: 'down', cordoned: 'down', draining: 'down', down: 'refused: the host is already down' },
     return: { active: 'active (unchanged)', cordoned: 'cordoned (unchanged)', draining: 'draining (unchanged)', down: 'active' },

@@ -12,7 +12,9 @@ import { pathToFileURL } from 'node:url';
 import { DB_FILENAME, type Db } from '../store/db.js';
 import { openStoreDb } from '../store/engine/open.js';
 import { isPostgresUrl } from '../store/engine/postgres.js';
+import { drainRepo } from '../store/repos/drain.js';
 import { hostsRepo } from '../store/repos/hosts.js';
+import { machinesRepo } from '../store/repos/machines.js';
 import { ADMIN_ERRORS, AdminError } from './admin-errors.js';
 import { runHosts } from './hosts.js';
 
@@ -22,6 +24,8 @@ export interface AdminDeps {
   err(line: string): void;
   /** Pins the clock heartbeat ages count on (tests). */
   now?: () => number;
+  /** Between two reads of a drain's progress (tests shorten it; default 1 s). */
+  pollMs?: number;
 }
 
 async function openDeployment(env: AdminDeps['env']): Promise<Db> {
@@ -41,7 +45,10 @@ export async function runAdmin(argv: string[], d: AdminDeps): Promise<number> {
     if (group !== 'hosts') throw ADMIN_ERRORS.usage();
     const db = await openDeployment(d.env);
     try {
-      return await GROUPS[group](args, { hosts: hostsRepo(db), out: d.out, now: d.now });
+      const machines = machinesRepo(db);
+      return await GROUPS[group](args, {
+        engine: db.engine, hosts: hostsRepo(db), drain: drainRepo(db), onHost: (id) => machines.onHost(id), out: d.out, now: d.now, pollMs: d.pollMs,
+      });
     } finally {
       await db.close();
     }

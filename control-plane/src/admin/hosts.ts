@@ -4,14 +4,18 @@
  *   hosts list [--json]          every host: id, region, state, epoch, machines, capacity, heartbeat age
  *   hosts cordon HOST            no new machines on HOST (its machines keep running)
  *   hosts uncordon HOST          HOST takes new machines again
- *   hosts drain HOST             not available yet: refused (exit 2)
+ *   hosts drain HOST [--json]    HOST to `draining`, then its drain followed until it is empty (admin/drain.ts)
  *
  * State moves are domain/host-states.ts's table, written by compare-and-set (store/repos/hosts.ts `operate`).
  * Heartbeat ages count on the database's clock (the one the heartbeats are written with).
  */
 import { isIdOf } from '../../../shared/ids.js';
+import type { Engine } from '../store/engine/migrations.js';
+import type { DrainRepo } from '../store/repos/drain.js';
 import type { HostListing, HostsRepo } from '../store/repos/hosts.js';
+import type { MachineRow } from '../store/repos/machines.js';
 import { ADMIN_ERRORS } from './admin-errors.js';
+import { drainText, followDrain } from './drain.js';
 
 const GIB = 1024 ** 3;
 
@@ -65,8 +69,13 @@ export function hostsTable(listing: HostListing, nowMs: number): string[] {
 }
 
 export interface HostsCommandDeps {
+  engine: Engine;
   hosts: HostsRepo;
+  drain: DrainRepo;
+  onHost(hostId: string): Promise<MachineRow[]>;
   out(line: string): void;
+  /** Between two reads of a drain's progress (default 1 s). */
+  pollMs?: number;
   /** Pins the clock heartbeat ages count on (tests); default the database's. */
   now?: () => number;
 }
@@ -83,11 +92,19 @@ export async function runHosts(args: string[], d: HostsCommandDeps): Promise<num
     else for (const l of hostsTable(listing, nowMs)) d.out(l);
     return 0;
   }
-  if (verb === 'drain') throw ADMIN_ERRORS.drainNotYet();
-  if (verb !== 'cordon' && verb !== 'uncordon') throw ADMIN_ERRORS.usage();
+  if (verb !== 'cordon' && verb !== 'uncordon' && verb !== 'drain') throw ADMIN_ERRORS.usage();
   const [host, ...extra] = rest;
-  if (host === undefined || extra.length > 0) throw ADMIN_ERRORS.usage();
+  const json = verb === 'drain' && extra.length === 1 && extra[0] === '--json';
+  if (host === undefined || (extra.length > 0 && !json)) throw ADMIN_ERRORS.usage();
   if (!isIdOf('host', host)) throw ADMIN_ERRORS.notHostId();
+  if (verb === 'drain') {
+    if (d.engine !== 'postgres') throw ADMIN_ERRORS.drainNeedsPostgres();
+    const from = await d.drain.headSeq();
+    const moved = await d.hosts.operate(host, 'drain');
+    if (!moved.ok) throw 'from' in moved ? ADMIN_ERRORS.refused(host, moved.reason) : ADMIN_ERRORS.noSuchHost(host);
+    await followDrain(host, moved.from, from, d, (l) => d.out(json ? JSON.stringify(l) : drainText(l)));
+    return 0;
+  }
   const moved = await d.hosts.operate(host, verb);
   if (!moved.ok) throw 'from' in moved ? ADMIN_ERRORS.refused(host, moved.reason) : ADMIN_ERRORS.noSuchHost(host);
   d.out(moved.changed ? `${host}: ${moved.to} (was ${moved.from})` : `${host}: already ${moved.to}`);

@@ -2,7 +2,8 @@
  * The background jobs of a control plane, each named with the role that runs it (issue 24 item 3):
  *   - `deployment`: once per deployment, in the elected deployment leader — the session idle/expiry sweep, the
  *     metering of machine and storage intervals, the billing sync and its stops (enforceAll), and on PostgreSQL the
- *     host down sweep (`hosts`: a silent host down and its machines `error`, services/machines/host-loss.ts);
+ *     host down sweep (`hosts`: a silent host down and its machines `error`, services/machines/host-loss.ts) and
+ *     the drain (`drain`: every machine off each draining host, one at a time, services/drain.ts);
  *   - `host`: by whoever drives this host's substrate — the reconcile of machines left mid-operation, then the
  *     substrate watch and the warm pool;
  *   - `process`: in every process, for what only that process knows — the egress bytes it served (its flush) and the
@@ -18,6 +19,8 @@ import { SESSION_SWEEP_MS } from '../services/sessions.js';
 import { FLUSH_MS } from '../services/metering.js';
 import type { DriverWork } from './host-driver.js';
 import { HOST_SWEEP_MS } from '../domain/host-liveness.js';
+import { createDrain } from '../services/drain.js';
+import { NOT_BUILT, type MachineMove } from '../services/machine-move.js';
 import { onLeader, type LeaderElection, type LeaderState, type LockConnector } from './leader.js';
 
 export type JobRole = 'deployment' | 'host' | 'process';
@@ -47,6 +50,9 @@ export interface RunningJobs {
   stop(): Promise<void>;
 }
 
+/** How often the leader looks for a draining host's machines to move (each pass moves them one after another). */
+export const DRAIN_TICK_MS = 2_000;
+
 /** How often the billing provider is asked what is due (trial ends). Reads also ask, per account. */
 export const BILLING_SYNC_MS = 60_000;
 
@@ -74,8 +80,10 @@ export interface JobOptions {
   resumeMetering: boolean;
   /** The host's substrate jobs (reconcile, watch, warm pool), built by main.ts around its substrate. */
   substrate: Job | null;
-  /** The jobs' periods (tests shorten them): FLUSH_MS, SESSION_SWEEP_MS, BILLING_SYNC_MS and HOST_SWEEP_MS unless told. */
+  /** The jobs' periods (tests shorten them): FLUSH_MS, SESSION_SWEEP_MS, BILLING_SYNC_MS, HOST_SWEEP_MS and DRAIN_TICK_MS unless told. */
   periodsMs?: Partial<JobPeriods>;
+  /** The drain's substrate seam (services/machine-move.ts); unset: NOT_BUILT, every move waits with the reason. */
+  machineMove?: MachineMove;
 }
 
 export interface JobPeriods {
@@ -83,12 +91,13 @@ export interface JobPeriods {
   sweep: number;
   billing: number;
   hosts: number;
+  drain: number;
 }
 
 /** The control plane's jobs, by role. */
 export function controlPlaneJobs(services: Services, o: JobOptions): Job[] {
   const { log } = o;
-  const ms: JobPeriods = { flush: FLUSH_MS, sweep: SESSION_SWEEP_MS, billing: BILLING_SYNC_MS, hosts: HOST_SWEEP_MS, ...o.periodsMs };
+  const ms: JobPeriods = { flush: FLUSH_MS, sweep: SESSION_SWEEP_MS, billing: BILLING_SYNC_MS, hosts: HOST_SWEEP_MS, drain: DRAIN_TICK_MS, ...o.periodsMs };
   const metered: Job = {
     name: 'metering',
     role: 'deployment',
@@ -128,7 +137,7 @@ export function controlPlaneJobs(services: Services, o: JobOptions): Job[] {
     every('sessions', 'deployment', ms.sweep, () => services.sessions.sweep(), log, 'session_sweep_failed', () => services.sessions.resume()),
     // A silent host is down and its machines `error` within HOST_LOSS_WITHIN_MS. Only on PostgreSQL: on SQLite the
     // one process is the one host, and a host that was off comes back through its reconcile (machines restarted).
-    ...(services.store.db.engine === 'postgres' ? [hostsJob(services, ms.hosts, log)] : []),
+    ...(services.store.db.engine === 'postgres' ? [hostsJob(services, ms.hosts, log), drainJob(services, o.machineMove ?? NOT_BUILT, ms.drain, log)] : []),
   ];
   return o.substrate ? [...jobs, o.substrate] : jobs;
 }
@@ -138,6 +147,40 @@ export function hostsJob(services: Pick<Services, 'machines'>, ms: number, log: 
   return every('hosts', 'deployment', ms, async () => {
     for (const lost of await services.machines.sweepLostHosts()) log({ event: 'host.down', host: lost.hostId, machines_failed: lost.failed.length });
   }, log, 'host_sweep_failed');
+}
+
+/**
+ * The deployment leader's drain (services/drain.ts), a pass every `ms`, one pass at a time. Its stop asks the pass to
+ * stop between two steps and waits for it, so the lock is given up with every step it began recorded done or left
+ * to be acted again by the next leader.
+ */
+export function drainJob(services: Pick<Services, 'store' | 'events' | 'leases' | 'now'>, move: MachineMove, ms: number, log: LogSink): Job {
+  const drain = createDrain({ store: services.store, events: services.events, leases: services.leases, now: services.now, move });
+  let stopping = false;
+  let pass: Promise<void> | null = null;
+  let timer: NodeJS.Timeout | null = null;
+  const tick = () => {
+    if (pass || stopping) return;
+    pass = drain.tick(() => stopping)
+      .catch((e: unknown) => log({ event: 'drain_failed', cause: (e as Error)?.name ?? 'Error' }))
+      .finally(() => (pass = null));
+  };
+  return {
+    name: 'drain',
+    role: 'deployment',
+    start() {
+      stopping = false;
+      timer = setInterval(tick, ms);
+      timer.unref();
+      tick();
+    },
+    async stop() {
+      stopping = true;
+      if (timer) clearInterval(timer);
+      timer = null;
+      await pass;
+    },
+  };
 }
 
 /** Runs `jobs`: the per-process ones at once, each elected role's while this process holds its lock. */

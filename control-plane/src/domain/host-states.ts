@@ -1,7 +1,7 @@
 /**
  * A host's state moves, as data (pure). `active`: takes new machines; `cordoned`: keeps its machines, takes no new
- * ones (an operator's `computer-admin hosts cordon`); `draining`: its machines are being moved away (issue 25
- * item 6, later); `down`: no heartbeat for HOST_DOWN_AFTER_MS (domain/host-liveness.ts), its epoch bumped so its
+ * ones (an operator's `computer-admin hosts cordon`); `draining`: takes no new machines and its machines are being moved
+ * away, one at a time, by the deployment leader's drain (services/drain.ts; an operator's `computer-admin hosts drain`); `down`: no heartbeat for HOST_DOWN_AFTER_MS (domain/host-liveness.ts), its epoch bumped so its
  * old driver is fenced off.
  *
  * Each action maps a state to the state it leads to; a state missing from an action's row is a refusal, with the
@@ -11,11 +11,12 @@
  */
 export const HOST_STATES = ['active', 'cordoned', 'draining', 'down'] as const;
 export type HostState = (typeof HOST_STATES)[number];
-export type HostAction = 'cordon' | 'uncordon' | 'markDown' | 'return';
+export type HostAction = 'cordon' | 'uncordon' | 'drain' | 'markDown' | 'return';
 
 export const HOST_TRANSITIONS: Readonly<Record<HostAction, Partial<Readonly<Record<HostState, HostState>>>>> = {
   cordon: { active: 'cordoned', cordoned: 'cordoned' },
   uncordon: { cordoned: 'active', active: 'active' },
+  drain: { active: 'draining', cordoned: 'draining', draining: 'draining' },
   markDown: { active: 'down', cordoned: 'down', draining: 'down' },
   return: { active: 'active', cordoned: 'cordoned', draining: 'draining', down: 'active' },
 };
@@ -30,6 +31,7 @@ export const HOST_REFUSALS: Readonly<Record<HostAction, Partial<Readonly<Record<
     draining: 'the host is draining: uncordoning it would place machines on a host being emptied',
     down: 'the host is down: it becomes active when its driver returns',
   },
+  drain: { down: 'the host is down: its disks cannot be moved off it (drain it once its driver returns)' },
   markDown: { down: 'the host is already down' },
   return: {},
 };

@@ -1,6 +1,7 @@
 import type { Db } from './db.js';
 import { accessRepo } from './repos/access.js';
 import { billingRepo, rateLimitRepo } from './repos/billing.js';
+import { drainRepo } from './repos/drain.js';
 import { hostsRepo } from './repos/hosts.js';
 import { identityRepo } from './repos/identity.js';
 import { eventsRepo, leasesRepo, machinesRepo, sessionsRepo, volumeRestartsRepo } from './repos/machines.js';
@@ -20,6 +21,7 @@ export function createStore(db: Db) {
     rateLimits: rateLimitRepo(db),
     machines: machinesRepo(db),
     hosts: hostsRepo(db),
+    drain: drainRepo(db),
     volumeRestarts: volumeRestartsRepo(db),
     sessions: sessionsRepo(db),
     leases: leasesRepo(db),

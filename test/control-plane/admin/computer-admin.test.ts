@@ -90,11 +90,11 @@ t.test('PostgreSQL: hosts list, --json, cordon, uncordon, refusals', async (t) =
   t.same(await admin(env, 'hosts', 'uncordon', C), { code: 1, out: [], err: [`computer-admin: refused: ${C}: the host is down: it becomes active when its driver returns`] });
   t.same(await admin(env, 'hosts', 'cordon', 'host_dddddddddddddddddddddddd'), { code: 1, out: [], err: ['computer-admin: no host host_dddddddddddddddddddddddd'] });
   t.same(await admin(env, 'hosts', 'cordon', 'mch_aaaaaaaaaaaaaaaaaaaaaaaa'), { code: 2, out: [], err: ['computer-admin: HOST must be a host id (host_ and 20-32 of [0-9a-z]; `computer-admin hosts list` shows them)'] });
-  t.same(await admin(env, 'hosts', 'drain', A), { code: 2, out: [], err: ['computer-admin: hosts drain is not available yet (issue 25 item 6): `hosts cordon HOST` stops new placements on it'] });
+  t.same(await admin(env, 'hosts', 'drain', C), { code: 1, out: [], err: [`computer-admin: refused: ${C}: the host is down: its disks cannot be moved off it (drain it once its driver returns)`] });
   const usage = [
-    'computer-admin: usage: computer-admin hosts list [--json]\n       computer-admin hosts cordon|uncordon HOST\nreads DATABASE_URL (PostgreSQL), else DATA_DIR (default ./data) for the SQLite deployment',
+    'computer-admin: usage: computer-admin hosts list [--json]\n       computer-admin hosts cordon|uncordon HOST\n       computer-admin hosts drain HOST [--json]\nreads DATABASE_URL (PostgreSQL), else DATA_DIR (default ./data) for the SQLite deployment',
   ];
-  for (const argv of [[], ['machines', 'list'], ['hosts'], ['hosts', 'list', '--yaml'], ['hosts', 'cordon'], ['hosts', 'cordon', A, B]]) {
+  for (const argv of [[], ['machines', 'list'], ['hosts'], ['hosts', 'list', '--yaml'], ['hosts', 'cordon'], ['hosts', 'cordon', A, B], ['hosts', 'cordon', A, '--json'], ['hosts', 'drain', A, '--yaml']]) {
     t.same(await admin(env, ...argv), { code: 2, out: [], err: usage }, argv.join(' ') || '(nothing)');
   }
   t.same((await db.q().selectFrom('hosts').select(['id', 'state']).orderBy('id').execute()), [
@@ -121,6 +121,10 @@ t.test('SQLite: DATA_DIR read when DATABASE_URL is unset; a missing deployment i
   await seed(db);
   t.same(await admin({ DATA_DIR: dir }, 'hosts', 'list'), { code: 0, out: TABLE, err: [] });
   t.same(await admin({ DATA_DIR: dir }, 'hosts', 'cordon', A), { code: 0, out: [`${A}: cordoned (was active)`], err: [] });
+  t.same(await admin({ DATA_DIR: dir }, 'hosts', 'drain', A), {
+    code: 1, out: [], err: ['computer-admin: hosts drain needs a PostgreSQL deployment (DATABASE_URL): a SQLite deployment is one host, with nowhere to move machines to'],
+  });
+  t.equal((await hostsRepo(db).get(A))?.state, 'cordoned', 'refused: nothing changed');
 });
 
 t.test('heartbeat ages', async (t) => {

@@ -136,7 +136,7 @@ for (const engine of ENGINES) {
     t.equal(await s.countOpen('org_a'), 2);
 
     const ev = store.events;
-    const event = (n: number, machine: string) => ({ id: `evt_${n}`, org_id: 'org_a', machine_id: machine, type: 'machine.state', data: `{"n":${n}}`, created_at: T0 });
+    const event = (n: number, machine: string) => ({ id: `evt_${n}`, org_id: 'org_a', machine_id: machine, type: 'machine.updated', data: `{"n":${n}}`, created_at: T0 });
     t.strictSame([await ev.insert(event(1, 'mch_1')), await ev.insert(event(2, 'mch_1')), await ev.insert(event(3, 'mch_2')), await ev.insert(event(4, 'mch_1'))], [1, 2, 3, 4]);
     t.strictSame(await ev.pageDesc('mch_1', null, 2), [{ seq: 4, ...event(4, 'mch_1') }, { seq: 2, ...event(2, 'mch_1') }]);
     t.strictSame((await ev.pageDesc('mch_1', 2, 10)).map((e) => e.seq), [1]);
@@ -147,6 +147,10 @@ for (const engine of ENGINES) {
     const racing = await Promise.all([5, 6, 7, 8, 9].map((n) => store.db.tx(() => ev.insert(event(n, 'mch_2')))));
     t.strictSame([...racing].sort((a, b) => a - b), [5, 6, 7, 8, 9], 'concurrent inserts get distinct numbers');
     t.strictSame((await ev.after('mch_2', 0, 10)).map((e) => e.seq), [3, 5, 6, 7, 8, 9], 'read back in order');
+    // A drain's own record (it names hosts) is in the log but never in the tenant's reads: the spec's types only.
+    t.equal(await ev.insert({ ...event(10, 'mch_2'), type: 'drain.step' }), 10);
+    t.strictSame((await ev.after('mch_2', 9, 10)).map((e) => e.seq), [], 'after: not listed');
+    t.strictSame((await ev.pageDesc('mch_2', null, 1)).map((e) => e.seq), [9], 'pageDesc: not listed');
 
     const v = store.volumeRestarts;
     t.notOk(await v.any());

@@ -270,8 +270,8 @@ export function hostsRepo(db: Db) {
       );
     },
 
-    /** An operator's cordon or uncordon. */
-    operate: (id: string, action: 'cordon' | 'uncordon'): Promise<HostMoveResult> => move(id, action),
+    /** An operator's cordon, uncordon or drain (the drain itself is the deployment leader's job, services/drain.ts). */
+    operate: (id: string, action: 'cordon' | 'uncordon' | 'drain'): Promise<HostMoveResult> => move(id, action),
 
     /**
      * Marks down every host silent for `downAfterMs` (domain/host-liveness.ts, on the database's clock), each with a

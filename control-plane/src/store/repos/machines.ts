@@ -2,7 +2,7 @@
  * Machines, sessions, input leases and machine events. Every state move is compare-and-set on the
  * value that was read (`changes` 0 means someone else moved the row first).
  */
-import type { MachineSize, MachineState } from '../../../../shared/schemas/machine.js';
+import { EVENT_TYPES, type MachineSize, type MachineState } from '../../../../shared/schemas/machine.js';
 import { publishEvents } from '../events-publish.js';
 import type { LeaseRow } from '../../domain/lease.js';
 import type { Db } from '../db.js';
@@ -253,13 +253,13 @@ export function eventsRepo(db: Db) {
       db.engine === 'postgres'
         ? db.tx(async () => (await publishEvents(db.q(), [e]))[0]!)
         : (await db.q().insertInto('machine_events').values(e).returning('seq').executeTakeFirstOrThrow()).seq,
-    /** Newest first: rows with seq below `before` (null: from the newest). */
+    /** Newest first: rows with seq below `before` (null: from the newest); the spec's types only (tenant reads). */
     pageDesc: (machineId: string, before: number | null, limit: number): Promise<EventRow[]> =>
-      db.q().selectFrom('machine_events').selectAll().where('machine_id', '=', machineId).where('seq', '<', before ?? Number.MAX_SAFE_INTEGER)
+      db.q().selectFrom('machine_events').selectAll().where('machine_id', '=', machineId).where('seq', '<', before ?? Number.MAX_SAFE_INTEGER).where('type', 'in', EVENT_TYPES)
         .orderBy('seq', 'desc').limit(limit).execute(),
-    /** Oldest first: rows after `after` (for live subscribers catching up). */
+    /** Oldest first: rows after `after` (for live subscribers catching up); the spec's types only. */
     after: (machineId: string, after: number, limit: number): Promise<EventRow[]> =>
-      db.q().selectFrom('machine_events').selectAll().where('machine_id', '=', machineId).where('seq', '>', after)
+      db.q().selectFrom('machine_events').selectAll().where('machine_id', '=', machineId).where('seq', '>', after).where('type', 'in', EVENT_TYPES)
         .orderBy('seq', 'asc').limit(limit).execute(),
     /** The newest seq of any machine (0: none yet): where a process's events feed starts. */
     headSeq: async (): Promise<number> =>
