@@ -3,7 +3,9 @@
  * internal listener (cluster/forward/listener.ts) serving the layer routes (internal-layers.ts) as its host handlers,
  * and host b's side of a pull: a real forwarder, host calls signed with host b's id, `layerFetch` finding host a's
  * listener through the given owner lookup, and the services' puller into b's store. The tenant handlers of each
- * listener record what reaches them (a host call must never).
+ * listener record what reaches them (a host call must never). `DiskSubstrate`: a machine host whose disks and layers
+ * are a host's real layer store (btrfs) and whose compute is the fake one (no container boots: what is tested is
+ * the disks, read back by mounting them).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Test } from 'tap';
@@ -16,6 +18,9 @@ import { layerHostHandlers } from '../../control-plane/src/internal-layers.js';
 import type { LogLine } from '../../control-plane/src/log.js';
 import type { HostState } from '../../control-plane/src/domain/host-states.js';
 import { createLayerPuller } from '../../control-plane/src/services/layer-pull.js';
+import { captured, MachineDisks } from '../../control-plane/src/substrate/disks/machine-disks.js';
+import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
+import type { CaptureResult, CreateSpec, DiskSource, LayerPin } from '../../control-plane/src/substrate/substrate.js';
 import { KEY, closeServer, listenOn } from './forward-rig.js';
 import { layerHosts, type LayerHost } from './layer-hosts.js';
 
@@ -81,4 +86,50 @@ export async function layerChannel(t: Test) {
     log: (l) => pullLogs.push(l),
   });
   return { ...hosts, a, b, forwarder, calls, fetch, puller, owners, states, pullLogs };
+}
+
+/** Fake compute over a host's real layer store: creates, captures, pins and restores act on btrfs disks. */
+export class DiskSubstrate extends FakeSubstrate {
+  readonly disks: MachineDisks;
+
+  constructor(readonly host: LayerHost) {
+    super();
+    this.disks = new MachineDisks(host.store, host.base);
+  }
+
+  static diskOf(machineId: string): string {
+    return MachineDisks.nameFor(machineId);
+  }
+
+  override async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
+    await this.disks.make(spec);
+    await super.create({ ...spec, source: { kind: 'base' } }, opts);
+  }
+
+  override async capture(id: string, holder: string): Promise<CaptureResult> {
+    const running = (await this.status(id)) === 'running';
+    const diskId = DiskSubstrate.diskOf(id);
+    return running ? captured(await this.host.store.copyToLayer(diskId, holder), true) : this.disks.freezeStopped(diskId, holder);
+  }
+
+  override async replaceDisk(id: string, source: DiskSource): Promise<void> {
+    await this.disks.replace(DiskSubstrate.diskOf(id), source);
+  }
+
+  override async destroy(id: string): Promise<void> {
+    await this.disks.delete(id, undefined);
+    await super.destroy(id);
+  }
+
+  override pinLayer(layerId: string, holder: string): Promise<void> {
+    return this.disks.pinLayer(layerId, holder);
+  }
+
+  override releaseLayer(layerId: string, holder: string): Promise<void> {
+    return this.disks.releaseLayer(layerId, holder);
+  }
+
+  override layerPins(): Promise<LayerPin[]> {
+    return this.disks.layerPins();
+  }
 }
