@@ -273,18 +273,29 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
       for (const t of (await store.templates.inStates(['building'])).filter((x) => x.created_at < before && !inFlight.has(x.id))) {
         await store.templates.settleError(t.id, at());
       }
-      let released = 0;
-      for (const pin of await substrate.layerPins()) {
-        if (inFlight.has(pin.holder)) continue;
-        if ((await store.snapshots.byId(pin.holder))?.state === 'ready' || (await store.templates.byId(pin.holder))?.state === 'ready') continue;
-        // Only holders this control plane gives out (snapshots, templates, machines mid-fork or mid-restore).
-        if (!/^(snp|tpl|mch)_[0-9a-z]+$/.test(pin.holder)) continue;
-        await substrate.releaseLayer(pin.layerId, pin.holder).catch((e) => d.onFailure?.('*', 'layer_release', e));
-        released++;
-      }
-      return { settled, released };
+      return { settled, released: await sweepPins() };
     },
+
+    sweepPins,
   };
+
+  /**
+   * Every pin on this host whose holder is no longer a ready snapshot or template is released (a deleted snapshot's
+   * or template's copy on a host other than the one that deleted it, a crash's leftovers); returns how many. Run at
+   * start by the reconciler and every few minutes by the host driver's job (cluster/substrate-job.ts).
+   */
+  async function sweepPins(): Promise<number> {
+    let released = 0;
+    for (const pin of await substrate.layerPins()) {
+      if (inFlight.has(pin.holder)) continue;
+      if ((await store.snapshots.byId(pin.holder))?.state === 'ready' || (await store.templates.byId(pin.holder))?.state === 'ready') continue;
+      // Only holders this control plane gives out (snapshots, templates, machines mid-fork or mid-restore).
+      if (!/^(snp|tpl|mch)_[0-9a-z]+$/.test(pin.holder)) continue;
+      await substrate.releaseLayer(pin.layerId, pin.holder).catch((e) => d.onFailure?.('*', 'layer_release', e));
+      released++;
+    }
+    return released;
+  }
 
   /** Release a `deleting` snapshot's layer, then remove its row (retried by delete or the reconciler). */
   async function release(s: SnapshotRow, by: Actor): Promise<void> {

@@ -4,7 +4,8 @@
  * internal listener; host b finds host a's driver through the hosts table (owner-of's host lookup) and pulls the
  * snapshot's chain over the signed channel before the fork's disk is made. The fork's disk on b, mounted, holds the
  * snapshot's files; a second fork on b moves nothing; a template made from it on b and a create from that template
- * move nothing more; the snapshot records host a. A snapshot of a host that is down is refused 409 naming the lost
+ * move nothing more, and once the template is deleted (through host a) host b's pin sweep lets its copy go; the
+ * snapshot records host a. A snapshot of a host that is down is refused 409 naming the lost
  * host, and no machine is recorded. Needs root (mounts).
  */
 import fs from 'node:fs';
@@ -89,6 +90,13 @@ t.test('a fork on host b of a snapshot taken on host a holds its files; the seco
   t.equal(fromTpl.status, 201, fromTpl.text);
   await onDisk(b.store, DiskSubstrate.diskOf(fromTpl.json.id), mnt, (dir) => t.equal(fs.readFileSync(path.join(dir, 'home', 'note.txt'), 'utf8'), 'written on host a\n'));
   t.equal(exports(), 1, 'still one export');
+  // Deleted through host a's process: host b's copy keeps the template's pin until b's pin sweep (its host job's,
+  // every few minutes) finds the template gone; the snapshot's own pin stays (it is still ready).
+  const del = await rigA.call('DELETE', `/v1/templates/${tpl.json.id}`, { key });
+  t.equal(del.status, 204, del.text);
+  t.same([...b.store.layer(row!.layer_id!).pins].sort(), [snap.json.id, tpl.json.id].sort(), 'not released by another host');
+  t.equal(await rigB.services.snapshots.sweepPins(), 1, "host b's sweep releases one pin");
+  t.same(b.store.layer(row!.layer_id!).pins, [snap.json.id], "the template's pin is gone from host b");
 
   // Host a goes down with a snapshot only it holds: a fork on b is refused, naming the lost host; nothing recorded.
   const snap2 = await rigA.call('POST', '/v1/snapshots?wait=true', { key, body: { machine_id: m.json.id, name: 'second on a' } });
