@@ -483,6 +483,9 @@ export const ERRORS = {
   /** A snapshot's or template's layers are on a host that is down (or no longer registered): nothing can move them. */
   layerOnLostHost: () =>
     new AppError('conflict', "The snapshot's disk is on a host that is down (host_lost), so it cannot be copied here. When that host returns it can be used again; a copy already made on another host (by a fork or template there) serves meanwhile."),
+  /** The host a snapshot's or template's layers were recorded on answers that it does not hold them (any more). */
+  layerGoneFromHost: () =>
+    new AppError('conflict', "The snapshot's disk is no longer on the host that held it, so it cannot be copied here."),
   /** A layer held on another host, and this process has no way to move it (no internal channel configured). */
   layerTransferUnconfigured: () =>
     new AppError('compute_unavailable', "The snapshot's disk is on another host and this host cannot copy it (no internal channel); retry on another host.", { headers: retryAfter('machineOwner') }),

@@ -10,6 +10,7 @@
  * | another, and this host holds a copy  | nothing moves (`cached`): the copy is pinned by `holder`, no call made |
  * | another, reachable                   | the chain's missing layers move (`pulled`), pinned by `holder`        |
  * | another, down (or no longer a host)  | 409 `layerOnLostHost`: the disk is on a lost host                     |
+ * | another, which no longer holds it    | 409 `layerGoneFromHost`                                               |
  * | another, not reachable now           | 503 `hostCallUnreachable`, retryable                                  |
  *
  * `holder` is the snapshot's or template's id: the copy stays cached here until that row is gone, when this host's
@@ -55,12 +56,14 @@ export function createLayerPuller(d: LayerPullDeps) {
   const log = d.log ?? silentLog;
 
   /**
-   * What the caller is told of a failed move: a conflict the source stated (another guest image) as it is; else by
+   * What the caller is told of a failed move: a conflict the source stated (another guest image) as it is, the
+   * source not holding the layer as `layerGoneFromHost` (409: a retry cannot help); else by
    * the source host's row, down or gone is the lost-host conflict, anything else (unreachable, a stream cut short or
    * corrupted on the way: the caller sent nothing wrong) retryable. The code of the cause is in the log line.
    */
   async function explain(e: unknown, hostId: string): Promise<AppError> {
     if (e instanceof AppError && e.code === 'conflict') return e;
+    if (e instanceof AppError && e.code === 'not_found') return ERRORS.layerGoneFromHost();
     const row = await d.host(hostId).catch(() => null);
     if (row === undefined || row?.state === 'down') return ERRORS.layerOnLostHost();
     return e instanceof AppError && e.code === 'compute_unavailable' ? e : ERRORS.hostCallUnreachable();

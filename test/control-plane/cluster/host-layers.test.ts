@@ -59,6 +59,10 @@ t.test('a layer chain moves from host a to host b over the signed channel, once'
   t.same(await puller.bring({ layerId: 'blb_00', hostId: HOST_B }, 'snp_x'), { kind: 'local' });
   t.same(await puller.bring({ layerId: 'blb_00', hostId: null }, 'snp_x'), { kind: 'local' });
 
+  // A layer host a does not hold (released there): 409, a retry cannot help.
+  const gone = await puller.bring({ layerId: 'blb_0badc0de', hostId: HOST_A }, 'snp_9').catch((e: unknown) => e);
+  t.same(gone instanceof AppError ? [gone.status, gone.message] : null, [409, "The snapshot's disk is no longer on the host that held it, so it cannot be copied here."]);
+
   // A chain b lacks, from a host that is down: the lost-host conflict, nothing registered.
   await onDisk(a.store, 'disk-m1', mnt, (m) => fs.writeFileSync(path.join(m, 'third.txt'), 'third\n'));
   const l3 = await a.store.freeze('disk-m1', 'snp_3');
@@ -70,8 +74,8 @@ t.test('a layer chain moves from host a to host b over the signed channel, once'
   // Up by its row but not reachable (a listener that went away): retryable.
   states.set(HOST_A, 'active');
   owners.set(HOST_A, { kind: 'remote', processId: PROC_A, address: 'http://127.0.0.1:9' });
-  const gone = await puller.bring({ layerId: l3.id, hostId: HOST_A }, 'snp_3').catch((e: unknown) => e);
-  t.same(gone instanceof AppError ? [gone.status, gone.code, gone.headers?.['retry-after']] : null, [503, 'compute_unavailable', '2'], 'unreachable: 503 with Retry-After');
+  const away = await puller.bring({ layerId: l3.id, hostId: HOST_A }, 'snp_3').catch((e: unknown) => e);
+  t.same(away instanceof AppError ? [away.status, away.code, away.headers?.['retry-after']] : null, [503, 'compute_unavailable', '2'], 'unreachable: 503 with Retry-After');
   t.notOk(b.store.hasLayer(l3.id), 'nothing registered on host b');
   t.same([...a.tenantServed, ...b.tenantServed], [], 'no host call reached a tenant handler');
 });
