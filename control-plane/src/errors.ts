@@ -483,6 +483,30 @@ export const ERRORS = {
   /** A forwarded request reached a process that no longer serves the machine's host: never forwarded a second time. */
   machineOwnerMoved: () =>
     new AppError('compute_unavailable', "The machine's host changed while the request was on its way; retry.", { headers: retryAfter('machineOwner') }),
+  /** A snapshot's or template's layers are on a host that is down (or no longer registered): nothing can move them. */
+  layerOnLostHost: () =>
+    new AppError('conflict', "The snapshot's disk is on a host that is down (host_lost), so it cannot be copied here. When that host returns it can be used again; a copy already made on another host (by a fork or template there) serves meanwhile."),
+  /** The host a snapshot's or template's layers were recorded on answers that it does not hold them (any more). */
+  layerGoneFromHost: () =>
+    new AppError('conflict', "The snapshot's disk is no longer on the host that held it, so it cannot be copied here."),
+  /** A layer held on another host, and this process has no way to move it (no internal channel configured). */
+  layerTransferUnconfigured: () =>
+    new AppError('compute_unavailable', "The snapshot's disk is on another host and this host cannot copy it (no internal channel); retry on another host.", { headers: retryAfter('machineOwner') }),
+  /** A layer route's query that is not `have=<layer ids>` (internal-layers.ts). */
+  layerHaveInvalid: (max: number) =>
+    new AppError('invalid_request', 'The layer request\'s query is not a list of layer ids.', { details: [{ field: 'have', message: `at most ${max} comma-separated layer ids` }] }),
+  /** A host-to-host call (cluster/forward/host-call.ts) to a route the receiving process does not serve. */
+  noSuchHostCall: () =>
+    new AppError('not_found', 'No such internal route.'),
+  /** A host-to-host call whose target could not be reached, or broke off before its answer ended. */
+  hostCallUnreachable: () =>
+    new AppError('compute_unavailable', 'Another host of the deployment is not reachable right now; retry shortly.', { headers: retryAfter('machineOwner') }),
+  /** A host-to-host call the other process refused: its answer's code and message (a process of this deployment wrote them). */
+  hostCallRefused: (code: ErrorCode, message: string) =>
+    new AppError(code, message),
+  /** A host-to-host call answered with something that is not this channel's envelope. */
+  hostCallGarbled: (status: number) =>
+    new AppError('compute_unavailable', `Another host of the deployment answered ${status} without an error envelope; retry shortly.`, { headers: retryAfter('machineOwner') }),
   pointerUnknown: () =>
     new AppError('compute_unavailable', 'The pointer position is unknown.'),
 };

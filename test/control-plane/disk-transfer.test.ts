@@ -7,25 +7,12 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import type { LayerStore } from '../../control-plane/src/substrate/disks/layer-store.js';
-import { mountOverlay, unmount } from '../../control-plane/src/substrate/disks/overlay-backend.js';
 import type { TransferProgress } from '../../control-plane/src/substrate/disks/transfer/endpoint.js';
 import { readTransfer } from '../../control-plane/src/substrate/disks/transfer/sink.js';
 import { encodeHeader } from '../../control-plane/src/substrate/disks/transfer/wire.js';
-import { layerHosts, type Moved } from '../helpers/layer-hosts.js';
+import { layerHosts, onDisk, type Moved } from '../helpers/layer-hosts.js';
 
 const MB = 1024 * 1024;
-
-/** Run `fn` on a disk's files as a machine sees them (its overlay mounted), then unmount. */
-async function onDisk<T>(store: LayerStore, diskId: string, mnt: string, fn: (dir: string) => T | Promise<T>): Promise<T> {
-  const d = store.disk(diskId);
-  await mountOverlay(mnt, store.lowerPaths(d), d.base, store.blobPath(d.writable));
-  try {
-    return await fn(mnt);
-  } finally {
-    await unmount(mnt);
-  }
-}
 
 const sha = (file: string) => crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 const received = (m: Moved) => ('registered' in m.answer ? m.answer.registered : null);

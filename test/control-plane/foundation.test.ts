@@ -37,7 +37,7 @@ t.test('migration 10: a data dir with "Before restore" rows of origin restore mi
 
   const db = openDb(file);
   t.teardown(() => db.close());
-  t.equal((await schemaVersion(db)), 12, 'migrated to the latest version');
+  t.equal((await schemaVersion(db)), 13, 'migrated to the latest version');
   t.same((await db.all('SELECT id, org_id, machine_id, name, state, origin, layer_id, size_bytes, created_at, completed_at FROM snapshots ORDER BY id')), [
     { id: 'snp_1', org_id: 'org_a', machine_id: 'mch_1', name: 'mine', state: 'ready', origin: 'manual', layer_id: 'lyr_1', size_bytes: 10, created_at: '2026-01-01T00:00:01.000Z', completed_at: '2026-01-01T00:00:02.000Z' },
     { id: 'snp_2', org_id: 'org_a', machine_id: 'mch_1', name: 'Before restore', state: 'ready', origin: 'stop', layer_id: 'lyr_2', size_bytes: 20, created_at: '2026-01-01T00:00:03.000Z', completed_at: '2026-01-01T00:00:04.000Z' },
@@ -45,6 +45,8 @@ t.test('migration 10: a data dir with "Before restore" rows of origin restore mi
     { id: 'snp_4', org_id: 'org_a', machine_id: 'mch_2', name: 'Before restore', state: 'pending', origin: 'stop', layer_id: null, size_bytes: null, created_at: '2026-01-01T00:00:07.000Z', completed_at: null },
     { id: 'snp_5', org_id: 'org_a', machine_id: 'mch_2', name: 'tpl', state: 'ready', origin: 'template', layer_id: 'lyr_5', size_bytes: 50, created_at: '2026-01-01T00:00:08.000Z', completed_at: '2026-01-01T00:00:09.000Z' },
   ]);
+  t.same((await db.all('SELECT id, host_id FROM snapshots ORDER BY id')).map((r) => r), ['snp_1', 'snp_2', 'snp_3', 'snp_4', 'snp_5'].map((id) => ({ id, host_id: null })), 'version 13: captured before hosts, on the only host');
+  t.same((await db.all<{ name: string; notnull: number }>("SELECT name, \"notnull\" FROM pragma_table_info('templates') WHERE name = 'host_id'")), [{ name: 'host_id', notnull: 0 }], 'templates record their host too');
   await t.rejects(db.run("INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,created_at) VALUES ('snp_6','org_a','mch_1','x','ready','restore','x')"), 'origin restore is no longer stored');
   t.same((await db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'snapshots' AND sql IS NOT NULL ORDER BY name")).map((r) => r.name), ['snapshots_machine', 'snapshots_org']);
   t.same((await db.all('PRAGMA foreign_key_check')), [], 'no dangling reference');

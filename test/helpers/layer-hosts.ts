@@ -12,7 +12,7 @@ import path from 'node:path';
 import { AppError } from '../../shared/errors.js';
 import { ensureBtrfsVolume, isMounted } from '../../control-plane/src/substrate/disks/btrfs.js';
 import { LayerStore } from '../../control-plane/src/substrate/disks/layer-store.js';
-import { OverlayBackend } from '../../control-plane/src/substrate/disks/overlay-backend.js';
+import { mountOverlay, OverlayBackend, unmount } from '../../control-plane/src/substrate/disks/overlay-backend.js';
 import { Qcow2Backend } from '../../control-plane/src/substrate/disks/qcow2-backend.js';
 import { btrfsCodec } from '../../control-plane/src/substrate/disks/transfer/btrfs-codec.js';
 import type { OnProgress, TransferEndpoint } from '../../control-plane/src/substrate/disks/transfer/endpoint.js';
@@ -48,6 +48,17 @@ export interface Moved {
 
 const IMAGE_ID = 'img-test-1';
 
+/** Run `fn` on a container disk's files as a machine sees them (its overlay mounted at `mnt`), then unmount. */
+export async function onDisk<T>(store: LayerStore, diskId: string, mnt: string, fn: (dir: string) => T | Promise<T>): Promise<T> {
+  const d = store.disk(diskId);
+  await mountOverlay(mnt, store.lowerPaths(d), d.base, store.blobPath(d.writable));
+  try {
+    return await fn(mnt);
+  } finally {
+    await unmount(mnt);
+  }
+}
+
 function makeBase(dir: string, kind: LayerHostKind): string {
   if (kind === 'qcow2') {
     const base = path.join(dir, 'base.qcow2');
@@ -76,9 +87,9 @@ function makeHost(root: string, name: string, kind: LayerHostKind, volumeBytes: 
   return { name, store, base, source: new LayerSource(ep), sink: new LayerSink(ep) };
 }
 
-/** Hosts `a` and `b` under a fresh /tmp/disk-transfer-* root, unmounted and removed at teardown. */
-export async function layerHosts(t: Teardown, kind: LayerHostKind, opts: { volumeBytes?: number } = {}) {
-  const root = fs.mkdtempSync('/tmp/disk-transfer-');
+/** Hosts `a` and `b` under a fresh /tmp/disk-transfer-* root (or `prefix`*), unmounted and removed at teardown. */
+export async function layerHosts(t: Teardown, kind: LayerHostKind, opts: { volumeBytes?: number; prefix?: string } = {}) {
+  const root = fs.mkdtempSync(opts.prefix ?? '/tmp/disk-transfer-');
   const volumeBytes = opts.volumeBytes ?? 2 * 1024 ** 3;
   const a = makeHost(root, 'a', kind, volumeBytes);
   const b = makeHost(root, 'b', kind, volumeBytes);

@@ -12,6 +12,7 @@ import { parseConfig } from '../../control-plane/src/config.js';
 import type { LogLine } from '../../control-plane/src/log.js';
 import { createServices, type ServiceDeps } from '../../control-plane/src/services/index.js';
 import { openRigDb, rigDatabaseEnv } from './rig-db.js';
+import { openStoreDb } from '../../control-plane/src/store/engine/open.js';
 import { createStore } from '../../control-plane/src/store/store.js';
 import type { Substrate } from '../../control-plane/src/substrate/substrate.js';
 import { FAST_SCRYPT, PUBLIC_BASE_URL, PUBLIC_ORIGIN, type CallOpts, type Reply } from './control-plane.js';
@@ -25,14 +26,17 @@ export interface MachinesRigOptions {
   env?: Record<string, string>;
   /** A dashboard build to serve at `/` (test/helpers/dashboard.ts). */
   dashboardDir?: string;
+  /** A PostgreSQL database another rig shares (two processes of one deployment); default: the rig's own. */
+  databaseUrl?: string;
 }
 
 export async function makeMachinesRig(o: MachinesRigOptions) {
   const dir = o.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cp-mch-'));
   // PUBLIC_BASE_URL is not loopback, so previews are named explicitly: on localhost, as `npm start` serves them.
   // No warm pool unless a test asks for one (WARM_POOL_PER_SIZE in `env`): machines appear only where a test made them.
-  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, PREVIEW_DOMAIN: 'localhost', WARM_POOL_PER_SIZE: '0', ...(await rigDatabaseEnv(dir)), ...o.env });
-  const db = await openRigDb(dir);
+  const dbEnv = o.databaseUrl ? { DATABASE_URL: o.databaseUrl } : await rigDatabaseEnv(dir);
+  const config = parseConfig({ PUBLIC_BASE_URL, DATA_DIR: dir, PREVIEW_DOMAIN: 'localhost', WARM_POOL_PER_SIZE: '0', ...dbEnv, ...o.env });
+  const db = o.databaseUrl ? await openStoreDb({ databaseUrl: o.databaseUrl, dataDir: dir }) : await openRigDb(dir);
   const store = createStore(db);
   const clock = { t: Date.parse('2026-11-22T06:00:00.000Z'), real: true };
   const now = () => (clock.real ? new Date() : new Date(clock.t));

@@ -13,7 +13,12 @@ export interface SubstrateJobOptions {
   ready?: Promise<unknown>;
   say: (line: string) => void;
   log: LogSink;
+  /** How often pins nothing holds any more are released (default 5 minutes; snapshots.sweepPins). */
+  pinSweepMs?: number;
 }
+
+/** Copies of deleted snapshots and templates are let go within this long on every host (docs/substrates.md). */
+export const PIN_SWEEP_MS = 5 * 60_000;
 
 export function substrateJob(services: Services, o: SubstrateJobOptions): Job {
   let stopWatch: (() => void) | null = null;
@@ -34,7 +39,15 @@ export function substrateJob(services: Services, o: SubstrateJobOptions): Job {
       o.log({ event: 'reconcile_failed', cause: (e as Error)?.name ?? 'Error' });
     }
     if (stopped) return;
-    stopWatch = services.machines.startWatch();
+    const stopMachineWatch = services.machines.startWatch();
+    const sweep = setInterval(() => {
+      services.snapshots.sweepPins().catch((e: unknown) => o.log({ event: 'pin_sweep_failed', cause: (e as Error)?.name ?? 'Error' }));
+    }, o.pinSweepMs ?? PIN_SWEEP_MS);
+    sweep.unref();
+    stopWatch = () => {
+      stopMachineWatch();
+      clearInterval(sweep);
+    };
     // After the reconcile: it destroyed what a previous run's pool left (services/machines/warm-pool.ts).
     services.machines.warmPool.start();
   };

@@ -24,6 +24,7 @@ import { createPortService } from './ports.js';
 import { createSessionService } from './sessions.js';
 import { DiskLocks } from './disk-locks.js';
 import { createSnapshotService } from './snapshots.js';
+import type { LayerPullDeps } from './layer-pull.js';
 import { createTemplateService } from './templates.js';
 import { createSecretService } from './secrets.js';
 import type { LogSink } from '../log.js';
@@ -67,6 +68,12 @@ export interface ServiceDeps {
    * re-check placement's fit there (services/placement.ts). Absent: no registry (host_id stays null).
    */
   hostId?: string | null;
+  /**
+   * How a layer another host holds is brought to this one (services/layer-pull.ts): `fetch` over the internal
+   * channel (cluster/layer-fetch.ts) and `sink`, the substrate's layer store's receiving side. Absent: nothing moves
+   * (one host), and a snapshot recorded on another host is refused (503).
+   */
+  layerPull?: LayerPullDeps['transfer'];
   /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
   /** The secrets keyring (main.ts opens SECRETS_KEYRING; default: opened from config here; null: off). */
@@ -126,8 +133,11 @@ export async function createServices(d: ServiceDeps) {
   const sessions = createSessionService({ store, events, leases, quotas, now });
   const locks = new DiskLocks();
   const hostHealth = createHostHealth({ store, events, dir: config.dataDir, ...(d.diskReserveBytes !== undefined ? { reserveBytes: d.diskReserveBytes } : {}) });
-  const snapshots = createSnapshotService({ store, substrate, events, quotas, locks, now, onFailure: d.onMachineFailure, hostHealth });
-  const templates = createTemplateService({ store, substrate, quotas, snapshots, now, onFailure: d.onMachineFailure });
+  const snapshots = createSnapshotService({
+    store, substrate, events, quotas, locks, now, onFailure: d.onMachineFailure, hostHealth, hostId: d.hostId ?? null, layerPull: d.layerPull ?? null,
+    ...(d.log ? { log: d.log } : {}),
+  });
+  const templates = createTemplateService({ store, substrate, quotas, snapshots, now, onFailure: d.onMachineFailure, hostId: d.hostId ?? null });
   // Held by the host driver's work when it takes over (the lead wires it: hostFence.hold(fence)).
   const hostFence = createHostFence();
   const machines = createMachineService({

@@ -24,6 +24,8 @@ import { actorOf, SYSTEM } from './actor.js';
 import type { DiskLocks } from './disk-locks.js';
 import type { Actor, EventService } from './events.js';
 import type { QuotaService } from './quotas.js';
+import { createLayerPuller, type HeldLayer, type LayerPullDeps, type PullOutcome } from './layer-pull.js';
+import type { LogSink } from '../log.js';
 import { ERRORS } from '../errors.js';
 
 export function snapshotView(r: SnapshotRow): Snapshot {
@@ -45,6 +47,12 @@ export interface SnapshotServiceDeps {
   onFailure?: (id: string, op: string, cause: unknown) => void;
   /** Refuses new captures while the host is below its disk reserve. */
   hostHealth?: HostHealth;
+  /** This process's host: recorded as the host holding each capture's layers (null: no registry). */
+  hostId?: string | null;
+  /** How layers held on another host are brought here (services/layer-pull.ts); absent: nothing moves. */
+  layerPull?: LayerPullDeps['transfer'];
+  /** The operator's log (layer pull progress). */
+  log?: LogSink;
 }
 
 /** What must allow a capture (beginInTx). */
@@ -58,6 +66,9 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
   const at = () => d.now().toISOString();
   /** Pin holders this process is acting for right now; the reconciler never releases them. */
   const inFlight = new Set<string>();
+  const puller = createLayerPuller({
+    hostId: d.hostId ?? null, transfer: d.layerPull ?? null, layers: substrate, host: (id) => store.hosts.get(id), ...(d.log ? { log: d.log } : {}),
+  });
 
   async function load(orgId: string, id: string): Promise<SnapshotRow> {
     const s = await store.snapshots.inOrg(orgId, id);
@@ -85,7 +96,7 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     const t = at();
     const row: SnapshotRow = {
       id: newId('snapshot'), org_id: m.org_id, machine_id: m.id, name: name ?? `${m.name} ${t}`, state, origin,
-      layer_id: null, size_bytes: null, created_at: t, completed_at: null,
+      layer_id: null, size_bytes: null, created_at: t, completed_at: null, host_id: d.hostId ?? null,
     };
     await store.snapshots.insert(row);
     await events.append(m.org_id, m.id, 'snapshot.started', { snapshot_id: row.id, origin, by });
@@ -159,8 +170,29 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
     return s;
   }
 
+  /**
+   * Before a disk is made here on a snapshot's or template's layer: a layer held on another host is brought here
+   * and pinned by `holder` (the snapshot's or template's id: cached for the next use on this host). Outside any
+   * transaction (it may move gigabytes); the reconciler keeps its hands off `holder` meanwhile.
+   */
+  function bring(held: HeldLayer, holder: string): Promise<PullOutcome> {
+    return holding(holder, () => puller.bring(held, holder));
+  }
+
+  /**
+   * The first step of a fork, restore or template made from snapshot `id` (of machine `machineId`, when given):
+   * the ready snapshot, brought here if another host holds it (pinned by the snapshot's id). A down host is 409
+   * `layerOnLostHost`, one out of reach 503; nothing is recorded before it.
+   */
+  async function bringReady(orgId: string, id: string, machineId: string | null): Promise<PullOutcome> {
+    const s = await store.db.tx(() => (machineId === null ? readyInTx(orgId, id) : readyOfMachineInTx(orgId, machineId, id)));
+    return bring({ layerId: s.layer_id, hostId: s.host_id }, s.id);
+  }
+
   return {
     view: snapshotView,
+    bring,
+    bringReady,
     beginInTx,
     capture,
     captureNow,
@@ -241,18 +273,29 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
       for (const t of (await store.templates.inStates(['building'])).filter((x) => x.created_at < before && !inFlight.has(x.id))) {
         await store.templates.settleError(t.id, at());
       }
-      let released = 0;
-      for (const pin of await substrate.layerPins()) {
-        if (inFlight.has(pin.holder)) continue;
-        if ((await store.snapshots.byId(pin.holder))?.state === 'ready' || (await store.templates.byId(pin.holder))?.state === 'ready') continue;
-        // Only holders this control plane gives out (snapshots, templates, machines mid-fork or mid-restore).
-        if (!/^(snp|tpl|mch)_[0-9a-z]+$/.test(pin.holder)) continue;
-        await substrate.releaseLayer(pin.layerId, pin.holder).catch((e) => d.onFailure?.('*', 'layer_release', e));
-        released++;
-      }
-      return { settled, released };
+      return { settled, released: await sweepPins() };
     },
+
+    sweepPins,
   };
+
+  /**
+   * Every pin on this host whose holder is no longer a ready snapshot or template is released (a deleted snapshot's
+   * or template's copy on a host other than the one that deleted it, a crash's leftovers); returns how many. Run at
+   * start by the reconciler and every few minutes by the host driver's job (cluster/substrate-job.ts).
+   */
+  async function sweepPins(): Promise<number> {
+    let released = 0;
+    for (const pin of await substrate.layerPins()) {
+      if (inFlight.has(pin.holder)) continue;
+      if ((await store.snapshots.byId(pin.holder))?.state === 'ready' || (await store.templates.byId(pin.holder))?.state === 'ready') continue;
+      // Only holders this control plane gives out (snapshots, templates, machines mid-fork or mid-restore).
+      if (!/^(snp|tpl|mch)_[0-9a-z]+$/.test(pin.holder)) continue;
+      await substrate.releaseLayer(pin.layerId, pin.holder).catch((e) => d.onFailure?.('*', 'layer_release', e));
+      released++;
+    }
+    return released;
+  }
 
   /** Release a `deleting` snapshot's layer, then remove its row (retried by delete or the reconciler). */
   async function release(s: SnapshotRow, by: Actor): Promise<void> {

@@ -35,6 +35,8 @@ export interface TemplateServiceDeps {
   snapshots: SnapshotService;
   now: () => Date;
   onFailure?: (id: string, op: string, cause: unknown) => void;
+  /** This process's host: where a template's pin is taken (its `host_id`; null: no registry). */
+  hostId?: string | null;
 }
 
 export function createTemplateService(d: TemplateServiceDeps) {
@@ -82,6 +84,8 @@ export function createTemplateService(d: TemplateServiceDeps) {
     async create(p: OrgPrincipal, req: CreateTemplateRequest, wait: boolean): Promise<{ template: Template; settled: boolean }> {
       const orgId = p.org_id;
       const by = actorOf(p);
+      // The template's pin is taken on this host: a snapshot held on another is brought here first.
+      if (req.snapshot_id !== undefined) await snapshots.bringReady(orgId, req.snapshot_id, null);
       const plan = await store.db.tx(async () => {
         await d.quotas.check(orgId, 'templates');
         const state = decideTemplate(null, 'create');
@@ -89,6 +93,7 @@ export function createTemplateService(d: TemplateServiceDeps) {
         const t: TemplateRow = {
           id: newId('template'), org_id: orgId, name: req.name, state, source: 'image', size: req.size ?? 'small',
           snapshot_id: null, machine_id: null, layer_id: null, size_bytes: null, created_at: at(), completed_at: null,
+          host_id: req.snapshot_id !== undefined || req.machine_id !== undefined ? (d.hostId ?? null) : null,
         };
         let snap: (SnapshotRow & { layer_id: string }) | null = null;
         let capture: SnapshotRow | null = null;
@@ -140,6 +145,15 @@ export function createTemplateService(d: TemplateServiceDeps) {
       });
       // A release that fails here is redone by the reconciler (the pin's holder no longer exists).
       if (t.layer_id) await substrate.releaseLayer(t.layer_id, t.id).catch((e) => d.onFailure?.(t.id, 'template_delete', e));
+    },
+
+    /**
+     * Before a create from `templateId` is admitted: its layer, when another host holds it, brought here and pinned
+     * by the template's id (used on every host: copied on first use there, then cached until the template is gone).
+     */
+    async bring(orgId: string, templateId: string): Promise<void> {
+      const t = await store.templates.inOrg(orgId, templateId);
+      if (t?.state === 'ready' && t.layer_id) await snapshots.bring({ layerId: t.layer_id, hostId: t.host_id }, t.id);
     },
 
     /** What a machine created from `templateId` starts from: its disk (or the base image) and size. */

@@ -210,7 +210,7 @@ t.test('move-up: a DATA_DIR left by an older release is migrated forward first, 
   const lines: string[] = [];
   t.equal(await runMoveUp(['--data-dir', dataDir, '--to', server.url], (l) => lines.push(l)), 0, lines.join('\n'));
   const after = new Database(file, { readonly: true });
-  t.equal(after.pragma('user_version', { simple: true }), 12, 'the SQLite file is at the current version');
+  t.equal(after.pragma('user_version', { simple: true }), 13, 'the SQLite file is at the current version');
   after.close();
   const pg = await openPostgres(server.url, { max: 1 });
   t.teardown(() => pg.close());

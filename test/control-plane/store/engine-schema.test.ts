@@ -220,7 +220,7 @@ t.test('the same migrations on a real PostgreSQL: the same tables and columns, t
   t.teardown(server.stop);
   const engine = await openPostgres(server.url);
   t.equal(await postgresSchemaVersion(engine.pool), LATEST_VERSION);
-  t.same((await engine.pool.query('SELECT version, name FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+  t.same((await engine.pool.query('SELECT version, name FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
 
   const cols = (await engine.pool.query<{ table_name: string; column_name: string; data_type: string; is_nullable: string; is_identity: string }>(
     `SELECT table_name, column_name, data_type, is_nullable, is_identity FROM information_schema.columns
@@ -292,7 +292,7 @@ t.test('PostgreSQL: version 10 migrates stored "restore" origins, and concurrent
   await pool.query("INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,created_at) VALUES ('s1','org_1','m','Before restore','ready','restore','x'), ('s2','org_1','m','n','ready','manual','x')");
   // Three control planes start at once on the half-migrated database.
   const engines = await Promise.all([1, 2, 3].map(() => openPostgres(server.url, { max: 2 })));
-  t.same((await pool.query('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], 'each version applied once');
+  t.same((await pool.query('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r: { version: number }) => r.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13], 'each version applied once');
   t.same((await pool.query('SELECT id, origin FROM snapshots ORDER BY id')).rows, [{ id: 's1', origin: 'stop' }, { id: 's2', origin: 'manual' }]);
   for (const e of engines) await e.close();
   await pool.end();
@@ -308,7 +308,7 @@ t.test('PostgreSQL: version 12 numbers the billing events held by (created_at, i
   await pool.query(`INSERT INTO billing_events (id,org_id,type,from_state,to_state,created_at) VALUES
     ('bev_z','org_1','t','a','b','2026-01-01T00:00:01.000Z'), ('bev_a','org_1','t','c','d','2026-01-01T00:00:01.000Z'),
     ('bev_m','org_1','t','e','f','2026-01-01T00:00:00.500Z'), ('bev_B','org_1','t','g','h','2026-01-01T00:00:01.000Z')`);
-  t.equal(await migratePostgres(pool), 12);
+  t.equal(await migratePostgres(pool, 12), 12);
   t.same((await pool.query('SELECT seq, id FROM billing_events ORDER BY seq')).rows, [
     { seq: 1, id: 'bev_m' }, { seq: 2, id: 'bev_B' }, { seq: 3, id: 'bev_a' }, { seq: 4, id: 'bev_z' },
   ], 'ids in byte order within an instant (B before a)');

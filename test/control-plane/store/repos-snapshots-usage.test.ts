@@ -18,10 +18,11 @@ const T2 = '2026-01-01T00:00:02.000Z';
 
 const snapshot = (id: string, machine: string, state: 'pending' | 'ready' | 'error' | 'deleting', created: string, layer: string | null = null, bytes: number | null = null) => ({
   id, org_id: 'org_a', machine_id: machine, name: id, state, origin: 'manual' as const, layer_id: layer, size_bytes: bytes, created_at: created, completed_at: null,
+  host_id: 'host_1',
 });
 const template = (id: string, state: 'building' | 'ready' | 'error', created: string, layer: string | null = null, bytes: number | null = null) => ({
   id, org_id: 'org_a', name: id, state, source: 'image' as const, size: 'small' as const, snapshot_id: null, machine_id: null, layer_id: layer,
-  size_bytes: bytes, created_at: created, completed_at: null,
+  size_bytes: bytes, created_at: created, completed_at: null, host_id: null,
 });
 
 for (const engine of ENGINES) {

@@ -51,6 +51,23 @@ export const Assertion = z.strictObject({
 export type Assertion = z.infer<typeof Assertion>;
 export type TenantAssertion = z.infer<typeof TenantAssertion>;
 
+/**
+ * A host-to-host call (docs/cluster.md, "Host-to-host calls"): one process of the deployment asking another for
+ * something of its host (a layer), for no tenant and no visitor. `host_id` is the calling process's host, as it
+ * claims it under the deployment key (any holder of the key is a process of the deployment); it names the caller in
+ * the receiver's log. No client: nobody outside the deployment is behind it. The listener hands such a request to
+ * the host handlers only (listener.ts), never to the tenant API, the gateway or the preview proxy.
+ */
+export const HostCallAssertion = z.strictObject({
+  on_behalf_of: z.strictObject({ kind: z.literal('host'), host_id: Id('host') }),
+  request_id: Id('req'),
+});
+export type HostCallAssertion = z.infer<typeof HostCallAssertion>;
+
+/** What a signature may carry: a forwarded caller, or a host-to-host call. */
+export const SignedAssertion = z.union([Assertion, HostCallAssertion]);
+export type SignedAssertion = z.infer<typeof SignedAssertion>;
+
 /** JSON with every object's keys sorted and no whitespace: one text per value, whichever process writes it. */
 export function canonicalJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
@@ -62,12 +79,12 @@ export function canonicalJson(v: unknown): string {
 }
 
 /** The header value: base64url of the canonical JSON. */
-export function encodeAssertion(a: Assertion): string {
+export function encodeAssertion(a: SignedAssertion): string {
   return Buffer.from(canonicalJson(a), 'utf8').toString('base64url');
 }
 
 /** The assertion a verified header carries, or null when it is not one (only ever called after the signature held). */
-export function decodeAssertion(value: string): Assertion | null {
+export function decodeAssertion(value: string): SignedAssertion | null {
   if (value.length > MAX_ASSERTION_CHARS || !/^[A-Za-z0-9_-]+$/.test(value)) return null;
   let parsed: unknown;
   try {
@@ -75,7 +92,7 @@ export function decodeAssertion(value: string): Assertion | null {
   } catch {
     return null;
   }
-  const r = Assertion.safeParse(parsed);
+  const r = SignedAssertion.safeParse(parsed);
   return r.success ? r.data : null;
 }
 

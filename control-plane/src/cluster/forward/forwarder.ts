@@ -15,7 +15,9 @@ import { forwardBuffered, type BufferedAnswer } from './forward-buffered.js';
 import { forwardRequest } from './forward-request.js';
 import { forwardUpgrade } from './forward-upgrade.js';
 import { requestHeadersForOwner } from './headers.js';
+import type { HostCallAssertion, SignedAssertion } from './assertion.js';
 import type { DeploymentKey } from './key.js';
+import type { RemoteOwner } from './owner.js';
 import { signRequest } from './signature.js';
 
 export interface ForwarderOptions {
@@ -28,7 +30,18 @@ export interface ForwarderOptions {
   connectTimeoutMs?: number;
 }
 
+/** A request of this process's own to another (a host-to-host call, host-call.ts): signed, on the owner's pool. */
+export interface OwnRequest {
+  method: string;
+  /** Path and query, as signed. */
+  path: string;
+  assertion: HostCallAssertion;
+  headers?: string[];
+}
+
 export interface Forwarder {
+  /** Opens a signed request of this process's own to `target` on its pool, with the connect deadline (end() it). */
+  open(target: RemoteOwner, r: OwnRequest): http.ClientRequest;
   /**
    * `body`: where the caller's body is read from when not from `req` itself — a request the API app already wrapped
    * (its Request holds the socket's body as a stream: reading `req` again would find it consumed).
@@ -92,25 +105,28 @@ export function createForwarder(o: ForwarderOptions): Forwarder {
     return p;
   };
 
-  const dial: Dial = (req, call, upgrade, fresh = false) => {
-    const pool = poolOf(call.target.address);
-    const method = req.method ?? 'GET';
-    const path = req.url ?? '/';
-    const signed = signRequest(o.key, { method, path, sender: o.processId, target: call.target.processId, assertion: call.assertion, now: now() });
-    const headers = [
-      ...requestHeadersForOwner(req.rawHeaders, { authorization: call.authorization, upgrade }),
-      'Host', call.assertion.client.host,
-      ...Object.entries(signed).flat(),
-    ];
-    const up = http.request({ host: pool.host, port: pool.port, method, path, headers, agent: upgrade || fresh ? false : pool.agent, setHost: false });
+  /** One signed request to `target` (its headers before the channel's own and Host); a fresh connection for an upgrade or when
+  // `fresh` (forward-buffered.ts). */
+  const signed = (target: RemoteOwner, r: { method: string; path: string; assertion: SignedAssertion; host: string; headers: string[]; upgrade: boolean; fresh?: boolean }) => {
+    const pool = poolOf(target.address);
+    const sig = signRequest(o.key, { method: r.method, path: r.path, sender: o.processId, target: target.processId, assertion: r.assertion, now: now() });
+    const headers = [...r.headers, 'Host', r.host, ...Object.entries(sig).flat()];
+    const up = http.request({ host: pool.host, port: pool.port, method: r.method, path: r.path, headers, agent: r.upgrade || r.fresh ? false : pool.agent, setHost: false });
     connectDeadline(up, o.connectTimeoutMs ?? 3000);
     return up;
   };
+
+  const dial: Dial = (req, call, upgrade, fresh = false) =>
+    signed(call.target, {
+      method: req.method ?? 'GET', path: req.url ?? '/', assertion: call.assertion, host: call.assertion.client.host, upgrade, fresh,
+      headers: requestHeadersForOwner(req.rawHeaders, { authorization: call.authorization, upgrade }),
+    });
 
   const failed = (call: ForwardCall, e: unknown) =>
     log({ event: 'forward_failed', target: call.target.processId, request_id: call.assertion.request_id, cause: causeChain(e) });
 
   return {
+    open: (target, r) => signed(target, { ...r, host: new URL(target.address).host, headers: r.headers ?? [], upgrade: false }),
     request: (req, res, call, body) => forwardRequest(dial, req, res, call, (e) => failed(call, e), body),
     fetch: (request, call) =>
       forwardFetch(dial, request, call).catch((e: unknown) => {

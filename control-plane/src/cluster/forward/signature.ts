@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { decodeAssertion, encodeAssertion, MAX_ASSERTION_CHARS, type Assertion } from './assertion.js';
+import { decodeAssertion, encodeAssertion, MAX_ASSERTION_CHARS, type SignedAssertion } from './assertion.js';
 import type { DeploymentKey } from './key.js';
 import type { ReplayCache } from './replay.js';
 
@@ -61,7 +61,7 @@ export function canonicalRequest(f: SignedFields): string {
 /** The channel's headers for one request from `sender` to `target`. */
 export function signRequest(
   key: DeploymentKey,
-  r: { method: string; path: string; sender: string; target: string; assertion: Assertion; now: number },
+  r: { method: string; path: string; sender: string; target: string; assertion: SignedAssertion; now: number },
 ): Record<string, string> {
   const f: SignedFields = {
     method: r.method,
@@ -94,7 +94,7 @@ export type ForwardRefusal =
   | 'nonce_cache_full'
   | 'malformed_assertion';
 
-export type ForwardVerdict = { ok: true; sender: string; assertion: Assertion } | { ok: false; reason: ForwardRefusal };
+export type ForwardVerdict = { ok: true; sender: string; assertion: SignedAssertion } | { ok: false; reason: ForwardRefusal };
 
 interface Checked {
   fields: SignedFields;

@@ -99,6 +99,8 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
     async create(p: OrgPrincipal, req: CreateMachineRequest): Promise<Machine> {
       const orgId = p.org_id;
       const by = actorOf(p);
+      // A template's layer held on another host is brought here before anything is recorded (its errors as fork's).
+      if (req.template !== undefined) await d.templates.bring(orgId, req.template);
       // A plain create of the pool's image may take a warm member (domain/warm-pool.ts says which).
       const warmSize: MachineSize = req.size ?? 'small';
       const warm = poolEligible(req) ? pool.take(warmSize) : null;
@@ -127,6 +129,9 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
     async fork(p: OrgPrincipal, id: string, req: ForkMachineRequest): Promise<Machine> {
       const orgId = p.org_id;
       const by = actorOf(p);
+      // A snapshot whose layers another host holds is brought here first, before anything is recorded: a host that
+      // is down refuses the fork (409) and one out of reach asks for a retry (503), with no machine row left behind.
+      if (req.snapshot_id !== undefined) await d.snapshots.bringReady(orgId, req.snapshot_id, (await c.load(orgId, id)).id);
       const { row, parent, snap } = await store.db.tx(async () => {
         const parent = await c.load(orgId, id);
         let snap: { id: string; layer_id: string } | null = null;

@@ -45,6 +45,8 @@ export function createRestore(c: MachineCore, ready: Readiness) {
     async restore(p: OrgPrincipal, id: string, req: RestoreMachineRequest): Promise<Machine> {
       const orgId = p.org_id;
       const by = actorOf(p);
+      // Layers another host holds are brought here before anything is decided (services/layer-pull.ts).
+      await d.snapshots.bringReady(orgId, req.snapshot_id, (await c.load(orgId, id)).id);
       const { m, target, before } = await store.db.tx(async () => {
         const m = await c.load(orgId, id);
         const dec = decide(m.state, 'restore');

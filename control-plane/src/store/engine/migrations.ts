@@ -532,6 +532,19 @@ export const MIGRATIONS: Migration[] = [
             k.schema.alterTable('billing_events').addPrimaryKeyConstraint('billing_events_pkey', ['seq']),
           ],
   },
+  {
+    version: 13,
+    name: 'the host holding a snapshot or template layer',
+    // Where a snapshot's layers were captured, and where a template's pin was first taken: the host whose layer
+    // store holds them (services/layer-pull.ts moves them to another host that needs them; docs/substrates.md,
+    // "Moving disks between hosts"). NULL: recorded before hosts, or with no registry: the deployment's only host,
+    // as machines.host_id. No foreign key: a host removed from the registry leaves its snapshots' rows, whose
+    // layers are then on a lost host (the pull's 409), and rows are never dropped with it.
+    up: (k) => [
+      k.schema.alterTable('snapshots').addColumn('host_id', 'text'),
+      k.schema.alterTable('templates').addColumn('host_id', 'text'),
+    ],
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

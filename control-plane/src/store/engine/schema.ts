@@ -78,11 +78,12 @@ export interface InputLeasesTable { machine_id: string; session_id: string | nul
 export interface MachineEventsTable { seq: Generated<number>; id: string; org_id: string; machine_id: string; type: string; data: string; created_at: Ts }
 export interface SnapshotsTable {
   id: string; org_id: string; machine_id: string; name: string; state: Of<typeof SNAPSHOT_STATES>; origin: Of<typeof SNAPSHOT_ORIGINS>;
-  layer_id: string | null; size_bytes: number | null; created_at: Ts; completed_at: Ts | null;
+  layer_id: string | null; size_bytes: number | null; created_at: Ts; completed_at: Ts | null; host_id: string | null;
 }
 export interface TemplatesTable {
   id: string; org_id: string; name: string; state: Of<typeof TEMPLATE_STATES>; source: Of<typeof TEMPLATE_SOURCES>; size: Of<typeof MACHINE_SIZES>;
   snapshot_id: string | null; machine_id: string | null; layer_id: string | null; size_bytes: number | null; created_at: Ts; completed_at: Ts | null;
+  host_id: string | null;
 }
 export interface MachineSecretsTable {
   id: string; org_id: string; machine_id: string; name: string; version: number; key_id: string; sealed: Buffer; value_bytes: number;

@@ -23,6 +23,8 @@ export interface SnapshotRow {
   size_bytes: number | null;
   created_at: string;
   completed_at: string | null;
+  /** The host whose layer store holds the layer (null: the deployment's only host). */
+  host_id: string | null;
 }
 
 export interface TemplateRow {
@@ -38,6 +40,8 @@ export interface TemplateRow {
   size_bytes: number | null;
   created_at: string;
   completed_at: string | null;
+  /** The host whose layer store the template's pin was first taken on (null: the deployment's only host). */
+  host_id: string | null;
 }
 
 /**

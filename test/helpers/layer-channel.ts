@@ -1,0 +1,135 @@
+/**
+ * Two hosts' layer stores (layer-hosts.ts: two btrfs loop volumes under /tmp/layers-*) each behind its own real
+ * internal listener (cluster/forward/listener.ts) serving the layer routes (internal-layers.ts) as its host handlers,
+ * and host b's side of a pull: a real forwarder, host calls signed with host b's id, `layerFetch` finding host a's
+ * listener through the given owner lookup, and the services' puller into b's store. The tenant handlers of each
+ * listener record what reaches them (a host call must never). `DiskSubstrate`: a machine host whose disks and layers
+ * are a host's real layer store (btrfs) and whose compute is the fake one (no container boots: what is tested is
+ * the disks, read back by mounting them).
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Test } from 'tap';
+import { createForwarder } from '../../control-plane/src/cluster/forward/forwarder.js';
+import { createHostCalls } from '../../control-plane/src/cluster/forward/host-call.js';
+import { createInternalServer, type Forwarded } from '../../control-plane/src/cluster/forward/listener.js';
+import type { Owner } from '../../control-plane/src/cluster/forward/owner.js';
+import { layerFetch } from '../../control-plane/src/cluster/layer-fetch.js';
+import { layerHostHandlers } from '../../control-plane/src/internal-layers.js';
+import type { LogLine } from '../../control-plane/src/log.js';
+import type { HostState } from '../../control-plane/src/domain/host-states.js';
+import { createLayerPuller } from '../../control-plane/src/services/layer-pull.js';
+import { captured, MachineDisks } from '../../control-plane/src/substrate/disks/machine-disks.js';
+import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
+import type { CaptureResult, CreateSpec, DiskSource, LayerPin } from '../../control-plane/src/substrate/substrate.js';
+import { KEY, closeServer, listenOn } from './forward-rig.js';
+import { layerHosts, type LayerHost } from './layer-hosts.js';
+
+export const HOST_A = 'host_aaaaaaaaaaaaaaaaaaaaaaaa';
+export const HOST_B = 'host_bbbbbbbbbbbbbbbbbbbbbbbb';
+export const PROC_A = 'cp-aaaaaaaaaaaaaaaaaaaaaaaa';
+export const PROC_B = 'cp-bbbbbbbbbbbbbbbbbbbbbbbb';
+
+export interface ChannelHost extends LayerHost {
+  address: string;
+  logs: LogLine[];
+  /** What reached this listener's tenant handlers (requests and upgrades). */
+  tenantServed: Array<{ url?: string; f: Forwarded }>;
+}
+
+async function listen(t: Test, h: LayerHost, processId: string): Promise<ChannelHost> {
+  const logs: LogLine[] = [];
+  const tenantServed: ChannelHost['tenantServed'] = [];
+  const tenant = (req: IncomingMessage, f: Forwarded) => tenantServed.push({ url: req.url, f });
+  const server = createInternalServer({
+    key: KEY, processId, log: (l) => logs.push(l),
+    handlers: {
+      request: (req, res, f) => {
+        tenant(req, f);
+        res.writeHead(299).end('tenant handler');
+      },
+      upgrade: (req, socket, _head, f) => {
+        tenant(req, f);
+        socket.destroy();
+      },
+    },
+    hostHandlers: layerHostHandlers(h.source, { log: (l) => logs.push(l) }),
+  });
+  const port = await listenOn(server);
+  t.teardown(() => closeServer(server));
+  return Object.assign(h, { address: `http://127.0.0.1:${port}`, logs, tenantServed });
+}
+
+export async function layerChannel(t: Test) {
+  const hosts = await layerHosts(t, 'btrfs', { prefix: '/tmp/layers-' });
+  const a = await listen(t, hosts.a, PROC_A);
+  const b = await listen(t, hosts.b, PROC_B);
+  const forwarder = createForwarder({ key: KEY, processId: PROC_B, connectTimeoutMs: 2000 });
+  t.teardown(() => forwarder.close());
+  const calls = createHostCalls(forwarder, HOST_B);
+  /** Who serves each host, and each host's state: the test changes them (a host down, unreachable). */
+  const owners = new Map<string, Owner>([[HOST_A, { kind: 'remote', processId: PROC_A, address: a.address }], [HOST_B, { kind: 'local' }]]);
+  const states = new Map<string, HostState>([[HOST_A, 'active'], [HOST_B, 'active']]);
+  const pullLogs: LogLine[] = [];
+  const fetch = layerFetch(calls, async (hostId) => {
+    const o = owners.get(hostId);
+    if (!o) throw new Error('no process serves the host');
+    return o;
+  });
+  const puller = createLayerPuller({
+    hostId: HOST_B,
+    transfer: { fetch, sink: b.sink },
+    layers: { pinLayer: (l, holder) => b.store.pin(l, holder) },
+    host: async (id) => {
+      const state = states.get(id);
+      return state ? { state } : undefined;
+    },
+    log: (l) => pullLogs.push(l),
+  });
+  return { ...hosts, a, b, forwarder, calls, fetch, puller, owners, states, pullLogs };
+}
+
+/** Fake compute over a host's real layer store: creates, captures, pins and restores act on btrfs disks. */
+export class DiskSubstrate extends FakeSubstrate {
+  readonly disks: MachineDisks;
+
+  constructor(readonly host: LayerHost) {
+    super();
+    this.disks = new MachineDisks(host.store, host.base);
+  }
+
+  static diskOf(machineId: string): string {
+    return MachineDisks.nameFor(machineId);
+  }
+
+  override async create(spec: CreateSpec, opts: { start?: boolean } = {}): Promise<void> {
+    await this.disks.make(spec);
+    await super.create({ ...spec, source: { kind: 'base' } }, opts);
+  }
+
+  override async capture(id: string, holder: string): Promise<CaptureResult> {
+    const running = (await this.status(id)) === 'running';
+    const diskId = DiskSubstrate.diskOf(id);
+    return running ? captured(await this.host.store.copyToLayer(diskId, holder), true) : this.disks.freezeStopped(diskId, holder);
+  }
+
+  override async replaceDisk(id: string, source: DiskSource): Promise<void> {
+    await this.disks.replace(DiskSubstrate.diskOf(id), source);
+  }
+
+  override async destroy(id: string): Promise<void> {
+    await this.disks.delete(id, undefined);
+    await super.destroy(id);
+  }
+
+  override pinLayer(layerId: string, holder: string): Promise<void> {
+    return this.disks.pinLayer(layerId, holder);
+  }
+
+  override releaseLayer(layerId: string, holder: string): Promise<void> {
+    return this.disks.releaseLayer(layerId, holder);
+  }
+
+  override layerPins(): Promise<LayerPin[]> {
+    return this.disks.layerPins();
+  }
+}
