@@ -48,6 +48,9 @@ export interface Running {
   close(): Promise<void>;
 }
 
+/** What a process started without a substrate (identity-only use) registers for its host: room for nothing. */
+const NO_SUBSTRATE_SHAPE: HostShape = { cores: 0, memory_bytes: 0, disk_bytes: 0 };
+
 export async function serve(
   config: Config,
   opts: {
@@ -101,7 +104,7 @@ export async function serve(
   });
   // On PostgreSQL: the internal channel and this host's driver (cluster/wiring.ts); on SQLite, one process serves all.
   const cluster = config.databaseUrl && hostId
-    ? await prepareCluster({ db, databaseUrl: config.databaseUrl, config, log, hostId, catalog: opts.services?.catalog, hostShape: opts.hostShape })
+    ? await prepareCluster({ db, databaseUrl: config.databaseUrl, config, log, hostId, catalog: opts.services?.catalog, hostShape: opts.hostShape ?? (substrate ? undefined : NO_SUBSTRATE_SHAPE) })
     : null;
   const dashboardDir = opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir;
   const app = createApp({ services, log, ops: ALL_OPS, dashboardDir, routing: cluster?.routing });
