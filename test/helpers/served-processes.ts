@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
+import type { StripeClientOptions } from '../../control-plane/src/billing/stripe.js';
 import { holdWrites, type Hold } from './pg-hold.js';
 import { childGroup } from './pg-processes.js';
 import { startPostgres } from './postgres.js';
@@ -37,8 +38,15 @@ export interface Served {
   tenant(plan: string): Promise<{ cookie: string; orgId: string; key: string }>;
 }
 
-/** `hostId`: both processes drive that host (its registration is the test's: store/repos/hosts.ts `takeOver`). */
-export async function startServed(t: Test, engine: Engine, o: { hostId?: string } = {}): Promise<Served> {
+/**
+ * `hostId`: both processes drive that host (its registration is the test's: store/repos/hosts.ts `takeOver`); `env`:
+ * settings both processes add (served-child.ts); `stripeClient`: the Stripe API both talk to (helpers/fake-stripe.ts).
+ */
+export async function startServed(
+  t: Test,
+  engine: Engine,
+  o: { hostId?: string; env?: Record<string, string>; stripeClient?: StripeClientOptions } = {},
+): Promise<Served> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-guarantees-'));
   t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   let url: string | undefined;
@@ -47,7 +55,7 @@ export async function startServed(t: Test, engine: Engine, o: { hostId?: string 
     t.teardown(pg.stop);
     url = pg.url;
   }
-  const start = childGroup(t, { dataDir, ...(url ? { url } : {}), ...(o.hostId ? { hostId: o.hostId } : {}) }, CHILD);
+  const start = childGroup(t, { dataDir, ...(url ? { url } : {}), ...o }, CHILD);
   const bases: string[] = [];
   // One after the other: the first migrates the database, the second opens it migrated.
   for (const name of engine === 'postgres' ? ['a', 'b'] : ['a']) {

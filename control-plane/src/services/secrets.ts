@@ -27,6 +27,7 @@ import type { MachineRow } from '../store/repos/machines.js';
 import type { SecretRow } from '../store/repos/secrets.js';
 import type { Store } from '../store/store.js';
 import type { QuotaService } from './quotas.js';
+import { againOnUnique } from '../store/unique-violation.js';
 import { ERRORS } from '../errors.js';
 
 export interface SecretServiceDeps {
@@ -218,7 +219,10 @@ export function createSecretService(d: SecretServiceDeps) {
     async put(p: OrgPrincipal, machineId: string, body: SecretPut): Promise<Secret> {
       const orgId = p.org_id;
       const valueBytes = Buffer.byteLength(body.value, 'utf8');
-      const { row } = await store.db.tx(async () => {
+      // A first store racing another (PostgreSQL, two processes past `get` at once): the loser's insert is refused by
+      // the unique index and its transaction runs again, replacing the winner's version 1 with version 2 — what a
+      // store after the winner's gets.
+      const { row } = await againOnUnique(() => store.db.tx(async () => {
         const m = await machineIn(orgId, machineId);
         if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         await d.quotas.checkSubscription(orgId);
@@ -240,7 +244,7 @@ export function createSecretService(d: SecretServiceDeps) {
           });
         }
         return { row: (await store.secrets.get(m.id, body.name))! };
-      });
+      }));
       await pushNow(machineId, 'store', () => pushSet(machineId));
       const m = (await store.machines.byId(machineId))!;
       return view((await store.secrets.get(machineId, row.name)) ?? row, m);

@@ -25,3 +25,20 @@ export async function conflictOnUnique<T>(write: Promise<T>, conflict: () => Err
     throw isUniqueViolation(e) ? conflict() : e;
   }
 }
+
+/**
+ * Runs `attempt` (a whole transaction: `db.tx(…)`, never a part of one) and, when a unique index refused its write,
+ * once more. For a check-then-insert whose check is not a refusal but an answer — a port published again answers
+ * with the existing preview, a secret stored again becomes its next version: the race's loser (PostgreSQL, two
+ * processes past the check at once) is answered as a call after the winner's is, because the second attempt's check
+ * reads the winner's committed row (READ COMMITTED: each statement sees what committed before it began). On SQLite
+ * the check cannot race and the retry never runs.
+ */
+export async function againOnUnique<T>(attempt: () => Promise<T>): Promise<T> {
+  try {
+    return await attempt();
+  } catch (e) {
+    if (!isUniqueViolation(e)) throw e;
+    return attempt();
+  }
+}
