@@ -70,6 +70,13 @@ for (const engine of ['postgres', 'sqlite'] as Engine[]) {
       t.same(replies.map((r) => r.json.version).sort(), [1, 2]);
       const list = await s.call(s.base(1), 'GET', `/v1/machines/${id}/secrets`, { cookie });
       t.same(list.json.data.map((x: { name: string; version: number }) => [x.name, x.version]), [['API_TOKEN', 2]]);
+
+      // Two replaces of it: the loser's compare-and-set on version 2 finds 3 and its transaction runs again (version 4),
+      // never answering 200 for a value it did not store.
+      const again = await race(s, 'machine_secrets', 2, (b, i) =>
+        s.call(b, 'PUT', `/v1/machines/${id}/secrets`, { cookie, body: { name: 'API_TOKEN', value: `again-${i}` } }));
+      t.same(statuses(again), [200, 200], JSON.stringify(again.map((r) => r.json)));
+      t.same(again.map((r) => r.json.version).sort(), [3, 4]);
     });
   });
 
