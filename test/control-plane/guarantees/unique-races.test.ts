@@ -62,7 +62,7 @@ for (const engine of ['postgres', 'sqlite'] as Engine[]) {
       t.same(list.json.data.map((p: { port: number }) => p.port), [8080]);
     });
 
-    await t.test("two first stores of one secret: versions 1 and 2, as one after the other", async (t) => {
+    await t.test('two first stores of one secret, then two replaces: versions 1 and 2, then 3 and 4, as one after the other', async (t) => {
       const id = (await s.call(s.base(0), 'POST', '/v1/machines', { key, body: { start: false } })).json.id as string;
       const replies = await race(s, 'machine_secrets', 2, (b, i) =>
         s.call(b, 'PUT', `/v1/machines/${id}/secrets`, { cookie, body: { name: 'API_TOKEN', value: `value-${i}` } }));
