@@ -281,7 +281,7 @@ async function tokenOf(dataDir: string, id: string): Promise<string> {
   const { openDb, DB_FILENAME } = await import('../../control-plane/src/store/db.js');
   const db = openDb(path.join(dataDir, DB_FILENAME));
   try {
-    return (await db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [id]))!.agent_token;
+    return (await db.q().selectFrom('machines').select('agent_token').where('id', '=', id).executeTakeFirstOrThrow()).agent_token;
   } finally {
     await db.close();
   }

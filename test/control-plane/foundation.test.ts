@@ -11,12 +11,18 @@ import { parseConfig, isRecognisedOrigin } from '../../control-plane/src/config.
 import { BILLING_TRANSITIONS, nextBillingState, PROVIDER_EVENTS } from '../../control-plane/src/domain/billing-account.js';
 import { CATALOG, catalogAt, type CatalogVersion } from '../../control-plane/src/domain/catalog.js';
 import { backoffWait, rateAfterHit, rateDecision, type BackoffRule } from '../../control-plane/src/domain/rate-limits.js';
-import { openDb, schemaVersion } from '../../control-plane/src/store/db.js';
+import { sql } from 'kysely';
+import { openDb, schemaVersion, type Db } from '../../control-plane/src/store/db.js';
 import { MIGRATIONS } from '../../control-plane/src/store/engine/migrations.js';
 import { LEGACY_MIGRATIONS } from './store/legacy-migrations.js';
 import { makeRig } from '../helpers/control-plane.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** SQLite's own statements (PRAGMAs, its catalog), which no query builder spells: their rows. */
+async function sqlite<T = unknown>(db: Db, text: string): Promise<T[]> {
+  return (await sql.raw<T>(text).execute(db.q())).rows;
+}
 
 t.test('migration 10: a data dir with "Before restore" rows of origin restore migrates in place to origin stop', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cp-db-v9-'));
@@ -38,18 +44,19 @@ t.test('migration 10: a data dir with "Before restore" rows of origin restore mi
   const db = openDb(file);
   t.teardown(() => db.close());
   t.equal((await schemaVersion(db)), 13, 'migrated to the latest version');
-  t.same((await db.all('SELECT id, org_id, machine_id, name, state, origin, layer_id, size_bytes, created_at, completed_at FROM snapshots ORDER BY id')), [
+  t.same((await db.q().selectFrom('snapshots').select(['id', 'org_id', 'machine_id', 'name', 'state', 'origin', 'layer_id', 'size_bytes', 'created_at', 'completed_at']).orderBy('id').execute()), [
     { id: 'snp_1', org_id: 'org_a', machine_id: 'mch_1', name: 'mine', state: 'ready', origin: 'manual', layer_id: 'lyr_1', size_bytes: 10, created_at: '2026-01-01T00:00:01.000Z', completed_at: '2026-01-01T00:00:02.000Z' },
     { id: 'snp_2', org_id: 'org_a', machine_id: 'mch_1', name: 'Before restore', state: 'ready', origin: 'stop', layer_id: 'lyr_2', size_bytes: 20, created_at: '2026-01-01T00:00:03.000Z', completed_at: '2026-01-01T00:00:04.000Z' },
     { id: 'snp_3', org_id: 'org_a', machine_id: 'mch_1', name: 'Stopped by billing', state: 'error', origin: 'stop', layer_id: null, size_bytes: null, created_at: '2026-01-01T00:00:05.000Z', completed_at: '2026-01-01T00:00:06.000Z' },
     { id: 'snp_4', org_id: 'org_a', machine_id: 'mch_2', name: 'Before restore', state: 'pending', origin: 'stop', layer_id: null, size_bytes: null, created_at: '2026-01-01T00:00:07.000Z', completed_at: null },
     { id: 'snp_5', org_id: 'org_a', machine_id: 'mch_2', name: 'tpl', state: 'ready', origin: 'template', layer_id: 'lyr_5', size_bytes: 50, created_at: '2026-01-01T00:00:08.000Z', completed_at: '2026-01-01T00:00:09.000Z' },
   ]);
-  t.same((await db.all('SELECT id, host_id FROM snapshots ORDER BY id')).map((r) => r), ['snp_1', 'snp_2', 'snp_3', 'snp_4', 'snp_5'].map((id) => ({ id, host_id: null })), 'version 13: captured before hosts, on the only host');
-  t.same((await db.all<{ name: string; notnull: number }>("SELECT name, \"notnull\" FROM pragma_table_info('templates') WHERE name = 'host_id'")), [{ name: 'host_id', notnull: 0 }], 'templates record their host too');
-  await t.rejects(db.run("INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,created_at) VALUES ('snp_6','org_a','mch_1','x','ready','restore','x')"), 'origin restore is no longer stored');
-  t.same((await db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'snapshots' AND sql IS NOT NULL ORDER BY name")).map((r) => r.name), ['snapshots_machine', 'snapshots_org']);
-  t.same((await db.all('PRAGMA foreign_key_check')), [], 'no dangling reference');
+  t.same((await db.q().selectFrom('snapshots').select(['id', 'host_id']).orderBy('id').execute()), ['snp_1', 'snp_2', 'snp_3', 'snp_4', 'snp_5'].map((id) => ({ id, host_id: null })), 'version 13: captured before hosts, on the only host');
+  t.same((await sqlite<{ name: string; notnull: number }>(db, "SELECT name, \"notnull\" FROM pragma_table_info('templates') WHERE name = 'host_id'")), [{ name: 'host_id', notnull: 0 }], 'templates record their host too');
+  // Hand-written SQL: the origin is no value the schema's type allows, and the catalog and PRAGMAs are SQLite's own.
+  await t.rejects(sqlite(db, "INSERT INTO snapshots (id,org_id,machine_id,name,state,origin,created_at) VALUES ('snp_6','org_a','mch_1','x','ready','restore','x')"), 'origin restore is no longer stored');
+  t.same((await sqlite<{ name: string }>(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'snapshots' AND sql IS NOT NULL ORDER BY name")).map((r) => r.name), ['snapshots_machine', 'snapshots_org']);
+  t.same((await sqlite(db, 'PRAGMA foreign_key_check')), [], 'no dangling reference');
 });
 
 t.test('database: pragmas, migrations, acknowledged writes survive a reopen', async (t) => {
@@ -57,18 +64,18 @@ t.test('database: pragmas, migrations, acknowledged writes survive a reopen', as
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'x.sqlite');
   const db = openDb(file);
-  t.equal((await db.get<{ journal_mode: string }>('PRAGMA journal_mode'))!.journal_mode, 'wal');
-  t.equal((await db.get<{ synchronous: number }>('PRAGMA synchronous'))!.synchronous, 2, 'synchronous = FULL');
-  t.equal((await db.get<{ foreign_keys: number }>('PRAGMA foreign_keys'))!.foreign_keys, 1);
-  t.equal((await db.get<{ timeout: number }>('PRAGMA busy_timeout'))!.timeout, 5000);
+  t.equal((await sqlite<{ journal_mode: string }>(db, 'PRAGMA journal_mode'))[0]!.journal_mode, 'wal');
+  t.equal((await sqlite<{ synchronous: number }>(db, 'PRAGMA synchronous'))[0]!.synchronous, 2, 'synchronous = FULL');
+  t.equal((await sqlite<{ foreign_keys: number }>(db, 'PRAGMA foreign_keys'))[0]!.foreign_keys, 1);
+  t.equal((await sqlite<{ timeout: number }>(db, 'PRAGMA busy_timeout'))[0]!.timeout, 5000);
   t.equal((await schemaVersion(db)), MIGRATIONS[MIGRATIONS.length - 1]!.version);
   t.same(MIGRATIONS.map((m) => m.version), MIGRATIONS.map((_, i) => i + 1), 'versions are 1..n in order');
-  await t.rejects(db.run("INSERT INTO memberships (id, org_id, user_id, role, created_at) VALUES ('m','nope','nope','owner','x')"), 'foreign keys enforced');
+  await t.rejects(db.q().insertInto('memberships').values({ id: 'm', org_id: 'nope', user_id: 'nope', role: 'owner', created_at: 'x' }).execute(), 'foreign keys enforced');
   await t.rejects(db.tx(async () => {
-    await db.run("INSERT INTO organizations (id, name, personal, created_at) VALUES ('o1','n',0,'x')");
+    await db.q().insertInto('organizations').values({ id: 'o1', name: 'n', personal: 0, created_at: 'x' }).execute();
     throw new Error('roll back');
   }));
-  t.equal((await db.get('SELECT * FROM organizations WHERE id = ?', ['o1'])), undefined, 'a failed transaction leaves nothing');
+  t.equal((await db.q().selectFrom('organizations').selectAll().where('id', '=', 'o1').executeTakeFirst()), undefined, 'a failed transaction leaves nothing');
   await db.close();
   const again = openDb(file);
   t.equal((await schemaVersion(again)), MIGRATIONS.length, 'reopening does not re-run migrations');
@@ -79,7 +86,7 @@ t.test('database: pragmas, migrations, acknowledged writes survive a reopen', as
   t.teardown(() => rig.close());
   const u = await rig.user('durable');
   const reopened = openDb(rig.store.db.path);
-  t.equal((await reopened.get<{ email: string }>('SELECT email FROM users WHERE id = ?', [u.userId]))?.email, u.email);
+  t.equal((await reopened.q().selectFrom('users').select('email').where('id', '=', u.userId).executeTakeFirst())?.email, u.email);
   await reopened.close();
 });
 

@@ -376,6 +376,11 @@ t.test('a delivery the machine cannot take is acknowledged, logged without the v
   const m = (await rig.call('POST', '/v1/machines', { key: a.key, body: {} })).json;
   const base = `/v1/machines/${m.id}/secrets`;
   const value = uniqueValue('retry');
+  // The boot's readiness probe dials the agent in the background until the desktop answers: once `machine.ready` is
+  // recorded it dials no more, and the failure queued below is the delivery's, not the probe's (on PostgreSQL the
+  // probe's store reads take long enough that it used to dial after the failure was queued and take it).
+  await until('machine.ready', () =>
+    rig.store.db.q().selectFrom('machine_events').select('seq').where('machine_id', '=', m.id).where('type', '=', 'machine.ready').executeTakeFirst().then((r) => r ?? null));
   rig.services.pool.drop(m.id);
   fake.substrate.failNext('openChannel');
   const put = await rig.call('PUT', base, { key: a.key, body: { name: 'LATE', value } });

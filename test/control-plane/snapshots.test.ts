@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap';
 import { assertEnvelope } from '../helpers/control-plane.js';
 import { fakeAgentsRig, fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
-import { makeMachinesRig, type MachinesRig } from '../helpers/machines-rig.js';
+import { makeMachinesRig, until, type MachinesRig } from '../helpers/machines-rig.js';
 
 const ALL = ['machines:read', 'machines:write', 'machines:control', 'sessions:write', 'snapshots:read', 'snapshots:write', 'templates:read', 'templates:write'];
 const SNAPSHOT_KEYS = ['completed_at', 'created_at', 'id', 'includes_memory', 'machine_id', 'name', 'origin', 'size_bytes', 'state'];
@@ -38,8 +38,11 @@ t.test('capture: 202 pending then ready, ?wait=true, list/get, events in order, 
   t.same(Object.keys(pending.json).sort(), SNAPSHOT_KEYS, 'exactly the documented fields');
   t.match(pending.json, { name: 'first', machine_id: m.id, state: 'pending', origin: 'manual', includes_memory: false, size_bytes: null, completed_at: null });
   t.match(pending.json.id, /^snp_[0-9a-z]{24}$/);
-  await new Promise((r) => setTimeout(r, 60));
-  const ready = await rig.call('GET', `/v1/snapshots/${pending.json.id}`, { key: a.key });
+  // Settled in the background: waited for by its state, not a clock (a store on PostgreSQL under load is slower).
+  const ready = await until('the capture', 200, async () => {
+    const r = await rig.call('GET', `/v1/snapshots/${pending.json.id}`, { key: a.key });
+    return r.json.state === 'pending' ? null : r;
+  });
   t.match(ready.json, { state: 'ready', size_bytes: 2 });
   t.type(ready.json.completed_at, 'string');
   t.equal(sub.machines.get(m.id)!.state, 'running', 'a running machine keeps running');
@@ -241,8 +244,11 @@ t.test('templates: from a snapshot, a machine or a size; machines from them; del
   t.equal(fromSnap.status, 202);
   t.match(fromSnap.json.id, /^tpl_[0-9a-z]{24}$/);
   t.same(Object.keys(fromSnap.json).sort(), ['completed_at', 'created_at', 'id', 'machine_id', 'name', 'size', 'size_bytes', 'snapshot_id', 'source', 'state']);
-  await new Promise((r) => setTimeout(r, 20));
-  t.match((await rig.call('GET', `/v1/templates/${fromSnap.json.id}`, { key: a.key })).json, { state: 'ready', source: 'snapshot', size: 'standard', snapshot_id: s.id });
+  const settled = await until('the template', 200, async () => {
+    const r = await rig.call('GET', `/v1/templates/${fromSnap.json.id}`, { key: a.key });
+    return r.json.state === 'pending' ? null : r.json;
+  });
+  t.match(settled, { state: 'ready', source: 'snapshot', size: 'standard', snapshot_id: s.id });
   const fromMachine = await rig.call('POST', '/v1/templates?wait=true', { key: a.key, body: { name: 'from machine', machine_id: m.id } });
   t.equal(fromMachine.status, 201);
   t.match(fromMachine.json, { state: 'ready', source: 'machine', machine_id: m.id });

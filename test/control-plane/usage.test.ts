@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { runCli } from '../../control-plane/src/cli.js';
 import { CATALOG, type CatalogVersion } from '../../control-plane/src/domain/catalog.js';
 import { DB_FILENAME, openDb } from '../../control-plane/src/store/db.js';
+import type { Meter } from '../../shared/schemas/usage.js';
 import { fakeSubstrateWithAgents } from '../helpers/machines-fake-agent.js';
 import { makeMachinesRig, until, type MachinesRig } from '../helpers/machines-rig.js';
 import { TEST_ENGINE } from '../helpers/rig-db.js';
@@ -270,10 +271,10 @@ for (;;) { k++; m.egress.add(${JSON.stringify(id)}, 7); await m.flush(); process
 
   const db = openDb(path.join(dir, DB_FILENAME));
   t.teardown(() => db.close());
-  const until_ = (await db.get<{ metered_until: string }>('SELECT metered_until FROM meter_cursors WHERE source_id = ?', [id]))!.metered_until;
+  const until_ = (await db.q().selectFrom('meter_cursors').select('metered_until').where('source_id', '=', id).executeTakeFirstOrThrow()).metered_until;
   const k = (Date.parse(until_) - 300 - T0) / 1700;
   t.ok(Number.isInteger(k) && k >= acked, `the cursor is at a committed flush (${k} ≥ ${acked} acknowledged)`);
-  const sum = async (meter: string) => BigInt((await db.get<{ q: string }>('SELECT CAST(SUM(quantity) AS TEXT) AS q FROM usage_records WHERE source_id = ? AND meter = ?', [id, meter]))!.q);
+  const sum = async (meter: Meter) => BigInt((await db.q().selectFrom('usage_records').select((eb) => eb.cast<string>(eb.fn.sum('quantity'), 'text').as('q')).where('source_id', '=', id).where('meter', '=', meter).executeTakeFirstOrThrow()).q);
   const secs = BigInt(Math.floor(Date.parse(until_) / 1000) - Math.floor(T0 / 1000));
   t.equal((await sum('compute_standard_seconds')), secs, 'compute = cursor − start, exactly');
   t.equal((await sum('hot_storage_byte_seconds')), secs * BigInt(STANDARD_DISK), 'hot storage likewise');

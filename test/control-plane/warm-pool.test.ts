@@ -67,7 +67,7 @@ t.test('a member belongs to no organization until a plain create takes it', asyn
   t.same(await counted(rig, b.key), { machines: 0, running_machines: 0, members: 1, templates: 0, concurrent_sessions: 0, snapshots_per_machine: 0 }, "not in B's quota counts");
   t.same(await counted(rig, a.key), { machines: 1, running_machines: 1, members: 1, templates: 0, concurrent_sessions: 0, snapshots_per_machine: 0 }, "A's counts are A's machine only");
   await rig.services.metering.flush();
-  const metered = (await rig.store.db.all<{ machine_id: string | null }>('SELECT machine_id FROM usage_records')).map((r) => r.machine_id);
+  const metered = (await rig.store.db.q().selectFrom('usage_records').select('machine_id').execute()).map((r) => r.machine_id);
   t.notOk(metered.includes(member!), 'no usage is recorded for a member');
 
   // Not from the pool: a stopped create, and a create of another size.

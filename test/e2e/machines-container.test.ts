@@ -151,7 +151,7 @@ t.test('machines API end to end on the container substrate', { timeout: 1_200_00
   t.equal(await substrate.status(m.id), 'absent', 'gone from the host');
 
   const all = rig.bodies.join('\n');
-  const token = (await rig.store.db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [m.id]))!.agent_token;
+  const token = (await rig.store.db.q().selectFrom('machines').select('agent_token').where('id', '=', m.id).executeTakeFirstOrThrow()).agent_token;
   t.notOk(all.includes(token), 'no response carried the guest token');
   t.notOk(all.includes(root), 'no response carried a host path');
 });

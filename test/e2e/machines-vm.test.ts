@@ -92,6 +92,6 @@ t.test('machines API end to end on the vm substrate', { timeout: 1_500_000 }, as
 
   t.equal((await rig.call('DELETE', base, { key: a.key })).status, 204);
   t.equal(await sub.status(create.json.id), 'absent');
-  const token = (await rig.store.db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [create.json.id]))!.agent_token;
+  const token = (await rig.store.db.q().selectFrom('machines').select('agent_token').where('id', '=', create.json.id).executeTakeFirstOrThrow()).agent_token;
   t.notOk(rig.bodies.join('\n').includes(token), 'no response carried the guest token');
 });

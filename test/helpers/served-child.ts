@@ -1,7 +1,9 @@
 /**
  * One real control plane for test/helpers/served-processes.ts: `serve()` (control-plane/src/main.ts) on a loopback
  * port with the fake substrate, over DATABASE_URL when `url` is given (PostgreSQL, shared with the other children),
- * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?, hostShape?, region?, sweepMs?}; `hostShape`: the
+ * else over SQLite in `dataDir`. argv[2]: JSON {url?, dataDir, requests?, hostShape?, region?, sweepMs?, env?,
+ * stripeClient?}; `env`: settings added to (or replacing) the defaults below; `stripeClient`: where the Stripe
+ * provider's API is (a loopback fake-stripe.ts); `hostShape`: the
  * shape its host registers (default: one so large that only the organization's quotas refuse). Prints {ready, base,
  * driving, internal} once it listens (whether it drives the host, its internal listener); then {log: 'host.driving'}
  * when it takes the host over, {log: 'forward_refused', reason} for the internal listener's refusals, and with
@@ -16,9 +18,10 @@ import { parseConfig } from '../../control-plane/src/config.js';
 import { serve } from '../../control-plane/src/main.js';
 import type { HostShape } from '../../control-plane/src/domain/host-capacity.js';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
+import type { StripeClientOptions } from '../../control-plane/src/billing/stripe.js';
 import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
 
-const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostShape?: HostShape; region?: string; sweepMs?: number };
+const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostShape?: HostShape; region?: string; sweepMs?: number; env?: Record<string, string>; stripeClient?: StripeClientOptions };
 const say = (line: Record<string, unknown>): void => void process.stdout.write(JSON.stringify(line) + '\n');
 const REPORTED: Record<string, ReadonlyArray<string>> = {
   'host.driving': ['epoch'],
@@ -31,6 +34,7 @@ const config = parseConfig({
   PUBLIC_BASE_URL, DATA_DIR: args.dataDir, PORT: '0', HOST: '127.0.0.1', WARM_POOL_PER_SIZE: '0', SECRETS_KEYRING: 'off', TRUST_PROXY: 'true',
   ...(args.url ? { DATABASE_URL: args.url } : {}),
   ...(args.region ? { REGION: args.region } : {}),
+  ...args.env,
 });
 const running = await serve(config, {
   log: (l) => {
@@ -42,7 +46,10 @@ const running = await serve(config, {
   dashboardDir: null,
   ...(args.sweepMs ? { jobPeriodsMs: { sweep: args.sweepMs } } : {}),
   // A host large enough that only the organization's quotas refuse.
-  services: { substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 } },
+  services: {
+    substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 },
+    ...(args.stripeClient ? { stripeClient: args.stripeClient } : {}),
+  },
   hostShape: args.hostShape ?? HUGE,
 });
 const sweep = running.services.sessions.sweep;

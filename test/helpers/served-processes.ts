@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import type { HostShape } from '../../control-plane/src/domain/host-capacity.js';
+import type { StripeClientOptions } from '../../control-plane/src/billing/stripe.js';
 import { holdWrites, type Hold } from './pg-hold.js';
 import { childGroup, type ChildLine, type PgChild } from './pg-processes.js';
 import { startPostgres } from './postgres.js';
@@ -52,10 +53,11 @@ export interface ServedHost {
 
 /**
  * `hostShape`: the shape the processes' host registers (served-child.ts; default: so large only quotas refuse);
- * `requests`: each child prints its request log lines; `hosts` (PostgreSQL): instead of two processes on one
+ * `requests`: each child prints its request log lines; `env`: settings every process adds (served-child.ts);
+ * `stripeClient`: the Stripe API they talk to (helpers/fake-stripe.ts); `hosts` (PostgreSQL): instead of two processes on one
  * DATA_DIR, one process per entry, each on its own DATA_DIR, so each is a host of its own, started in order.
  */
-export async function startServed(t: Test, engine: Engine, o: { hostShape?: HostShape; requests?: boolean; hosts?: ServedHost[] } = {}): Promise<Served> {
+export async function startServed(t: Test, engine: Engine, o: { hostShape?: HostShape; requests?: boolean; hosts?: ServedHost[]; env?: Record<string, string>; stripeClient?: StripeClientOptions } = {}): Promise<Served> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-guarantees-'));
   t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   let url: string | undefined;
@@ -64,7 +66,7 @@ export async function startServed(t: Test, engine: Engine, o: { hostShape?: Host
     t.teardown(pg.stop);
     url = pg.url;
   }
-  const start = childGroup(t, { dataDir, ...(url ? { url } : {}), ...(o.hostShape ? { hostShape: o.hostShape } : {}) }, CHILD);
+  const start = childGroup(t, { dataDir, ...(url ? { url } : {}), ...(o.hostShape ? { hostShape: o.hostShape } : {}), ...(o.env ? { env: o.env } : {}), ...(o.stripeClient ? { stripeClient: o.stripeClient } : {}) }, CHILD);
   const bases: string[] = [];
   const children: PgChild[] = [];
   const ready: ChildLine[] = [];

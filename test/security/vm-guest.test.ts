@@ -51,7 +51,7 @@ t.test('vm guest: no inherited pty masters, files as the agent user, no credenti
 
   // Item 9: no credential the agent accepts is at rest in the VM: no fw_cfg entry, the key in no file,
   // environment or command line (the pattern bracketing one character, so the sweep does not find itself).
-  const key = (await rig.store.db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [c.json.id]))!.agent_token;
+  const key = (await rig.store.db.q().selectFrom('machines').select('agent_token').where('id', '=', c.json.id).executeTakeFirstOrThrow()).agent_token;
   const pattern = `${key[0]}[${key[1]}]${key.slice(2)}`;
   const sweep = `ls /sys/firmware/qemu_fw_cfg/by_name/opt 2>/dev/null; echo ---; grep -rlsE -- '${pattern}' /run /etc /tmp /root /home /opt/computer /proc/[0-9]*/environ /proc/[0-9]*/cmdline; echo ---`;
   t.equal((await exec(['sh', '-c', sweep], 'root'))!.stdout, '---\n---\n', 'no fw_cfg entry, and the key nowhere');

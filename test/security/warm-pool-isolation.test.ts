@@ -55,7 +55,7 @@ t.test('a pooled machine taken by B holds nothing of what A did in the one befor
   t.match(aIdentity[1], /^\d+\.\d+\.\d+\.\d+\/\d+$/, "A's address read");
   t.match(aIdentity[2], /^[0-9a-f]{32}$/, "A's machine-id: 32 lowercase hex");
   t.equal(aIdentity[3], `computer-${aIdentity[2]!.slice(0, 12)}`, "A's hostname: computer- and its machine-id's first 12 hex");
-  const aKey = (await rig.store.db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [mA]))!.agent_token;
+  const aKey = (await rig.store.db.q().selectFrom('machines').select('agent_token').where('id', '=', mA).executeTakeFirstOrThrow()).agent_token;
 
   // The pool refills while A's machine lives, then A deletes it.
   await pool.tick();
@@ -91,7 +91,7 @@ t.test('a pooled machine taken by B holds nothing of what A did in the one befor
   t.equal((await exec(b.key, mB, 'cat /etc/hostname; getent hosts "$(hostname)" computer | cut -f1 -d" "')).stdout, `${bIdentity[3]}\n127.0.1.1\n127.0.1.1\n`, '/etc/hostname agrees; the hostname and the alias `computer` resolve locally');
   t.notMatch((await exec(b.key, mB, 'ip neigh; cat /proc/net/arp')).stdout, aIdentity[1]!.split('/')[0]!, "A's address is not in its neighbour table");
   // A's agent key opens nothing in B's machine; B's key does.
-  const bKey = (await rig.store.db.get<{ agent_token: string }>('SELECT agent_token FROM machines WHERE id = ?', [mB]))!.agent_token;
+  const bKey = (await rig.store.db.q().selectFrom('machines').select('agent_token').where('id', '=', mB).executeTakeFirstOrThrow()).agent_token;
   t.not(bKey, aKey, 'a fresh agent key');
   const withA = new H2Client(substrate.channelPath(mB), aKey);
   t.teardown(() => withA.session.destroy());

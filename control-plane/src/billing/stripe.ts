@@ -83,17 +83,22 @@ export function createStripeProvider(deps: {
     }
   }
 
+  /**
+   * Links `customerId` to the organization unless it has a customer already; either way the one it has now. Two
+   * links racing (concurrent first checkouts or webhooks, on PostgreSQL in two processes) end with the first one's:
+   * the other's insert does nothing and it reads the winner's row.
+   */
+  async function linkCustomer(orgId: string, customerId: string): Promise<string> {
+    await store.stripe.linkCustomer({ org_id: orgId, customer_id: customerId, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
+    return (await store.stripe.customer(orgId))!.customer_id;
+  }
+
   async function customerFor(orgId: string): Promise<string> {
     const row = await store.stripe.customer(orgId);
     if (row) return row.customer_id;
     // The idempotency key makes a retried or concurrent first checkout create one customer, not two.
     const c = await call('customers.create', () => stripe.customers.create({ metadata: { org_id: orgId } }, { idempotencyKey: `computer-customer-${orgId}` }));
-    return store.db.tx(async () => {
-      const known = await store.stripe.customer(orgId);
-      if (known) return known.customer_id;
-      await store.stripe.insertCustomer({ org_id: orgId, customer_id: c.id, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
-      return c.id;
-    });
+    return linkCustomer(orgId, c.id);
   }
 
   const idOf = (x: string | { id: string } | null | undefined): string | null => (x == null ? null : typeof x === 'string' ? x : x.id);
@@ -113,9 +118,7 @@ export function createStripeProvider(deps: {
     const org = s.client_reference_id ?? s.metadata?.org_id ?? null;
     if (!org || !(await store.billing.account(org)) || s.mode !== 'subscription') return { org, outcome: 'ignored' };
     const customer = idOf(s.customer);
-    const row = await store.stripe.customer(org);
-    if (!row && customer) await store.stripe.insertCustomer({ org_id: org, customer_id: customer, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
-    else if (row && customer && row.customer_id !== customer) return { org, outcome: 'ignored' };
+    if (customer && (await linkCustomer(org, customer)) !== customer) return { org, outcome: 'ignored' };
     const a = (await store.billing.account(org))!;
     // The session completing is the checkout: a first subscription starts with the trial, a resubscription
     // is paid at once. If a subscription event already moved the account, this one changes nothing.
@@ -134,8 +137,8 @@ export function createStripeProvider(deps: {
     const org = row?.org_id ?? sub.metadata?.org_id ?? null;
     if (!org || !(await store.billing.account(org))) return { org, outcome: 'ignored' };
     if (!row && customer) {
-      if (await store.stripe.customer(org)) return { org, outcome: 'ignored' }; // another customer's subscription claiming this org
-      await store.stripe.insertCustomer({ org_id: org, customer_id: customer, subscription_id: null, last_event_created: null, created_at: now().toISOString() });
+      // Another customer's subscription claiming this org is ignored.
+      if ((await linkCustomer(org, customer)) !== customer) return { org, outcome: 'ignored' };
       row = await store.stripe.customer(org);
     }
     const a = (await store.billing.account(org))!;

@@ -16,6 +16,7 @@ import { previewDomainOf, previewOrigin } from '../domain/preview-hostnames.js';
 import { pageOf } from '../store/pagination.js';
 import type { PreviewRow } from '../store/repos/previews.js';
 import type { Store } from '../store/store.js';
+import { againOnUnique } from '../store/unique-violation.js';
 import type { QuotaService } from './quotas.js';
 import { ERRORS } from '../errors.js';
 
@@ -69,12 +70,14 @@ export function createPortService(d: PortServiceDeps) {
 
     /**
      * Publishing a port that is already published returns that preview (created: false) without its
-     * secret or access link: those are shown once. Nothing needs to listen on the port yet.
+     * secret or access link: those are shown once. Nothing needs to listen on the port yet. Two publishes racing
+     * past the check (PostgreSQL, two processes) end the same way: the loser's insert is refused by the unique
+     * index and its transaction runs again, finding the winner's preview.
      */
     async publish(p: OrgPrincipal, machineId: string, req: PublishPortRequest): Promise<{ preview: Preview; created: boolean }> {
       if (!domain) throw ERRORS.noPreviewDomain();
       const orgId = p.org_id;
-      return store.db.tx(async () => {
+      return againOnUnique(() => store.db.tx(async () => {
         const m = await machineOf(orgId, machineId);
         if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         // Before the idempotent answer too: a canceled account is told why, whether or not the port was published.
@@ -90,7 +93,7 @@ export function createPortService(d: PortServiceDeps) {
         };
         await store.previews.insert(row);
         return { preview: view(row, { secret, accessToken }), created: true };
-      });
+      }));
     },
 
     async list(orgId: string, machineId: string, q: PortListQuery): Promise<Page<Preview>> {

@@ -27,6 +27,7 @@ import type { MachineRow } from '../store/repos/machines.js';
 import type { SecretRow } from '../store/repos/secrets.js';
 import type { Store } from '../store/store.js';
 import type { QuotaService } from './quotas.js';
+import { againOnUnique, ConcurrentWrite } from '../store/unique-violation.js';
 import { ERRORS } from '../errors.js';
 
 export interface SecretServiceDeps {
@@ -218,7 +219,10 @@ export function createSecretService(d: SecretServiceDeps) {
     async put(p: OrgPrincipal, machineId: string, body: SecretPut): Promise<Secret> {
       const orgId = p.org_id;
       const valueBytes = Buffer.byteLength(body.value, 'utf8');
-      const { row } = await store.db.tx(async () => {
+      // Two stores racing (PostgreSQL, two processes past `get` at once): the loser's insert is refused by the unique
+      // index, or its replace finds the version moved, and its transaction runs again on the winner's version — the
+      // version a store after the winner's gets (the first store's loser becomes version 2).
+      const { row } = await againOnUnique(() => store.db.tx(async () => {
         const m = await machineIn(orgId, machineId);
         if (m.state === 'deleting') throw ERRORS.machineBeingDeleted();
         await d.quotas.checkSubscription(orgId);
@@ -231,7 +235,10 @@ export function createSecretService(d: SecretServiceDeps) {
         if (old) {
           const version = old.version + 1;
           const s = seal(k, { org_id: orgId, machine_id: m.id, name: body.name, version }, body.value);
-          await store.secrets.replace(old.id, old.version, { version, key_id: s.key_id, sealed: s.blob, value_bytes: valueBytes, updated_at: t });
+          // Another store replaced it since `get` (PostgreSQL, two processes): run again on its version.
+          if (!(await store.secrets.replace(old.id, old.version, { version, key_id: s.key_id, sealed: s.blob, value_bytes: valueBytes, updated_at: t }))) {
+            throw new ConcurrentWrite();
+          }
         } else {
           const s = seal(k, { org_id: orgId, machine_id: m.id, name: body.name, version: 1 }, body.value);
           await store.secrets.insert({
@@ -240,7 +247,7 @@ export function createSecretService(d: SecretServiceDeps) {
           });
         }
         return { row: (await store.secrets.get(m.id, body.name))! };
-      });
+      }));
       await pushNow(machineId, 'store', () => pushSet(machineId));
       const m = (await store.machines.byId(machineId))!;
       return view((await store.secrets.get(machineId, row.name)) ?? row, m);

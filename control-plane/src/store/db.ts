@@ -4,16 +4,13 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import Sqlite from 'better-sqlite3';
-import { CompiledQuery, Kysely, SqliteDialect, sql } from 'kysely';
+import { Kysely, SqliteDialect, sql } from 'kysely';
 import type { Database } from './engine/schema.js';
 import type { Engine } from './engine/migrations.js';
 import { compileMigrations, LATEST_VERSION } from './engine/migrations.js';
 
 /** The database file inside DATA_DIR. */
 export const DB_FILENAME = 'control-plane.sqlite';
-
-export type SqlValue = string | number | bigint | null | Buffer;
-export type Params = SqlValue[] | Record<string, SqlValue>;
 
 /**
  * The store's door to its engine, asynchronous on both. Repositories build their queries on `q()`: inside `tx` that
@@ -26,13 +23,6 @@ export interface Db {
   /** The SQLite file, or `postgres` (never the URL: it may carry a password). */
   readonly path: string;
   q(): Kysely<Database>;
-  /**
-   * Hand-written SQL in SQLite's dialect: what the repositories used before the query builder; SQLite only (on
-   * PostgreSQL it throws). `insertId`: the rowid an INSERT made.
-   */
-  run(sql: string, params?: Params): Promise<{ changes: number; insertId: number }>;
-  get<T>(sql: string, params?: Params): Promise<T | undefined>;
-  all<T>(sql: string, params?: Params): Promise<T[]>;
   /**
    * Runs `fn` in one transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: READ COMMITTED, so a conditional UPDATE is a
    * compare-and-set and a count that must hold takes a row lock first); a call inside one joins it.
@@ -97,24 +87,10 @@ export function dbOver(k: Kysely<Database>, engine: Engine, path: string, closed
     const ctx = als.getStore();
     return ctx && !ctx.done ? ctx.q : k;
   };
-  const raw = async (text: string, params?: Params) => {
-    if (engine !== 'sqlite') throw new Error('hand-written SQLite SQL reached the PostgreSQL engine');
-    if (params === undefined || Array.isArray(params)) return q().executeQuery(CompiledQuery.raw(text, params ?? []));
-    // Kysely hands the driver an array, which better-sqlite3 binds by position: `@name`s become `?`s in order.
-    const names: string[] = [];
-    const positional = text.replace(/@([a-z_]+)/g, (_, name: string) => (names.push(name), '?'));
-    return q().executeQuery(CompiledQuery.raw(positional, names.map((n) => params[n] ?? null)));
-  };
   return {
     engine,
     path,
     q,
-    run: async (text, params) => {
-      const r = await raw(text, params);
-      return { changes: Number(r.numAffectedRows ?? 0n), insertId: Number(r.insertId ?? 0n) };
-    },
-    get: async <T>(text: string, params?: Params) => (await raw(text, params)).rows[0] as T | undefined,
-    all: async <T>(text: string, params?: Params) => (await raw(text, params)).rows as T[],
     async tx<T>(fn: () => Promise<T>): Promise<T> {
       const outer = als.getStore();
       if (outer && !outer.done) return fn();
@@ -164,6 +140,7 @@ function migrate(db: Sqlite.Database): void {
   }
 }
 
+/** The SQLite file's schema version (`PRAGMA user_version`, which no query builder spells). */
 export async function schemaVersion(db: Db): Promise<number> {
-  return (await db.get<{ user_version: number }>('PRAGMA user_version'))!.user_version;
+  return (await sql<{ user_version: number }>`PRAGMA user_version`.execute(db.q())).rows[0]!.user_version;
 }

@@ -25,3 +25,36 @@ export async function conflictOnUnique<T>(write: Promise<T>, conflict: () => Err
     throw isUniqueViolation(e) ? conflict() : e;
   }
 }
+
+/**
+ * Thrown inside an `againOnUnique` attempt when its compare-and-set found the row it read moved by a concurrent
+ * writer (PostgreSQL, READ COMMITTED: the conditional UPDATE waited for the winner and then matched nothing): like a
+ * unique refusal, the attempt runs again and reads the winner's row. Internal: it reaches no caller unless every
+ * attempt loses (then a 500).
+ */
+export class ConcurrentWrite extends Error {
+  constructor() {
+    super('a concurrent write moved the row this transaction read');
+  }
+}
+
+/** Attempts in all: each round of a race has a winner, so this answers up to this many writers racing at once. */
+const ATTEMPTS = 3;
+
+/**
+ * Runs `attempt` (a whole transaction: `db.tx(…)`, never a part of one) and, when a unique index refused its write
+ * or it threw `ConcurrentWrite`, again (up to ATTEMPTS in all). For a check-then-write whose check is not a refusal
+ * but an answer — a port published again answers with the existing preview, a secret stored again becomes its next
+ * version: the race's loser (PostgreSQL, two processes past the check at once) is answered as a call after the
+ * winner's is, because the next attempt's check reads the winner's committed row (READ COMMITTED: each statement
+ * sees what committed before it began). On SQLite the check cannot race and the retry never runs.
+ */
+export async function againOnUnique<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await attempt();
+    } catch (e) {
+      if (i >= ATTEMPTS || !(isUniqueViolation(e) || e instanceof ConcurrentWrite)) throw e;
+    }
+  }
+}

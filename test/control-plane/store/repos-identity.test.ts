@@ -168,8 +168,9 @@ for (const engine of ENGINES) {
     const store = await rig.open(t, engine);
     const s = store.stripe;
     const customer = (org: string, cus: string) => ({ org_id: org, customer_id: cus, subscription_id: null, last_event_created: null, created_at: T0 });
-    t.strictSame(await s.insertCustomer(customer('org_b', 'cus_1')), { changes: 1 });
-    await s.insertCustomer(customer('org_a', 'cus_2'));
+    t.strictSame(await s.linkCustomer(customer('org_b', 'cus_1')), { changes: 1 });
+    await s.linkCustomer(customer('org_a', 'cus_2'));
+    t.strictSame(await s.linkCustomer(customer('org_a', 'cus_3')), { changes: 0 }, 'an organization keeps its first customer');
     t.strictSame(await s.customer('org_a'), customer('org_a', 'cus_2'));
     t.strictSame(await s.customerById('cus_1'), customer('org_b', 'cus_1'));
     t.strictSame((await s.customers()).map((c) => c.org_id), ['org_a', 'org_b']);

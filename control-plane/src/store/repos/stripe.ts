@@ -31,7 +31,12 @@ export function stripeRepo(db: Db) {
     customerById: (customerId: string): Promise<StripeCustomerRow | undefined> =>
       db.q().selectFrom('stripe_customers').selectAll().where('customer_id', '=', customerId).executeTakeFirst(),
     customers: (): Promise<StripeCustomerRow[]> => db.q().selectFrom('stripe_customers').selectAll().orderBy('org_id', d.asc).execute(),
-    insertCustomer: async (r: StripeCustomerRow): Promise<Changes> => changes(await db.q().insertInto('stripe_customers').values(r).executeTakeFirst()),
+    /**
+     * Links the organization to `r.customer_id` unless it has a customer already (then changes nothing: `changes` 0).
+     * On PostgreSQL an insert racing another process's for the same organization waits for it and does nothing.
+     */
+    linkCustomer: async (r: StripeCustomerRow): Promise<Changes> =>
+      changes(await db.q().insertInto('stripe_customers').values(r).onConflict((oc) => oc.column('org_id').doNothing()).executeTakeFirst()),
     /** The subscription now, and the newest event second applied (never moved back by an older event). */
     setSubscription: async (orgId: string, subscriptionId: string | null, created: number): Promise<Changes> =>
       changes(
