@@ -1,6 +1,21 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Forwarded } from './cluster/forward/listener.js';
 import type { Permission, Role, Scope } from '../../shared/schemas/org.js';
+
+/** For whom a request forwarded by another process acts: a tenant's principal, or a preview's admitted visitor. */
+export type OnBehalfOf = { kind: 'tenant'; principal: OrgPrincipal } | { kind: 'preview'; preview_id: string };
+
+/**
+ * What a process knows of a request another process of the deployment forwarded to it (cluster/forward/listener.ts
+ * verifies the signature and builds it), besides the request itself.
+ */
+export interface Forwarded {
+  /** The forwarding process's id. */
+  sender: string;
+  request_id: string;
+  /** The caller as the arriving process saw it (assertion.ts `AssertedClient`). */
+  client: { ip: string; proto: 'http' | 'https'; host: string };
+  on_behalf_of: OnBehalfOf;
+}
 
 /**
  * Who is calling. A key acts as its creator narrowed by its scopes; `permissions` is already the

@@ -3,7 +3,6 @@
  * else to the API app (and its upgrades to the WebSocket gateway, which leaves preview hosts alone).
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { PreviewProxy } from './previews/proxy.js';
 
@@ -21,14 +20,4 @@ export function createHttpServer(fetch: Fetch, previews: PreviewProxy | null, o:
     });
   }
   return server;
-}
-
-export function listen(server: http.Server, port: number, host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve((server.address() as AddressInfo).port);
-    });
-  });
 }

@@ -13,12 +13,11 @@
 import { randomBytes } from 'node:crypto';
 import { IncomingMessage, ServerResponse, type Server } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
-import type { Routing } from '../api/middleware/owner-route.js';
 import type { Config } from '../config.js';
 import type { CpEnv } from '../context.js';
 import { catalogAt, type CatalogVersion } from '../domain/catalog.js';
 import { hostCapacity, type HostShape } from '../domain/host-capacity.js';
-import { listen } from '../http-server.js';
+import { listen } from '../listen.js';
 import type { LogSink } from '../log.js';
 import type { Db } from '../store/db.js';
 import { clusterKeysRepo, INTERNAL_CHANNEL_KEY } from '../store/repos/cluster-keys.js';
@@ -33,6 +32,7 @@ import { DEPLOYMENT_KEY_MIN_BYTES, DeploymentKey } from './forward/key.js';
 import { createInternalServer, type Forwarded, type InternalHandlers } from './forward/listener.js';
 import { driveHost, hostDriverLock, type DriverWork, type HostDriver } from './host-driver.js';
 import { measureHostShape } from './host-shape.js';
+import type { Routing } from './routing.js';
 import { newProcessId, ownerOfFromStore, ownerOfHost, registeredUrl, type OwnerLookups } from './owner-of.js';
 
 /** The API app's fetch (app.ts), with its bindings. */

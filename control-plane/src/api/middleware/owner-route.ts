@@ -20,31 +20,16 @@ import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { CpEnv } from '../../context.js';
 import { Assertion, tenantAssertion } from '../../cluster/forward/assertion.js';
 import type { DialedRequest, ForwardCall } from '../../cluster/forward/call.js';
-import type { Forwarder } from '../../cluster/forward/forwarder.js';
+import type { Routing } from '../../cluster/routing.js';
 import { ERRORS } from '../../errors.js';
-import { decideRoute, route, type Arrival, type Owner, type OwnerOf, type RemoteOwner } from '../../cluster/forward/owner.js';
-import { isPlacementRefusal, placementRefusal, type HostChoice, type Placement } from '../../services/placement.js';
+import { decideRoute, route, type Arrival, type RemoteOwner } from '../../cluster/forward/owner.js';
+import { isPlacementRefusal, placementRefusal, type HostChoice } from '../../services/placement.js';
 import { clientIp } from './client-ip.js';
 
 /** What an operation acts on, for routing: a machine (its `:machine_id`), the host's substrate (a create), or neither. */
 export type OpOwner = 'machine' | 'host' | 'any';
 
-/** The cluster's side of routing, wired by main.ts on PostgreSQL (absent on SQLite: one process serves all). */
-export interface Routing {
-  ownerOf: OwnerOf;
-  /** This process's host (its DATA_DIR's id): where a `host` operation with no better host goes. */
-  hostId: string;
-  /** Who drives host `hostId` now (cluster/owner-of.ts `ownerOfHost`); rejects when nobody does. */
-  ownerOfHost(hostId: string): Promise<Owner>;
-  /** The hosts a `host` operation may go to, best first (services/placement.ts `hostsFor`); throws its 400 and 503. */
-  hostsFor(orgId: string, choice: HostChoice): Promise<Placement>;
-  /** Whether a machine is recorded on a host that is down (for `onLostHost` operations). */
-  onDownHost(machineId: string): Promise<boolean>;
-  forwarder: Forwarder;
-  trustProxy: boolean;
-  /** The Host asserted when the caller's cannot be carried (malformed): the public base URL's. */
-  publicHost: string;
-}
+export type { Routing } from '../../cluster/routing.js';
 
 const HostText = Assertion.shape.client.shape.host;
 const IpText = Assertion.shape.client.shape.ip;

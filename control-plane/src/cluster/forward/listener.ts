@@ -8,7 +8,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { newId } from '../../../../shared/ids.js';
-import type { OrgPrincipal } from '../../context.js';
+import type { Forwarded, OnBehalfOf, OrgPrincipal } from '../../context.js';
 import { ERRORS } from '../../errors.js';
 import { silentLog, type LogSink } from '../../log.js';
 import { principalOf, type Assertion, type HostCallAssertion } from './assertion.js';
@@ -18,17 +18,8 @@ import type { DeploymentKey } from './key.js';
 import { ReplayCache } from './replay.js';
 import { SIGNATURE_WINDOW_MS, verifyRequest } from './signature.js';
 
-/** For whom a served request acts: a tenant's principal, or a preview's admitted visitor. */
-export type OnBehalfOf = { kind: 'tenant'; principal: OrgPrincipal } | { kind: 'preview'; preview_id: string };
-
-/** What the receiving process knows of a forwarded request besides the request itself. */
-export interface Forwarded {
-  /** The forwarding process's id. */
-  sender: string;
-  request_id: string;
-  client: Assertion['client'];
-  on_behalf_of: OnBehalfOf;
-}
+/** Defined with the request's bindings (context.ts): what a forwarded request's handlers get. */
+export type { Forwarded, OnBehalfOf };
 
 export interface InternalHandlers {
   request(req: IncomingMessage, res: ServerResponse, f: Forwarded): void;
