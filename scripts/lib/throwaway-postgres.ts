@@ -73,8 +73,10 @@ export function sweepStaleClusters(): void {
     const dir = path.join(os.tmpdir(), name);
     const owner = Number(readOr(path.join(dir, 'owner.pid'), '0'));
     if (owner > 0 && alive(owner)) continue;
-    // No owner yet: a start in another process between its mkdtemp and its owner.pid; left alone for a minute.
-    if (owner === 0 && Date.now() - fs.statSync(dir).mtimeMs < 60_000) continue;
+    // No owner yet: a start in another process between its mkdtemp and its owner.pid; left alone for a minute. Gone
+    // meanwhile (its own process removed it): nothing to sweep.
+    const made = fs.statSync(dir, { throwIfNoEntry: false })?.mtimeMs;
+    if (made === undefined || (owner === 0 && Date.now() - made < 60_000)) continue;
     if (fs.existsSync(path.join(dir, 'data', 'postmaster.pid'))) pgSync('pg_ctl', ['stop', '-D', path.join(dir, 'data'), '-m', 'immediate', '-w']);
     fs.rmSync(dir, { recursive: true, force: true });
   }
