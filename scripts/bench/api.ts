@@ -14,7 +14,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Duplex } from 'node:stream';
-import { pathToFileURL } from 'node:url';
 import { Agent, request as undiciRequest } from 'undici';
 import { createAgentApp } from '../../agent/src/app.js';
 import { Enrollment } from '../../agent/src/enrollment.js';
@@ -30,6 +29,7 @@ import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { defaultImageCacheDir, ensureImage } from '../../control-plane/src/substrate/image.js';
 import type { Substrate } from '../../control-plane/src/substrate/substrate.js';
 import { fmt, line, measure, percentile } from './stats.js';
+import { runAlone } from './run-alone.js';
 
 export interface ApiBenchOptions {
   substrate: 'container' | 'host';
@@ -287,13 +287,4 @@ async function tokenOf(dataDir: string, id: string): Promise<string> {
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const which = process.argv[2] === 'container' ? 'container' : 'host';
-  benchApi({ substrate: which }).then(
-    () => process.exit(0),
-    (e) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runAlone(import.meta.url, () => benchApi({ substrate: process.argv[2] === 'container' ? 'container' : 'host' }));

@@ -11,7 +11,6 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { Agent } from 'undici';
 import { parseConfig } from '../../control-plane/src/config.js';
 import { findRepoRoot } from '../../control-plane/src/machine-host.js';
@@ -21,6 +20,7 @@ import type { Substrate } from '../../control-plane/src/substrate/substrate.js';
 import { startPostgres } from '../lib/throwaway-postgres.js';
 import { benchCaller, benchClient, containerHost, type BenchCall } from './api.js';
 import { line, percentile } from './stats.js';
+import { runAlone } from './run-alone.js';
 
 const N = 200;
 const WARMUP = 10;
@@ -111,12 +111,4 @@ export async function benchCrossHost(o: { repoRoot?: string } = {}): Promise<voi
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  benchCrossHost().then(
-    () => process.exit(0),
-    (e) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runAlone(import.meta.url, benchCrossHost);

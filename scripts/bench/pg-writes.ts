@@ -22,12 +22,12 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { PG_BIN, startPostgres, type TestPostgres } from '../lib/throwaway-postgres.js';
 import { benchClient, hostAgent, serveForBench, type BenchCall } from './api.js';
 import { line } from './stats.js';
+import { runAlone } from './run-alone.js';
 
 const run = promisify(execFile);
 
@@ -257,12 +257,4 @@ export async function benchPgWrites(): Promise<void> {
   await commitRates();
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  benchPgWrites().then(
-    () => process.exit(0),
-    (e) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runAlone(import.meta.url, benchPgWrites);

@@ -13,7 +13,6 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parseConfig } from '../../control-plane/src/config.js';
 import { findRepoRoot } from '../../control-plane/src/machine-host.js';
 import { serve } from '../../control-plane/src/main.js';
@@ -22,6 +21,7 @@ import { defaultImageCacheDir, ensureImage } from '../../control-plane/src/subst
 import { MAX_READ_RANGE } from '../../shared/schemas/files.js';
 import { PREVIEW_APP_JS } from '../../test/helpers/preview-app.js';
 import { fmt, line, measure } from './stats.js';
+import { runAlone } from './run-alone.js';
 
 const MB = 1024 * 1024;
 const DOWNLOAD_MB = 100;
@@ -126,12 +126,4 @@ export async function benchPorts(o: { repoRoot?: string } = {}): Promise<void> {
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  benchPorts().then(
-    () => process.exit(0),
-    (e) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runAlone(import.meta.url, benchPorts);

@@ -13,7 +13,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
-import { pathToFileURL } from 'node:url';
 import { createAgentApp } from '../../agent/src/app.js';
 import { createAgentServer } from '../../agent/src/channel/server.js';
 import { Enrollment } from '../../agent/src/enrollment.js';
@@ -21,6 +20,7 @@ import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import { PG_BIN, startPostgres } from '../lib/throwaway-postgres.js';
 import { benchClient, serveForBench, type BenchCall } from './api.js';
 import { line, percentile } from './stats.js';
+import { runAlone } from './run-alone.js';
 
 type Engine = 'sqlite' | 'postgres';
 
@@ -177,12 +177,4 @@ export async function benchStore(): Promise<void> {
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  benchStore().then(
-    () => process.exit(0),
-    (e) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runAlone(import.meta.url, benchStore);
