@@ -21,7 +21,7 @@ import type { DriverWork } from './host-driver.js';
 import { HOST_SWEEP_MS } from '../domain/host-liveness.js';
 import { createDrain } from '../services/drain.js';
 import { NOT_BUILT, type MachineMove } from '../services/machine-move.js';
-import { onLeader, type LeaderElection, type LeaderState, type LockConnector } from './leader.js';
+import { firstOutcome, onLeader, type LeaderElection, type LeaderState, type LockConnector } from './leader.js';
 
 export type JobRole = 'deployment' | 'host' | 'process';
 
@@ -203,25 +203,17 @@ export function runJobs(jobs: readonly Job[], roles: Roles, opts: { intervalMs?:
     }
     const mine: Array<'deployment' | 'host'> = [role];
     const set = () => jobs.filter((j) => j.role !== 'process' && mine.includes(j.role));
-    let first: () => void = () => undefined;
-    firsts.push(new Promise<void>((r) => (first = r)));
+    const first = firstOutcome(log, (s) => {
+      for (const r of mine) opts.onState?.(r, s);
+    });
+    firsts.push(first.decided);
     const election = onLeader(connect, {
       start: async () => {
         await startJobs(set());
-        first();
+        first.started();
       },
       stop: () => stopAll(set()),
-    }, {
-      intervalMs: opts.intervalMs,
-      log: (l) => {
-        log(l);
-        if (l.event === 'leader.session_failed') first();
-      },
-      onState: (s) => {
-        if (s === 'following') first();
-        for (const r of mine) opts.onState?.(r, s);
-      },
-    });
+    }, { intervalMs: opts.intervalMs, log: first.log, onState: first.onState });
     elections.set(connect, { roles: mine, election });
   }
   const byRole = (role: 'deployment' | 'host') => [...elections.values()].find((e) => e.roles.includes(role))?.election;

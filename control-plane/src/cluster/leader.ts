@@ -74,6 +74,28 @@ export function postgresLock(url: string, key: number | bigint = DEPLOYMENT_LEAD
 }
 
 /** Runs `jobs` while this process holds the lock `connect` competes for; see the module comment. */
+/**
+ * An election's first outcome, for a caller that waits for it (serve's start): `decided` resolves once this process
+ * leads with its work started (call `started()` then), follows, or its lock session failed. `log` and `onState` are
+ * the hooks to give the election; `onState` is passed on.
+ */
+export function firstOutcome(log: LogSink, onState?: (s: LeaderState) => void) {
+  let done: () => void = () => undefined;
+  const decided = new Promise<void>((r) => (done = r));
+  return {
+    decided,
+    started: () => done(),
+    log: ((l) => {
+      log(l);
+      if (l.event === 'leader.session_failed') done();
+    }) satisfies LogSink,
+    onState: (s: LeaderState) => {
+      if (s === 'following') done();
+      onState?.(s);
+    },
+  };
+}
+
 export function onLeader(connect: LockConnector, jobs: LeaderJobs, opts: LeaderOptions = {}): LeaderElection {
   const intervalMs = opts.intervalMs ?? 1000;
   const log = opts.log ?? silentLog;

@@ -30,6 +30,7 @@ import type { CallerRule } from './forward/caller.js';
 import type { OwnerOf } from './forward/owner.js';
 import { DEPLOYMENT_KEY_MIN_BYTES, DeploymentKey } from './forward/key.js';
 import { createInternalServer, type Forwarded, type InternalHandlers } from './forward/listener.js';
+import { firstOutcome } from './leader.js';
 import { driveHost, hostDriverLock, type DriverWork, type HostDriver } from './host-driver.js';
 import { measureHostShape } from './host-shape.js';
 import type { Routing } from './routing.js';
@@ -138,8 +139,7 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
       const h = config.internal.host.includes(':') ? `[${config.internal.host}]` : config.internal.host;
       internalUrl = `http://${h}:${port}`;
       log({ event: 'internal.listening', port });
-      let first: () => void = () => undefined;
-      const decided = new Promise<void>((r) => (first = r));
+      const first = firstOutcome(log);
       driver = driveHost({
         hosts,
         registration: {
@@ -152,20 +152,15 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
         work: {
           start: async (fence) => {
             await work.start(fence);
-            first();
+            first.started();
           },
           stop: () => work.stop(),
         },
         intervalMs: config.leaderIntervalMs,
-        log: (l) => {
-          log(l);
-          if (l.event === 'leader.session_failed') first();
-        },
-        onState: (s) => {
-          if (s === 'following') first();
-        },
+        log: first.log,
+        onState: first.onState,
       });
-      await decided;
+      await first.decided;
     },
     async close() {
       await driver?.stop();
