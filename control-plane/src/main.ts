@@ -105,7 +105,7 @@ export async function serve(
   });
   // On PostgreSQL: the internal channel and this host's driver (cluster/wiring.ts); on SQLite, one process serves all.
   const cluster = config.databaseUrl && hostId
-    ? await prepareCluster({ db, databaseUrl: config.databaseUrl, config, log, hostId, catalog: opts.services?.catalog, hostShape: opts.hostShape ?? (substrate ? undefined : NO_SUBSTRATE_SHAPE) })
+    ? await prepareCluster({ store, databaseUrl: config.databaseUrl, config, log, hostId, catalog: opts.services?.catalog, hostShape: opts.hostShape ?? (substrate ? undefined : NO_SUBSTRATE_SHAPE) })
     : null;
   const dashboardDir = opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir;
   const app = createApp({ services, log, ops: ALL_OPS, dashboardDir, routing: cluster?.routing });

@@ -19,11 +19,8 @@ import { catalogAt, type CatalogVersion } from '../domain/catalog.js';
 import { hostCapacity, type HostShape } from '../domain/host-capacity.js';
 import { listen } from '../listen.js';
 import type { LogSink } from '../log.js';
-import type { Db } from '../store/db.js';
 import { clusterKeysRepo, INTERNAL_CHANNEL_KEY } from '../store/repos/cluster-keys.js';
-import { hostsRepo } from '../store/repos/hosts.js';
-import { machinesRepo } from '../store/repos/machines.js';
-import { createStore } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import { hostsFor } from '../services/placement.js';
 import { createForwarder, type Forwarder } from './forward/forwarder.js';
 import type { CallerRule } from './forward/caller.js';
@@ -40,7 +37,8 @@ import { newProcessId, ownerOfFromStore, ownerOfHost, registeredUrl, type OwnerL
 type Fetch = (req: Request, env: CpEnv['Bindings']) => Response | Promise<Response>;
 
 export interface ClusterOptions {
-  db: Db;
+  /** The process's store (serve's): the cluster reads hosts and machines through it. */
+  store: Store;
   databaseUrl: string;
   config: Config;
   log: LogSink;
@@ -92,12 +90,11 @@ export function forwardedRequests(fetch: Fetch): InternalHandlers['request'] {
 }
 
 export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
-  const { config, log, db } = o;
+  const { config, log, store } = o;
   const processId = newProcessId();
   const hostId = o.hostId;
-  const key = new DeploymentKey(await clusterKeysRepo(db).getOrCreate(INTERNAL_CHANNEL_KEY, () => randomBytes(DEPLOYMENT_KEY_MIN_BYTES)));
-  const hosts = hostsRepo(db);
-  const machines = machinesRepo(db);
+  const key = new DeploymentKey(await clusterKeysRepo(store.db).getOrCreate(INTERNAL_CHANNEL_KEY, () => randomBytes(DEPLOYMENT_KEY_MIN_BYTES)));
+  const { hosts, machines } = store;
   const lookups: OwnerLookups = {
     hostOfMachine: async (id) => (await machines.byId(id))?.host_id,
     host: (id) => hosts.get(id),
@@ -106,7 +103,6 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
   let driver: HostDriver | null = null;
   const self = { processId, driving: () => driver?.fence != null };
   const forwarder = createForwarder({ key, processId, log });
-  const store = createStore(db);
   const routing: Routing = {
     ownerOf: ownerOfFromStore(lookups, self),
     hostId,
