@@ -146,6 +146,11 @@ export const ERRORS = {
     new AppError('invalid_request', `Template ${id} needs at least size ${size}.`, { details }),
   cannotForkInState: (state: string | number) =>
     new AppError('conflict', `Cannot fork a machine that is ${state} without a snapshot_id; it must be running or stopped.`),
+  /** A fork of a machine's disk as it is now, asked for a region other than the one the machine runs in. */
+  forkLiveElsewhere: (region: string) =>
+    new AppError('conflict', `A fork without a snapshot_id is made where the machine runs, which is not region ${region}; take a snapshot and fork it with snapshot_id to place the fork in ${region}.`, {
+      details: [{ field: 'region', message: 'needs snapshot_id' }],
+    }),
   machineNotForked: () =>
     new AppError('compute_unavailable', 'The machine could not be forked.', { headers: retryAfter('machineOperation') }),
   frozenWithoutCapture: () =>
@@ -491,7 +496,7 @@ export const ERRORS = {
     new AppError('conflict', "The snapshot's disk is no longer on the host that held it, so it cannot be copied here."),
   /** A layer held on another host, and this process has no way to move it (no internal channel configured). */
   layerTransferUnconfigured: () =>
-    new AppError('compute_unavailable', "The snapshot's disk is on another host and this host cannot copy it (no internal channel); retry on another host.", { headers: retryAfter('machineOwner') }),
+    new AppError('compute_unavailable', "The snapshot's disk is on another host and cannot be copied here (layers do not move between these hosts, or the host is still preparing); retry later.", { headers: retryAfter('machineOwner') }),
   /** A layer route's query that is not `have=<layer ids>` (internal-layers.ts). */
   layerHaveInvalid: (max: number) =>
     new AppError('invalid_request', 'The layer request\'s query is not a list of layer ids.', { details: [{ field: 'have', message: `at most ${max} comma-separated layer ids` }] }),

@@ -18,6 +18,9 @@ import { COMPUTE_CALLS, LAYER_CALLS, openUnixChannel, type DiskVolume, type Earl
 import { probeKvm } from './substrate/vm/kvm-probe.js';
 import { VmSubstrate, vmEarlyChannel } from './substrate/vm/driver.js';
 import { ERRORS } from './errors.js';
+import { btrfsCodec } from './substrate/disks/transfer/btrfs-codec.js';
+import type { TransferEndpoint } from './substrate/disks/transfer/endpoint.js';
+import { qcow2Codec } from './substrate/disks/transfer/qcow2-codec.js';
 
 /** The repository root: the nearest ancestor holding package.json and images/ (works from src and dist). */
 export function findRepoRoot(from = path.dirname(fileURLToPath(import.meta.url))): string {
@@ -45,19 +48,29 @@ export function chooseSubstrateKind(config: Pick<Config, 'substrate'>, kvmUsable
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 export interface DeferredSubstrate extends Substrate {}
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+/** What preparing a host gives: its substrate, and its side of layer transfers between hosts (none: layers stay here). */
+export interface PreparedHost {
+  substrate: Substrate;
+  transfer: TransferEndpoint | null;
+}
+
 export class DeferredSubstrate {
   private impl: Substrate | null = null;
   private failed: unknown = null;
   readonly ready: Promise<Substrate>;
+  /** The prepared substrate's transfer endpoint (null: none, or preparing failed). */
+  readonly transfer: Promise<TransferEndpoint | null>;
 
   /**
    * `early`: where a machine's agent socket is and how its agent is enrolled, known before the substrate is
    * ready. After a control-plane restart the guest image is checked (the agent staged and hashed: seconds)
    * before the substrate exists; machines still running from the last run are reachable meanwhile.
    */
-  constructor(readonly kind: SubstrateKind, prepare: () => Promise<Substrate>, private readonly early?: EarlyChannel) {
-    this.ready = prepare().then(
-      (s) => (this.impl = s),
+  constructor(readonly kind: SubstrateKind, prepare: () => Promise<PreparedHost>, private readonly early?: EarlyChannel) {
+    const prepared = prepare();
+    this.transfer = prepared.then((p) => p.transfer, () => null);
+    this.ready = prepared.then(
+      (p) => (this.impl = p.substrate),
       (e) => {
         this.failed = e;
         throw e;
@@ -118,7 +131,7 @@ export function prepareSubstrate(o: HostOptions, chosen?: SubstrateKind): Deferr
   return new DeferredSubstrate(kind, async () => {
     if (kind === 'fake') {
       o.say('substrate: fake (in-memory; machines have no desktop, files or shell)');
-      return new FakeSubstrate();
+      return { substrate: new FakeSubstrate(), transfer: null };
     }
     const repoRoot = o.repoRoot ?? findRepoRoot();
     o.say(`substrate: ${kind}; preparing the guest image (cached in ${cacheDir}; the first build takes a few minutes)`);
@@ -126,9 +139,16 @@ export function prepareSubstrate(o: HostOptions, chosen?: SubstrateKind): Deferr
       repoRoot, cacheDir, artifacts: kind === 'vm' ? 'all' : 'container', log: (l) => o.say(`image: ${l}`),
     });
     o.say(`image ${image.hash} ready`);
-    if (kind === 'container') return new ContainerSubstrate({ root, baseRootfs: image.rootfs, warn: (m) => o.say(m) });
-    return new VmSubstrate({
+    // Layers move between hosts on the same guest image, named by its content hash (never a host path).
+    if (kind === 'container') {
+      const s = new ContainerSubstrate({ root, baseRootfs: image.rootfs, warn: (m) => o.say(m) });
+      // Copy-mode disks (no btrfs under DATA_DIR) are plain directories: they cannot be sent as btrfs streams.
+      const transfer = s.diskMode === 'snapshot' ? { store: s.disks, codec: btrfsCodec, base: { path: image.rootfs, id: image.hash } } : null;
+      return { substrate: s, transfer };
+    }
+    const s = new VmSubstrate({
       root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, warn: (m) => o.say(`vm: ${m}`), network: o.config.vmNetwork,
     });
+    return { substrate: s, transfer: { store: s.disks, codec: qcow2Codec, base: { path: image.baseDisk, id: image.hash } } };
   }, kind === 'container' ? containerEarlyChannel(root) : kind === 'vm' ? vmEarlyChannel(root) : undefined);
 }

@@ -31,6 +31,8 @@ import { forwardedRequests, prepareCluster } from './cluster/wiring.js';
 import { beginDriving } from './cluster/host-return.js';
 import { readOrCreateHostId } from './cluster/host-id.js';
 import { internalHandlers } from './internal-handlers.js';
+import { layerHostHandlers } from './internal-layers.js';
+import { DeferredTransfer } from './substrate/disks/transfer/deferred.js';
 import type { HostShape } from './domain/host-capacity.js';
 
 export interface Running {
@@ -97,16 +99,20 @@ export async function serve(
   // On PostgreSQL this DATA_DIR is a host of the deployment (cluster/host-id.ts): new machines are admitted on its
   // registered capacity and recorded on it (services/machines/admission.ts).
   const hostId = config.databaseUrl ? readOrCreateHostId(config.dataDir) : null;
-  const services = await createServices({
-    onMachineFailure: (id, op, cause) => log(machineFailureLine(id, op, cause)),
-    log,
-    hostId,
-    ...opts.services, keyring, substrate, config, store,
-  });
   // On PostgreSQL: the internal channel and this host's driver (cluster/wiring.ts); on SQLite, one process serves all.
   const cluster = config.databaseUrl && hostId
     ? await prepareCluster({ store, databaseUrl: config.databaseUrl, config, log, hostId, catalog: opts.services?.catalog, hostShape: opts.hostShape ?? (substrate ? undefined : NO_SUBSTRATE_SHAPE) })
     : null;
+  // Layers between hosts (docs/substrates.md, "Moving disks between hosts"): this host serves its own to the others'
+  // drivers and pulls theirs for a fork, restore or template create made here, once its substrate is prepared.
+  const transfer = cluster && deferred ? new DeferredTransfer(deferred.transfer) : null;
+  const services = await createServices({
+    onMachineFailure: (id, op, cause) => log(machineFailureLine(id, op, cause)),
+    log,
+    hostId,
+    ...(cluster && transfer ? { layerPull: { fetch: cluster.layerFetch, sink: transfer } } : {}),
+    ...opts.services, keyring, substrate, config, store,
+  });
   const dashboardDir = opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir;
   const app = createApp({ services, log, ops: ALL_OPS, dashboardDir, routing: cluster?.routing });
   const metrics = config.metricsPort !== null ? createMetrics(services) : null;
@@ -148,7 +154,7 @@ export async function serve(
       await hostJobs.start(fence);
     },
     stop: () => hostJobs.stop(),
-  });
+  }, transfer ? layerHostHandlers(transfer, { log }) : undefined);
   const port = (server.address() as AddressInfo).port;
   if (!previews) say('published ports are off: set PREVIEW_DOMAIN to a wildcard name (docs/api-ports.md)');
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { MACHINE_ID_RE } from '../ids.js';
 import { queryBool } from './common.js';
-import { MachineName } from './machine.js';
+import { MachineName, Region } from './machine.js';
 import { PageQuery } from './pagination.js';
 
 export const SnapshotState = z.enum(['pending', 'ready', 'error', 'deleting']);
@@ -64,6 +64,12 @@ export type Snapshot = z.infer<typeof Snapshot>;
 export const ForkMachineRequest = z.strictObject({
   snapshot_id: OpaqueId.optional(),
   name: MachineName.optional(),
+  /**
+   * A placement hint, as create's (default: the parent's). A fork of a snapshot may be placed on any host of the
+   * region (its disk's layers are copied there first); a fork of the machine's disk as it is now is taken where the
+   * machine runs, so a region other than that host's is refused (409).
+   */
+  region: Region.optional(),
 });
 export type ForkMachineRequest = z.infer<typeof ForkMachineRequest>;
 

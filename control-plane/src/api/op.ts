@@ -56,10 +56,10 @@ export interface Op<P extends string = string, Q extends z.ZodType | undefined =
    */
   onLostHost?: 'serve_here';
   /**
-   * For a `host` operation: which host, from its parsed body (services/placement.ts `HostChoice`). Omitted: this
-   * process's host (`here`).
+   * For a `host` operation: which host, from its parsed body and its path's parameters (services/placement.ts
+   * `HostChoice`). Omitted: this process's host (`here`).
    */
-  hostChoice?(body: Parsed<B>): HostChoice;
+  hostChoice?(body: Parsed<B>, params: Record<string, string>): HostChoice;
   /** Query parameters (a strict object of strings); omitted: the operation takes none. */
   query?: Q;
   /** JSON request body; omitted: no body. */
@@ -112,7 +112,7 @@ export function mountOp(app: Hono<CpEnv>, s: Services, op: Op, opts: MountOption
   // permission, since choosing its host reads its body (a malformed one is the handler's 400, answered here).
   const routing = opts.routing && owner !== 'any' && op.auth !== 'none' && op.org !== false ? opts.routing : null;
   const chooseHost = async (c: Context<CpEnv>): Promise<HostChoice> =>
-    op.hostChoice && op.body ? op.hostChoice(await jsonBody(c, op.body)) : { kind: 'here' };
+    op.hostChoice && op.body ? op.hostChoice(await jsonBody(c, op.body), c.req.param()) : { kind: 'here' };
   const chain = !routing
     ? permitted
     : owner === 'machine'

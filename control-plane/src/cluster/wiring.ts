@@ -26,7 +26,10 @@ import { createForwarder, type Forwarder } from './forward/forwarder.js';
 import type { CallerRule } from './forward/caller.js';
 import type { OwnerOf } from './forward/owner.js';
 import { DEPLOYMENT_KEY_MIN_BYTES, DeploymentKey } from './forward/key.js';
-import { createInternalServer, type Forwarded, type InternalHandlers } from './forward/listener.js';
+import { createInternalServer, type Forwarded, type HostHandlers, type InternalHandlers } from './forward/listener.js';
+import { createHostCalls } from './forward/host-call.js';
+import { layerFetch } from './layer-fetch.js';
+import type { LayerFetch } from '../services/layer-pull.js';
 import { firstOutcome } from './leader.js';
 import { driveHost, hostDriverLock, type DriverWork, type HostDriver } from './host-driver.js';
 import { measureHostShape } from './host-shape.js';
@@ -61,7 +64,9 @@ export interface Cluster {
    * competes to drive the host with `work`; resolves once the first election has an outcome (driving with its work
    * started, or following).
    */
-  start(handlers: InternalHandlers, work: DriverWork): Promise<void>;
+  start(handlers: InternalHandlers, work: DriverWork, hostHandlers?: HostHandlers): Promise<void>;
+  /** Layers held on other hosts, asked of their drivers with host-to-host calls (services/layer-pull.ts). */
+  layerFetch: LayerFetch;
   /** Whether this process drives its host now. */
   driving(): boolean;
   /** The internal listener's `http://host:port` once started. */
@@ -127,10 +132,11 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
     hostId,
     routing,
     forwarding,
+    layerFetch: layerFetch(createHostCalls(forwarder, hostId), routing.ownerOfHost),
     driving: self.driving,
     internalUrl: () => internalUrl,
-    async start(handlers, work) {
-      server = createInternalServer({ key, processId, log, handlers });
+    async start(handlers, work, hostHandlers) {
+      server = createInternalServer({ key, processId, log, handlers, ...(hostHandlers ? { hostHandlers } : {}) });
       const port = await listen(server, config.internal.port, config.internal.host);
       const h = config.internal.host.includes(':') ? `[${config.internal.host}]` : config.internal.host;
       internalUrl = `http://${h}:${port}`;

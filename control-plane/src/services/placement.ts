@@ -13,9 +13,12 @@
  *   its request asks (`HostChoice`, declared per operation in api/op.ts): a plain create is ranked by `placeFor`;
  *   a create from a template goes to the host holding the template's layers when it is known, a template or snapshot
  *   of a machine to that machine's host; the rest (`here`) to this process's host.
+ * - A fork of a snapshot is ranked by `placeFor` for the parent's size and the fork's region hint (default: the
+ *   parent's), the snapshot's host first when it fits (nothing to copy); on another host its layers are pulled first
+ *   (services/layer-pull.ts). A fork of the disk as it is now is captured where the machine is, so it goes to the
+ *   parent's host, and a region hint naming another region is a 409 (`forkLiveElsewhere`): take a snapshot first.
  *
- * Forks go to the parent's host (its disk is there; the forward routes a fork by the parent's id), so do restores
- * (in place): the disk decides the host, and a full host answers 503 rather than moving data (issue 25 item 4 moves it).
+ * Restores are in place: the machine's host, pulling the snapshot's layers when they are on another host.
  */
 import type { AppError } from '../../../shared/errors.js';
 import type { MachineSize } from '../../../shared/schemas/machine.js';
@@ -120,6 +123,7 @@ export type HostChoice =
   | { kind: 'place'; size: MachineSize; region: string | null }
   | { kind: 'template'; template: string; size: MachineSize | undefined; region: string | null }
   | { kind: 'machine'; machineId: string }
+  | { kind: 'fork'; machineId: string; snapshotId: string | null; region: string | null }
   | { kind: 'snapshot'; snapshotId: string }
   | { kind: 'here' };
 
@@ -146,9 +150,30 @@ export async function hostsFor(store: Store, orgId: string, choice: HostChoice, 
     }
     case 'machine':
       return on(await machineHost(choice.machineId));
+    case 'fork':
+      return forkHosts(store, orgId, choice, pricing);
     case 'snapshot':
       return on(await machineHost((await store.snapshots.inOrg(orgId, choice.snapshotId))?.machine_id));
     case 'here':
       return HERE;
   }
+}
+
+/** Where a fork goes (see the header): the parent's host for a fork of its disk now, else placed like a create. */
+async function forkHosts(store: Store, orgId: string, choice: Extract<HostChoice, { kind: 'fork' }>, pricing: PlacementPricing): Promise<Placement> {
+  const parent = await store.machines.inOrg(orgId, choice.machineId);
+  if (!parent) return HERE;
+  const snap = choice.snapshotId === null ? undefined : await store.snapshots.inOrg(orgId, choice.snapshotId);
+  // No snapshot (or one the handler refuses with its 404 or 409 there): the disk as it is now, on the parent's host.
+  if (!snap || snap.machine_id !== parent.id) {
+    if (choice.snapshotId === null && choice.region !== null && parent.host_id) {
+      const host = await store.hosts.get(parent.host_id);
+      if (host && host.region !== choice.region) throw ERRORS.forkLiveElsewhere(choice.region);
+    }
+    return on(parent.host_id);
+  }
+  const placed = await placeFor(store, { size: parent.size, region: choice.region ?? parent.region }, pricing);
+  if (placed.kind === 'anywhere') return placed;
+  const home = snap.host_id ?? parent.host_id;
+  return home && placed.ranked.includes(home) ? { kind: 'hosts', ranked: [home, ...placed.ranked.filter((h) => h !== home)] } : placed;
 }

@@ -36,7 +36,7 @@ t.test('postgres, three hosts: creates spread by the ranking, forwarded to the c
     await child(expected).next(served(r), 0);
     return NAMES.filter((n) => child(n).lines.some(served(r)));
   };
-  const { key } = await s.tenant('pro');
+  const { key, cookie } = await s.tenant('pro');
   const answers: HttpReply[] = [];
   const create = async (at: number, body: Record<string, unknown>) => {
     const r = await s.call(s.bases[at]!, 'POST', '/v1/machines', { key, body });
@@ -106,6 +106,26 @@ t.test('postgres, three hosts: creates spread by the ranking, forwarded to the c
       t.same(await servedBy(start, m.host), [m.host]);
       answers.push(stop, start);
     }
+  });
+
+  await t.test('a fork of the disk as it is goes to the parent\'s host; a fork of a snapshot is placed', async (t) => {
+    // Every host is full now: where each fork is refused shows where it was routed.
+    const onB = made.find((m) => m.host === 'B')!;
+    const live = await s.call(s.bases[2]!, 'POST', `/v1/machines/${onB.id}/fork`, { key, body: { name: 'live-fork' } });
+    t.equal(live.status, 503, show(live));
+    t.same(await servedBy(live, 'B'), ['B'], "arrived at C, refused by the parent's host's driver (B)");
+    const euOne = made.find((m) => m.host === 'C')!;
+    const away = await s.call(s.bases[0]!, 'POST', `/v1/machines/${euOne.id}/fork`, { key, body: { region: 'default' } });
+    t.equal(away.status, 409, show(away));
+    t.same([away.json.error.code, away.json.error.message], ['conflict', 'A fork without a snapshot_id is made where the machine runs, which is not region default; take a snapshot and fork it with snapshot_id to place the fork in default.']);
+    t.same(await servedBy(away, 'A'), ['A'], 'refused where it arrived');
+    const snap = await s.call(s.bases[1]!, 'POST', '/v1/snapshots?wait=true', { cookie, body: { machine_id: onB.id, name: 'for-forks' } });
+    t.equal(snap.status, 201, show(snap));
+    const placed = await s.call(s.bases[0]!, 'POST', `/v1/machines/${onB.id}/fork`, { key, body: { snapshot_id: snap.json.id } });
+    t.equal(placed.status, 503, show(placed));
+    t.same([placed.json.error.code, placed.json.error.message], ['compute_unavailable', FULL], 'placement found no host with room');
+    t.same(await servedBy(placed, 'A'), ['A'], 'placed where it arrived (no host fits), not sent to the parent\'s host');
+    answers.push(live, away, snap, placed);
   });
 
   await t.test('the first ranked host\'s driver unreachable: the create goes to the next', async (t) => {

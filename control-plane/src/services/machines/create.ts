@@ -141,7 +141,8 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
           throw ERRORS.cannotForkInState(parent.state);
         }
         const row = await admitInTx(c, orgId, by, {
-          name: req.name, size: parent.size, template: parent.template, region: parent.region, metadata: {}, start: true, onParentHost: true,
+          // The fork's region hint, checked against this host when it was given (placement chose this host for it).
+          name: req.name, size: parent.size, template: parent.template, region: req.region ?? parent.region, metadata: {}, start: true, onParentHost: req.region === undefined,
         }, { forked_from: parent.id, snapshot_id: snap?.id ?? null });
         return { row, parent, snap };
       });
