@@ -30,6 +30,7 @@ import { callServed as call, tenantVia, type HttpReply } from '../../helpers/ser
 
 const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../helpers/served-child.ts');
 const PASSWORD = 'correct horse battery';
+const LOST_HOST_START = "The machine's host is down (host_lost) and its disk is on that host, so it cannot start there or elsewhere. When the host returns, the machine is stopped and can be started. To carry on now, create a new machine; a snapshot of this machine serves only if its layers were copied to a host that is up (by a fork or a template made from it elsewhere).";
 
 const pg = startPostgres();
 t.teardown(async () => (await pg).stop());
@@ -182,4 +183,68 @@ t.test('one host, two processes: kill -9 of the driver mid-create', async (t) =>
   ok(t, await call(atA2, 'POST', `/v1/machines/${back.json.id}/start`, { key: onA.key }), 200, 'started through A, by B');
   t.equal(readHostMachines(dir).get(back.json.id as string)?.state, 'running', "on the host's substrate");
   t.equal(tenants.reduce((s, tn) => s + tn.machines.size, 0), 11, 'machines in all');
+});
+
+t.test('two hosts: kill -9 of one host process, its machines error, the other host works; back, every machine startable', async (t) => {
+  const url = await (await pg).createDatabase('killdrill_two_hosts');
+  const dirs = { east: dataDir(t, 'east'), west: dataDir(t, 'west') };
+  const start = childGroup(t, { url, hostFileSubstrate: true }, CHILD);
+  const host = (name: string, region: 'east' | 'west') => start(name, { dataDir: dirs[region], region });
+  const a = host('a', 'east');
+  const atA = String((await a.next(ready)).base);
+  const b = host('b', 'west');
+  const atB = String((await b.next(ready)).base);
+  t.equal(lastState(a), 'leading', 'A, started first, leads the deployment');
+  const tn = await tenantVia(atB, 'pro', 3);
+  const key = tn.key;
+
+  // Two machines on each host (the region hint places them), each made through the other host's process.
+  const made: Record<string, string> = {};
+  for (const [name, region, at, run] of [['a1', 'east', atB, true], ['a2', 'east', atB, false], ['b1', 'west', atA, true], ['b2', 'west', atA, false]] as const) {
+    made[name] = ok(t, await call(at, 'POST', '/v1/machines', { key, body: { name, region, start: run } }), 201, `create ${name}`).json.id as string;
+  }
+  const state = async (at: string, name: string) => (await call(at, 'GET', `/v1/machines/${made[name]}`, { key })).json.state as string;
+  const events = async (at: string, name: string) =>
+    (ok(t, await call(at, 'GET', `/v1/machines/${made[name]}/events?limit=100`, { key }), 200, `${name} events`).json.data as Array<{ type: string; data: Record<string, unknown> }>).map((e) => e.type);
+
+  const bLinesAtKill = b.lines.length;
+  const killedAt = Date.now();
+  await a.kill9();
+  // B's machines keep working while A's host is lost.
+  ok(t, await call(atB, 'POST', `/v1/machines/${made.b1}/stop`, { key }), 200, 'b1 stops through B');
+  ok(t, await call(atB, 'POST', `/v1/machines/${made.b1}/start`, { key }), 200, 'b1 starts through B');
+  while ((await state(atB, 'a1')) !== 'error') await new Promise((r) => setTimeout(r, 100));
+  t.comment(`kill -9 of host A's process → its machine error (read through B): ${Date.now() - killedAt} ms (docs: within 10 s)`);
+  await b.next((l) => l.state === 'leading', bLinesAtKill);
+  t.pass('B leads the deployment (it marked A down)');
+  t.same([await state(atB, 'a1'), await state(atB, 'a2'), await state(atB, 'b1'), await state(atB, 'b2')], ['error', 'error', 'running', 'stopped']);
+  const failed = (from: string) => ({ from, to: 'error', operation: 'host', code: 'compute_unavailable', reason: 'host_lost' });
+  for (const [name, from] of [['a1', 'running'], ['a2', 'stopped']] as const) {
+    const ev = ok(t, await call(atB, 'GET', `/v1/machines/${made[name]}/events?limit=100`, { key }), 200, 'events').json.data as Array<{ type: string; data: unknown }>;
+    t.same(ev.slice(0, 2).map((e) => [e.type, e.data]), [['machine.failed', failed(from)], ['host.unhealthy', { reason: 'host_lost' }]], `${name}: failed with its host`);
+  }
+  t.same(await events(atB, 'b1'), ['machine.started', 'machine.stopped', 'machine.started', 'machine.created'], "b1: nothing of A's loss");
+  const refused = await call(atB, 'POST', `/v1/machines/${made.a1}/start`, { key });
+  t.same([refused.status, refused.json.error?.code, refused.json.error?.message], [409, 'conflict', LOST_HOST_START], 'a start through the API while its host is down: 409 with the cause (was a 503 to retry forever)');
+
+  // A's host comes back: its process restarted on its DATA_DIR drives it again and settles its lost machines once.
+  const a2 = host('a2', 'east');
+  const a2Ready = await a2.next(ready);
+  t.equal(a2Ready.driving, true, 'the restarted A drives its host');
+  const atA2 = String(a2Ready.base);
+  t.equal((await a2.next((l) => l.log === 'host.driving', 0)).epoch, 3, 'at epoch 3 (1: first takeover, 2: marked down)');
+  t.match(await a2.next((l) => l.log === 'host.returned', 0), { stopped: 2, still_error: 0 }, 'both lost machines stopped: their disks are on the host');
+  for (const at of [atA2, atB]) {
+    t.same([await state(at, 'a1'), await state(at, 'a2'), await state(at, 'b1'), await state(at, 'b2')], ['stopped', 'stopped', 'running', 'stopped'], 'honest through either process');
+  }
+  t.same(await events(atA2, 'a1'), ['machine.stopped', 'machine.failed', 'host.unhealthy', 'machine.started', 'machine.created'], 'a1: failed once, stopped once');
+  // Every machine startable, through either process.
+  ok(t, await call(atB, 'POST', `/v1/machines/${made.a1}/start`, { key }), 200, 'a1 (error until its host returned) starts through B');
+  ok(t, await call(atA2, 'POST', `/v1/machines/${made.a2}/start`, { key }), 200, 'a2 starts through A');
+  ok(t, await call(atA2, 'POST', `/v1/machines/${made.b2}/start`, { key }), 200, 'b2 starts through A');
+  ok(t, await call(atA2, 'POST', `/v1/machines/${made.b1}/stop`, { key }), 200, 'b1 stops through A');
+  // What each host's substrate was asked: each machine on its own host only, started once per acknowledged start.
+  const onHost = (dir: string) => [...readHostMachines(dir).values()].map((m) => [m.id, m.state, m.starts]).sort();
+  t.same(onHost(dirs.east), [[made.a1, 'running', 2], [made.a2, 'running', 1]].sort(), "host A's substrate: a1 started at create and now, a2 now");
+  t.same(onHost(dirs.west), [[made.b1, 'stopped', 2], [made.b2, 'running', 1]].sort(), "host B's substrate: b1 started at create and during the loss, b2 now");
 });
