@@ -26,6 +26,26 @@ export function readHostMachines(dataDir: string): Map<string, Kept> {
   return new Map((JSON.parse(fs.readFileSync(file, 'utf8')) as Kept[]).map((m) => [m.id, m]));
 }
 
+function writeKept(file: string, machines: Iterable<FakeMachine>): string {
+  const text = JSON.stringify([...machines].map((m): Kept => ({ ...m, files: [...m.files] })));
+  fs.writeFileSync(`${file}.new`, text);
+  fs.renameSync(`${file}.new`, file);
+  return text;
+}
+
+/**
+ * A guest of the host at `dataDir` ends on its own (FakeSubstrate.exitFromOutside: `crashed`, killed from outside), as
+ * the host sees it: written to the host's file, which its driver reads again at its next call (its watch's).
+ */
+export function exitFromOutside(dataDir: string, id: string, how: 'crashed' | 'shutdown'): void {
+  const machines = [...readHostMachines(dataDir).values()].map((m): FakeMachine => ({ ...m, files: new Map(m.files) }));
+  const m = machines.find((x) => x.id === id);
+  if (!m) throw new Error(`${id} is not on the host's substrate`);
+  m.state = 'stopped';
+  m.exit = how;
+  writeKept(path.join(dataDir, HOST_SUBSTRATE_FILE), machines);
+}
+
 export class HostFileSubstrate extends FakeSubstrate {
   private readonly file: string;
   /** The file's text as this process last read or wrote it. */
@@ -51,10 +71,7 @@ export class HostFileSubstrate extends FakeSubstrate {
   }
 
   private save(): void {
-    const text = JSON.stringify([...this.machines.values()].map((m): Kept => ({ ...m, files: [...m.files] })));
-    fs.writeFileSync(`${this.file}.new`, text);
-    fs.renameSync(`${this.file}.new`, this.file);
-    this.known = text;
+    this.known = writeKept(this.file, this.machines.values());
   }
 
   private async reading<T>(act: () => Promise<T>): Promise<T> {

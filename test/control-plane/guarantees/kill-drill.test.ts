@@ -15,7 +15,8 @@
  * Two hosts, one process each: kill -9 of host A's process (the deployment leader) → B leads, marks A down and
  * fails its machines (`machine.failed`, `host_lost`; the time from the kill is measured and printed, the bound is
  * docs/operations.md's), B's machines keep working; A restarted → its machines come back `stopped` once, and start
- * through either process. host-loss.test.ts and host-loss-drill.test.ts prove the sweep, the fence and the return
+ * through either process; one already `error` for its own cause (its guest crashed before the loss) stays `error`
+ * and starts on the restarted host. host-loss.test.ts and host-loss-drill.test.ts prove the sweep, the fence and the return
  * on services and a bare driver; this is the same through the API of whole processes.
  */
 import fs from 'node:fs';
@@ -23,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
-import { readHostMachines } from '../../helpers/host-file-substrate.js';
+import { exitFromOutside, readHostMachines } from '../../helpers/host-file-substrate.js';
 import { childGroup, type ChildLine, type PgChild } from '../../helpers/pg-processes.js';
 import { startPostgres } from '../../helpers/postgres.js';
 import { callServed as call, tenantVia, type HttpReply } from '../../helpers/served-processes.js';
@@ -198,14 +199,18 @@ t.test('two hosts: kill -9 of one host process, its machines error, the other ho
   const tn = await tenantVia(atB, 'pro', 3);
   const key = tn.key;
 
-  // Two machines on each host (the region hint places them), each made through the other host's process.
+  // Machines on each host (the region hint places them), each made through the other host's process.
   const made: Record<string, string> = {};
-  for (const [name, region, at, run] of [['a1', 'east', atB, true], ['a2', 'east', atB, false], ['b1', 'west', atA, true], ['b2', 'west', atA, false]] as const) {
+  for (const [name, region, at, run] of [['a1', 'east', atB, true], ['a2', 'east', atB, false], ['a3', 'east', atB, true], ['b1', 'west', atA, true], ['b2', 'west', atA, false]] as const) {
     made[name] = ok(t, await call(at, 'POST', '/v1/machines', { key, body: { name, region, start: run } }), 201, `create ${name}`).json.id as string;
   }
   const state = async (at: string, name: string) => (await call(at, 'GET', `/v1/machines/${made[name]}`, { key })).json.state as string;
   const events = async (at: string, name: string) =>
     (ok(t, await call(at, 'GET', `/v1/machines/${made[name]}/events?limit=100`, { key }), 200, `${name} events`).json.data as Array<{ type: string; data: Record<string, unknown> }>).map((e) => e.type);
+
+  // a3's guest crashes before the loss: A's substrate watch fails it (`error` for a cause of its own, not the host's).
+  exitFromOutside(dirs.east, made.a3!, 'crashed');
+  while ((await state(atB, 'a3')) !== 'error') await new Promise((r) => setTimeout(r, 100));
 
   const bLinesAtKill = b.lines.length;
   const killedAt = Date.now();
@@ -217,12 +222,14 @@ t.test('two hosts: kill -9 of one host process, its machines error, the other ho
   t.comment(`kill -9 of host A's process → its machine error (read through B): ${Date.now() - killedAt} ms (docs: within 10 s)`);
   await b.next((l) => l.state === 'leading', bLinesAtKill);
   t.pass('B leads the deployment (it marked A down)');
-  t.same([await state(atB, 'a1'), await state(atB, 'a2'), await state(atB, 'b1'), await state(atB, 'b2')], ['error', 'error', 'running', 'stopped']);
+  const states = (at: string) => Promise.all(['a1', 'a2', 'a3', 'b1', 'b2'].map((name) => state(at, name)));
+  t.same(await states(atB), ['error', 'error', 'error', 'running', 'stopped']);
   const failed = (from: string) => ({ from, to: 'error', operation: 'host', code: 'compute_unavailable', reason: 'host_lost' });
   for (const [name, from] of [['a1', 'running'], ['a2', 'stopped']] as const) {
     const ev = ok(t, await call(atB, 'GET', `/v1/machines/${made[name]}/events?limit=100`, { key }), 200, 'events').json.data as Array<{ type: string; data: unknown }>;
     t.same(ev.slice(0, 2).map((e) => [e.type, e.data]), [['machine.failed', failed(from)], ['host.unhealthy', { reason: 'host_lost' }]], `${name}: failed with its host`);
   }
+  t.same(await events(atB, 'a3'), ['host.unhealthy', 'machine.failed', 'machine.started', 'machine.created'], 'a3, error already: told, not failed again');
   t.same(await events(atB, 'b1'), ['machine.started', 'machine.stopped', 'machine.started', 'machine.created'], "b1: nothing of A's loss");
   const refused = await call(atB, 'POST', `/v1/machines/${made.a1}/start`, { key });
   t.same([refused.status, refused.json.error?.code, refused.json.error?.message], [409, 'conflict', LOST_HOST_START], 'a start through the API while its host is down: 409 with the cause (was a 503 to retry forever)');
@@ -235,16 +242,17 @@ t.test('two hosts: kill -9 of one host process, its machines error, the other ho
   t.equal((await a2.next((l) => l.log === 'host.driving', 0)).epoch, 3, 'at epoch 3 (1: first takeover, 2: marked down)');
   t.match(await a2.next((l) => l.log === 'host.returned', 0), { stopped: 2, still_error: 0 }, 'both lost machines stopped: their disks are on the host');
   for (const at of [atA2, atB]) {
-    t.same([await state(at, 'a1'), await state(at, 'a2'), await state(at, 'b1'), await state(at, 'b2')], ['stopped', 'stopped', 'running', 'stopped'], 'honest through either process');
+    t.same(await states(at), ['stopped', 'stopped', 'error', 'running', 'stopped'], 'honest through either process: a3 stays error, its own cause');
   }
   t.same(await events(atA2, 'a1'), ['machine.stopped', 'machine.failed', 'host.unhealthy', 'machine.started', 'machine.created'], 'a1: failed once, stopped once');
   // Every machine startable, through either process.
   ok(t, await call(atB, 'POST', `/v1/machines/${made.a1}/start`, { key }), 200, 'a1 (error until its host returned) starts through B');
   ok(t, await call(atA2, 'POST', `/v1/machines/${made.a2}/start`, { key }), 200, 'a2 starts through A');
+  ok(t, await call(atB, 'POST', `/v1/machines/${made.a3}/start`, { key }), 200, 'a3, error, starts on the restarted host through B');
   ok(t, await call(atA2, 'POST', `/v1/machines/${made.b2}/start`, { key }), 200, 'b2 starts through A');
   ok(t, await call(atA2, 'POST', `/v1/machines/${made.b1}/stop`, { key }), 200, 'b1 stops through A');
   // What each host's substrate was asked: each machine on its own host only, started once per acknowledged start.
   const onHost = (dir: string) => [...readHostMachines(dir).values()].map((m) => [m.id, m.state, m.starts]).sort();
-  t.same(onHost(dirs.east), [[made.a1, 'running', 2], [made.a2, 'running', 1]].sort(), "host A's substrate: a1 started at create and now, a2 now");
+  t.same(onHost(dirs.east), [[made.a1, 'running', 2], [made.a2, 'running', 1], [made.a3, 'running', 2]].sort(), "host A's substrate: a1 and a3 started at create and now, a2 now");
   t.same(onHost(dirs.west), [[made.b1, 'stopped', 2], [made.b2, 'running', 1]].sort(), "host B's substrate: b1 started at create and during the loss, b2 now");
 });
