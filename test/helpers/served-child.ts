@@ -13,7 +13,8 @@
  * sweeps, so a test sees the deployment's jobs run in this process. With `hostFileSubstrate` its substrate keeps the
  * host's machines in a file in `dataDir` (host-file-substrate.ts: they outlive the process, as a real host's do), it
  * prints {substrate: 'create', id} as each create enters it, and {op:'hold', call:'create'} on stdin holds every
- * create from then on inside the substrate (FakeSubstrate.hold: its row recorded, never finished), answered {held}.
+ * create from then on inside the substrate (FakeSubstrate.hold: its row recorded, not finished), answered {held};
+ * {op:'release', call:'create'} lets them go on, answered {released}.
  * Each reconcile it runs once serving (at a takeover) prints {reconciled: [[id, from, to], …]}. {op:'exit'} on
  * stdin (or stdin closing: the test process is gone) closes it.
  */
@@ -75,14 +76,20 @@ const stop = async () => {
   await running.close();
   process.exit(0);
 };
+const holds = new Map<'create', () => void>();
 const commands = readline.createInterface({ input: process.stdin });
 commands.on('close', () => void stop());
 commands.on('line', (text) => {
   const cmd = JSON.parse(text) as { op: string; call?: 'create' };
   if (cmd.op === 'exit') void stop();
   if (cmd.op === 'hold' && cmd.call) {
-    substrate.hold(cmd.call);
+    holds.set(cmd.call, substrate.hold(cmd.call));
     say({ held: cmd.call });
+  }
+  if (cmd.op === 'release' && cmd.call) {
+    holds.get(cmd.call)?.();
+    holds.delete(cmd.call);
+    say({ released: cmd.call });
   }
 });
 say({ pid: process.pid, ready: true, base: running.url, driving: running.driving(), internal: running.internalUrl });

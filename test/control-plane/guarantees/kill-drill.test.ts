@@ -10,7 +10,9 @@
  * to A), and A gets SIGKILL once all five are inside. B keeps answering what it serves itself, takes the host over,
  * and its reconcile at the takeover settles the five (`error`, `create_interrupted`): they were begun before B drove
  * the host, though after B started (cluster/substrate-job.ts). Every acknowledged write reads back through B, B's
- * calls after the takeover all answer, and A restarted on the DATA_DIR follows and serves the same data.
+ * calls after the takeover all answer, and A restarted on the DATA_DIR follows and serves the same data. Then the
+ * follower is killed with a create in flight through it (held inside B's substrate until it is gone): its caller
+ * gets no answer, the driver finishes the create, B keeps serving.
  *
  * Two hosts, one process each: kill -9 of host A's process (the deployment leader) → B leads, marks A down and
  * fails its machines (`machine.failed`, `host_lost`; the time from the kill is measured and printed, the bound is
@@ -182,8 +184,27 @@ t.test('one host, two processes: kill -9 of the driver mid-create', async (t) =>
   const back = ok(t, await call(atA2, 'POST', '/v1/machines', { key: onA.key, body: { name: 'back', start: false } }), 201, 'a create on the restarted A');
   onA.machines.set(back.json.id as string, ['back', 'stopped']);
   ok(t, await call(atA2, 'POST', `/v1/machines/${back.json.id}/start`, { key: onA.key }), 200, 'started through A, by B');
+  onA.machines.set(back.json.id as string, ['back', 'running']);
   t.equal(readHostMachines(dir).get(back.json.id as string)?.state, 'running', "on the host's substrate");
   t.equal(tenants.reduce((s, tn) => s + tn.machines.size, 0), 11, 'machines in all');
+
+  // kill -9 of the follower with a create in flight through it (held inside B's substrate until A is gone): the
+  // caller's connection fails, the driver finishes the create it began (nothing half-done), and B keeps serving.
+  b.send({ op: 'hold', call: 'create' });
+  await b.next((l) => l.held === 'create');
+  const through = settle(call(atA2, 'POST', '/v1/machines', { key: onA.key, body: { name: 'through-a' } }));
+  const throughId = String((await b.next((l) => l.substrate === 'create')).id);
+  await a2.kill9();
+  t.equal(await through, 'TypeError', 'the caller of the killed follower gets no answer (fetch failed)');
+  b.send({ op: 'release', call: 'create' });
+  await b.next((l) => l.released === 'create');
+  let seen = '';
+  while ((seen = (await call(atB, 'GET', `/v1/machines/${throughId}`, { key: onA.key })).json.state as string) === 'creating') await new Promise((r) => setTimeout(r, 100));
+  t.equal(seen, 'running', 'the driver finished the create the follower forwarded');
+  onA.machines.set(throughId, ['through-a', 'running']);
+  await readBack(t, atB);
+  ok(t, await call(atB, 'POST', `/v1/machines/${throughId}/stop`, { key: onA.key }), 200, 'B serves it');
+  t.equal(readHostMachines(dir).get(throughId)?.starts, 1, 'started once, on the host');
 });
 
 t.test('two hosts: kill -9 of one host process, its machines error, the other host works; back, every machine startable', async (t) => {
