@@ -10,8 +10,13 @@
  * `requests` one line per request {log: 'request', operation, request_id, status, forwarded_to?}. Also prints its
  * deployment leader state changes ({state: 'leading' | 'following'}), what it tells the operator ({say: line}, e.g.
  * its reconcile) and, with `sweepMs` (the session sweep's period), {sweep: true} after each of the leader's session
- * sweeps, so a test sees the deployment's jobs run in this process. {op:'exit'} on stdin (or stdin closing: the test
- * process is gone) closes it.
+ * sweeps, so a test sees the deployment's jobs run in this process. With `hostFileSubstrate` its substrate keeps the
+ * host's machines in a file in `dataDir` (host-file-substrate.ts: they outlive the process, as a real host's do), it
+ * prints {substrate: 'create', id} as each create enters it, and {op:'hold', call:'create'} on stdin holds every
+ * create from then on inside the substrate (FakeSubstrate.hold: its row recorded, not finished), answered {held};
+ * {op:'release', call:'create'} lets them go on, answered {released}.
+ * Each reconcile it runs once serving (at a takeover) prints {reconciled: [[id, from, to], …]}. {op:'exit'} on
+ * stdin (or stdin closing: the test process is gone) closes it.
  */
 import readline from 'node:readline';
 import { parseConfig } from '../../control-plane/src/config.js';
@@ -20,16 +25,19 @@ import type { HostShape } from '../../control-plane/src/domain/host-capacity.js'
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import type { StripeClientOptions } from '../../control-plane/src/billing/stripe.js';
 import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
+import { HostFileSubstrate } from './host-file-substrate.js';
 
-const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; requests?: boolean; hostShape?: HostShape; region?: string; sweepMs?: number; env?: Record<string, string>; stripeClient?: StripeClientOptions };
+const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; hostFileSubstrate?: boolean; requests?: boolean; hostShape?: HostShape; region?: string; sweepMs?: number; env?: Record<string, string>; stripeClient?: StripeClientOptions };
 const say = (line: Record<string, unknown>): void => void process.stdout.write(JSON.stringify(line) + '\n');
 const REPORTED: Record<string, ReadonlyArray<string>> = {
   'host.driving': ['epoch'],
+  'host.returned': ['stopped', 'still_error'],
   forward_refused: ['reason'],
   ...(args.requests ? { request: ['operation', 'request_id', 'status', 'forwarded_to'] } : {}),
 };
 const TIB = 1024 ** 4;
 const HUGE: HostShape = { cores: 64 * 1024, memory_bytes: 64 * TIB, disk_bytes: 1024 * TIB };
+const substrate = args.hostFileSubstrate ? new HostFileSubstrate(args.dataDir, (op, id) => say({ substrate: op, id })) : new FakeSubstrate();
 const config = parseConfig({
   PUBLIC_BASE_URL, DATA_DIR: args.dataDir, PORT: '0', HOST: '127.0.0.1', WARM_POOL_PER_SIZE: '0', SECRETS_KEYRING: 'off', TRUST_PROXY: 'true',
   ...(args.url ? { DATABASE_URL: args.url } : {}),
@@ -47,7 +55,7 @@ const running = await serve(config, {
   ...(args.sweepMs ? { jobPeriodsMs: { sweep: args.sweepMs } } : {}),
   // A host large enough that only the organization's quotas refuse.
   services: {
-    substrate: new FakeSubstrate(), passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 },
+    substrate, passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 },
     ...(args.stripeClient ? { stripeClient: args.stripeClient } : {}),
   },
   hostShape: args.hostShape ?? HUGE,
@@ -58,13 +66,30 @@ running.services.sessions.sweep = async () => {
   say({ sweep: true });
   return r;
 };
+const reconcile = running.services.machines.reconcile;
+running.services.machines.reconcile = async (o) => {
+  const moved = await reconcile(o);
+  say({ reconciled: moved.map((m) => [m.id, m.from, m.to]) });
+  return moved;
+};
 const stop = async () => {
   await running.close();
   process.exit(0);
 };
+const holds = new Map<'create', () => void>();
 const commands = readline.createInterface({ input: process.stdin });
 commands.on('close', () => void stop());
 commands.on('line', (text) => {
-  if ((JSON.parse(text) as { op: string }).op === 'exit') void stop();
+  const cmd = JSON.parse(text) as { op: string; call?: 'create' };
+  if (cmd.op === 'exit') void stop();
+  if (cmd.op === 'hold' && cmd.call) {
+    holds.set(cmd.call, substrate.hold(cmd.call));
+    say({ held: cmd.call });
+  }
+  if (cmd.op === 'release' && cmd.call) {
+    holds.get(cmd.call)?.();
+    holds.delete(cmd.call);
+    say({ released: cmd.call });
+  }
 });
 say({ pid: process.pid, ready: true, base: running.url, driving: running.driving(), internal: running.internalUrl });

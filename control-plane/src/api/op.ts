@@ -52,7 +52,8 @@ export interface Op<P extends string = string, Q extends z.ZodType | undefined =
   owner?: OpOwner;
   /**
    * A `machine` operation served wherever it arrives when the machine's host is down (no driver to forward to):
-   * only delete, which then forgets the machine and leaves its disk to the host's return (docs/operations.md).
+   * delete, which then forgets the machine and leaves its disk to the host's return, and start, which answers that
+   * the machine's disk is on a lost host (409) instead of a retryable 503 (docs/operations.md, "Losing a host").
    */
   onLostHost?: 'serve_here';
   /**
