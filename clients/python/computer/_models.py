@@ -898,6 +898,7 @@ class CreateTemplateRequest(TypedDict):
 class ForkMachineRequest(TypedDict):
     snapshot_id: NotRequired[str]
     name: NotRequired[str]
+    region: NotRequired[str]
 
 
 class RestoreMachineRequest(TypedDict):
