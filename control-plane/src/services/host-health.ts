@@ -19,6 +19,8 @@ export interface HostHealthDeps {
   events: EventService;
   /** The directory whose filesystem is watched (DATA_DIR). */
   dir: string;
+  /** This DATA_DIR's host (PostgreSQL): only its machines are told; null: every machine is on the one host. */
+  hostId: string | null;
   /** Free space kept in reserve; default 5% of the filesystem, at least 256 MiB and at most 2 GiB. */
   reserveBytes?: number;
   /** How the free space is read (tests); default statfs. */
@@ -40,10 +42,11 @@ export function createHostHealth(d: HostHealthDeps) {
   let substrateDown = false;
   let readOnly = false;
 
-  /** host.unhealthy to every live machine's log (the organizations with machines on this host). */
+  /** host.unhealthy to every live machine's log on this host (the organizations with machines here, never another host's). */
   function tellEveryone(reason: 'disk_low' | 'substrate_unavailable' | 'disk_read_only'): Promise<void> {
+    const live = ['creating', 'starting', 'running', 'stopping', 'stopped', 'error'] as const;
     return d.store.db.tx(async () => {
-      for (const m of await d.store.machines.inStates(['creating', 'starting', 'running', 'stopping', 'stopped', 'error'])) {
+      for (const m of d.hostId ? await d.store.machines.onHost(d.hostId, live) : await d.store.machines.inStates(live)) {
         await d.events.append(m.org_id, m.id, 'host.unhealthy', { reason });
       }
     });

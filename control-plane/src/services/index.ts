@@ -132,7 +132,7 @@ export async function createServices(d: ServiceDeps) {
   const leases = createLeaseService({ store, events, now });
   const sessions = createSessionService({ store, events, leases, quotas, now });
   const locks = new DiskLocks();
-  const hostHealth = createHostHealth({ store, events, dir: config.dataDir, ...(d.diskReserveBytes !== undefined ? { reserveBytes: d.diskReserveBytes } : {}) });
+  const hostHealth = createHostHealth({ store, events, dir: config.dataDir, hostId: d.hostId ?? null, ...(d.diskReserveBytes !== undefined ? { reserveBytes: d.diskReserveBytes } : {}) });
   const snapshots = createSnapshotService({
     store, substrate, events, quotas, locks, now, onFailure: d.onMachineFailure, hostHealth, hostId: d.hostId ?? null, layerPull: d.layerPull ?? null,
     ...(d.log ? { log: d.log } : {}),
