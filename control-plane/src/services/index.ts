@@ -163,7 +163,7 @@ export async function createServices(d: ServiceDeps) {
   // This host's side of a drain's move (the move host routes, internal-moves.ts; cluster/machine-move.ts when local).
   const moveActs = createMoveActs({
     store, substrate, locks, hostId: d.hostId ?? null, bring: snapshots.bring, agent, now, catalog: d.catalog, network: config.machineNetwork,
-    readyProbe: d.readyProbe === undefined ? DEFAULT_READY_PROBE : d.readyProbe,
+    readyProbe: d.readyProbe === undefined ? DEFAULT_READY_PROBE : d.readyProbe, booted: machines.booted,
   });
   if (!d.counters?.machines) quotas.registerCounter('machines', (orgId) => store.machines.countLive(orgId));
   if (!d.counters?.running_machines) quotas.registerCounter('running_machines', (orgId) => store.machines.countCompute(orgId));

@@ -18,6 +18,10 @@
  * this host; a pull onto a host still holding a disk of the machine from an earlier move away (not swept yet) destroys
  * that stale disk first (the row says the machine lives elsewhere and this move is open to here), so `makeDisk`'s
  * "already made" is always this move's disk.
+ *
+ * A start is a boot like any other once the drain records the machine `running` (just after this act answers): the
+ * boot path (`booted`: the machines' boot listeners, which deliver its secrets into the fresh tmpfs, and its ready
+ * probe) runs then, once per boot, from a bounded watch of the row here (`AFTER_START`).
  */
 import { agentOf } from './machine-agent/index.js';
 import type { MachineAgent } from './machine-agent/index.js';
@@ -48,11 +52,37 @@ export interface MoveActsDeps {
   network: 'outbound' | 'none';
   now: () => Date;
   catalog?: readonly CatalogVersion[];
+  /** The machines' boot path (ready.ts `watchReady`), run once the moved machine is recorded running here. */
+  booted?: (m: MachineRow) => void;
 }
+
+/** How long, and how often, a started machine's row is read until the drain records it running here. */
+export const AFTER_START = { withinMs: 60_000, everyMs: 250 } as const;
 
 export function createMoveActs(d: MoveActsDeps) {
   const { substrate, locks } = d;
   const probe = d.readyProbe;
+  /** Per machine: the boot (its state_changed_at) the boot path ran for, and the watch still waiting for one. */
+  const bootedAt = new Map<string, string>();
+  const watching = new Map<string, Promise<void>>();
+
+  /** Runs the boot path once the row says the machine runs here, at most once per boot; gives up when it moves on. */
+  async function watchBoot(id: string): Promise<void> {
+    const deadline = Date.now() + AFTER_START.withinMs;
+    for (;;) {
+      const m = await d.store.machines.byId(id);
+      if (!m || m.host_id !== d.hostId) return;
+      if (m.state === 'running') {
+        if (bootedAt.get(id) !== m.state_changed_at) {
+          bootedAt.set(id, m.state_changed_at);
+          d.booted?.(m);
+        }
+        return;
+      }
+      if (m.state !== 'starting' || Date.now() > deadline) return;
+      await new Promise((r) => setTimeout(r, AFTER_START.everyMs));
+    }
+  }
 
   async function row(id: string): Promise<MachineRow> {
     const m = await d.store.machines.byId(id);
@@ -131,7 +161,14 @@ export function createMoveActs(d: MoveActsDeps) {
         if (status !== 'running') await substrate.start(id);
       });
       await answering(m);
+      if (!watching.has(id)) {
+        const w = watchBoot(id).catch(() => {}).finally(() => watching.delete(id));
+        watching.set(id, w);
+      }
     },
+
+    /** Resolves once the boot watch of a start of `id` is over (tests and shutdown wait on it). */
+    booting: (id: string): Promise<void> => watching.get(id) ?? Promise.resolve(),
   };
 }
 

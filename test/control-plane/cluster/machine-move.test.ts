@@ -7,7 +7,8 @@
  * - A running machine and a stopped one on host a, each with a file on its disk; host a `draining`; the drain
  *   (services/drain.ts) with the real move, every method called twice in a row → both machines on host b, the
  *   running one running, the stopped one stopped, each file on b's disk byte for byte; the second call of each step
- *   answered the same and acted nothing (one capture, one export, one disk made, one start).
+ *   answered the same and acted nothing (one capture, one export, one disk made, one start); host b ran its boot path
+ *   (the boot listeners that deliver secrets) once for the running one.
  * - Host a's reconcile then destroys the disks it still held of them and lets the moves' pins go; host b's sweep lets
  *   its pins go and its disks stay whole.
  * - Host b's move routes: a tenant's signed request never reaches them, an unsigned one is 401, a body with an
@@ -103,6 +104,8 @@ t.test('drain host a with the real move: both machines on host b with their file
   }
   t.same((await rigA.store.machines.onHost(HOST_A)).map((m) => m.id).sort(), [...ids].sort(), 'both recorded on host a');
 
+  const bootsB: string[] = [];
+  rigB.services.machines.onBoot((m) => bootsB.push(m.id));
   // Host a draining; the leader (host a's process) drives the drain with the real move, each step asked twice.
   t.equal((await rigA.store.hosts.operate(HOST_A, 'drain')).ok, true);
   const move = createMachineMove({
@@ -125,6 +128,8 @@ t.test('drain host a with the real move: both machines on host b with their file
     `capture ${ids[0]}: same chain`, `pull ${ids[0]}: moved, then 0`,
     `capture ${ids[1]}: same chain`, `pull ${ids[1]}: moved, then 0`,
   ], 'a second capture answers the same layer, a second pull moves nothing');
+  await rigB.services.moveActs.booting(ids[0]!);
+  t.same(bootsB, [ids[0]], "host b ran the boot path (secrets, ready probe) once, for the running one, once it was recorded running");
   const acts = (sub: DiskSubstrate, id: string) => sub.calls.filter((c) => c.endsWith(`:${id}`) && /^(create|start|stop|destroy):/.test(c)).map((c) => c.split(':')[0]);
   t.same(ids.map((id) => acts(subB, id)), [['create', 'start'], ['create']], 'on host b: each disk made once, the running one started once');
   t.same(ids.map((id) => acts(subA, id)), [['create', 'start', 'stop'], ['create']], 'on host a: the running one (created started) stopped once');

@@ -48,6 +48,8 @@ export function createMachineService(d: MachineServiceDeps) {
   return {
     /** Run `fn` after every boot of any machine (outside any transaction; must not throw). */
     onBoot: ready.onBoot,
+    /** A boot this service did not make (a drain's start, services/move-acts.ts): the boot listeners and the ready probe. */
+    booted: ready.watchReady,
     get: reads.get,
     list: reads.list,
     create: creation.create,
