@@ -17,6 +17,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { z } from 'zod';
+import { AppError } from '../../../shared/errors.js';
 import { createHostCalls } from '../../../control-plane/src/cluster/forward/host-call.js';
 import { signRequest } from '../../../control-plane/src/cluster/forward/signature.js';
 import { layerFetch } from '../../../control-plane/src/cluster/layer-fetch.js';
@@ -170,4 +172,27 @@ t.test('drain host a with the real move: both machines on host b with their file
   const extra = await call(port, { method: 'POST', path: startPath, headers: { ...signed(host, startPath), 'content-type': 'application/json' }, body: '{"now":true}' });
   t.same([extra.status, (JSON.parse(extra.body.toString()) as { error: { code: string } }).error.code], [400, 'invalid_request'], 'an unknown field: 400');
   t.same([await subB.status(ids[1]!), b.logs.filter((l) => l.event === 'move_step' && l.machine === ids[1] && l.step === 'start').length], ['stopped', 0], 'nothing started');
+
+  // The calling side's bounds: a body over 16 KiB is never sent; an answer not of the expected shape is garbled.
+  const ownerB = { kind: 'remote' as const, processId: PROC_B, address: b.address };
+  const stepsSeen = () => b.logs.filter((l) => l.event === 'move_step').length;
+  const seenBefore = stepsSeen();
+  const big = await callsA.postJson(ownerB, startPath, { pad: 'x'.repeat(17 * 1024) }, z.strictObject({})).catch((e: unknown) => e);
+  t.same(big instanceof AppError ? [big.code, big.message] : big, ['invalid_request', "A host-to-host call's body is larger than 16384 bytes."], 'a body over the bound: refused before sending');
+  const stopPath = `/internal/moves/${ids[1]}/stop`;
+  const garbled = await callsA.postJson(ownerB, stopPath, {}, z.strictObject({ chain: z.string() })).catch((e: unknown) => e);
+  t.same(garbled instanceof AppError ? [garbled.code, garbled.status] : garbled, ['compute_unavailable', 503], 'an answer not of the schema: 503 garbled');
+  t.equal(stepsSeen(), seenBefore + 1, 'only the stop reached host b (a stopped machine: nothing done)');
+});
+
+t.test('without an internal channel or a layer transfer the move is not ready, with the reason', async (t) => {
+  const neverAsked = async (): Promise<never> => {
+    throw new Error('no host is asked');
+  };
+  const acts = { stop: neverAsked, capture: neverAsked, pull: neverAsked, makeDisk: neverAsked, start: neverAsked, booting: async () => undefined };
+  const reason = (e: unknown) => (e instanceof AppError ? [e.code, e.message] : e);
+  const noChannel = createMachineMove({ calls: null, ownerOfHost: neverAsked, local: acts, transfer: true });
+  t.same(reason(await noChannel.ready().catch((e: unknown) => e)), ['compute_unavailable', 'Moving a machine between hosts is not configured here (no internal channel between hosts); the drain waits.']);
+  const noTransfer = createMachineMove({ calls: createHostCalls({ open: () => { throw new Error('no host is called'); } }, HOST_A), ownerOfHost: neverAsked, local: acts, transfer: false });
+  t.same(reason(await noTransfer.ready().catch((e: unknown) => e)), ['compute_unavailable', 'Moving a machine between hosts is not configured here (no layer transfer between hosts); the drain waits.']);
 });
