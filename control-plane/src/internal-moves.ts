@@ -7,8 +7,8 @@
  * | request                                  | body (strict)              | answer (200)                    |
  * |------------------------------------------|----------------------------|---------------------------------|
  * | POST /internal/moves/<machine>/stop      | `{}`                       | `{}`: the guest stopped here     |
- * | POST /internal/moves/<machine>/capture   | `{}`                       | `{"chain":<layer>}`             |
- * | POST /internal/moves/<machine>/pull      | `{"from":<host>,"chain":…}`| `{"bytes":n}` (0: already here)  |
+ * | POST /internal/moves/<machine>/capture   | `{"move":n}`               | `{"chain":<layer>}`             |
+ * | POST /internal/moves/<machine>/pull      | `{"move":n,"from":<host>,"chain":…}` | `{"bytes":n}` (0: here)|
  * | POST /internal/moves/<machine>/disk      | `{"chain":<layer>}`        | `{}`: the disk made here         |
  * | POST /internal/moves/<machine>/start     | `{}`                       | `{}`: running, its agent answers |
  * | anything else                            |                            | 404 `not_found` (`noSuchHostCall`)|
@@ -29,13 +29,15 @@ import { silentLog, type LogSink } from './log.js';
 import type { MoveActs } from './services/move-acts.js';
 
 const HostId = z.string().regex(new RegExp(idPattern('host')));
+/** A move: its plan's record seq (services/machine-move.ts `MovingMachine.move`). */
+const Move = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
 type Nothing = Record<string, never>;
 /** Each step's body and answer. */
 export interface MoveStepShapes {
   stop: { body: Nothing; answer: Nothing };
-  capture: { body: Nothing; answer: { chain: string } };
-  pull: { body: { from: string; chain: string }; answer: { bytes: number } };
+  capture: { body: { move: number }; answer: { chain: string } };
+  pull: { body: { move: number; from: string; chain: string }; answer: { bytes: number } };
   disk: { body: { chain: string }; answer: Nothing };
   start: { body: Nothing; answer: Nothing };
 }
@@ -46,8 +48,8 @@ export type MoveAnswer<S extends MoveStep> = MoveStepShapes[S]['answer'];
 /** Each step's body, strict: an unknown field is a 400. */
 export const MOVE_BODIES: { [S in MoveStep]: z.ZodType<MoveBody<S>> } = {
   stop: z.strictObject({}),
-  capture: z.strictObject({}),
-  pull: z.strictObject({ from: HostId, chain: LayerId }),
+  capture: z.strictObject({ move: Move }),
+  pull: z.strictObject({ move: Move, from: HostId, chain: LayerId }),
   disk: z.strictObject({ chain: LayerId }),
   start: z.strictObject({}),
 };
@@ -64,8 +66,8 @@ export const MOVE_ANSWERS: { [S in MoveStep]: z.ZodType<MoveAnswer<S>> } = {
 /** What each step does on this host with its checked body (services/move-acts.ts); the calling side's local path too. */
 export const MOVE_ACTS: { [S in MoveStep]: (acts: MoveActs, machine: string, body: MoveBody<S>) => Promise<MoveAnswer<S>> } = {
   stop: (a, id) => a.stop(id).then(() => ({})),
-  capture: (a, id) => a.capture(id),
-  pull: (a, id, b) => a.pull(id, b.from, b.chain),
+  capture: (a, id, b) => a.capture(id, b.move),
+  pull: (a, id, b) => a.pull(id, b.move, b.from, b.chain),
   disk: (a, id, b) => a.makeDisk(id, b.chain).then(() => ({})),
   start: (a, id) => a.start(id).then(() => ({})),
 };

@@ -44,8 +44,8 @@ export function createMachineMove(d: MachineMoveDeps): MachineMove {
       if (!d.transfer) throw ERRORS.machineMoveUnconfigured('no layer transfer between hosts');
     },
     stop: async (m, from) => void (await on(from, m, 'stop', {})),
-    capture: (m, from) => on(from, m, 'capture', {}),
-    pull: (m, chain, from, to) => on(to, m, 'pull', { from, chain }),
+    capture: (m, from) => on(from, m, 'capture', { move: m.move }),
+    pull: (m, chain, from, to) => on(to, m, 'pull', { move: m.move, from, chain }),
     makeDisk: async (m, chain, to) => void (await on(to, m, 'disk', { chain })),
     start: async (m, to) => void (await on(to, m, 'start', {})),
   };

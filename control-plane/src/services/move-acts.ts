@@ -7,12 +7,12 @@
  * | act       | where  | done already when                                   | else                                     |
  * |-----------|--------|-----------------------------------------------------|------------------------------------------|
  * | stop      | source | the guest is not running                            | stopped under the disk lock, disk kept   |
- * | capture   | source | a layer here is pinned by the move's holder: it     | captured in place, pinned by the holder  |
+ * | capture   | source | a layer here is pinned by this move's holder: it    | captured in place, pinned by the holder  |
  * | pull      | target | the chain is here (0 bytes; the holder's pin added) | the services' puller brings it           |
  * | makeDisk  | target | the substrate holds the machine                     | made from the chain, not started         |
  * | start     | target | the guest runs (and its agent answers)              | started, then its agent waited for       |
  *
- * The move's holder (`moveHolder`) pins the captured layer on the source and the pulled chain on the target until the
+ * The move's holder (`moveHolder`: the machine and the move's plan seq) pins the captured layer on the source and the pulled chain on the target until the
  * move is finished; the snapshot service's pin sweep never releases it (not a snapshot's, template's or machine's
  * id): move-sweep.ts does, once no move of the machine is open. The source acts refuse a machine not recorded on
  * this host; a pull onto a host still holding a disk of the machine from an earlier move away (not swept yet) destroys
@@ -33,10 +33,17 @@ import { resourcesForSize, type Substrate } from '../substrate/substrate.js';
 import type { DiskLocks } from './disk-locks.js';
 import type { HeldLayer, PullOutcome } from './layer-pull.js';
 
-/** The pin holder naming machine `machineId`'s move, on the source's capture and the target's pulled chain. */
-export const moveHolder = (machineId: string): string => `move_${machineId}`;
-/** The machine a move holder names, or null for any other holder. */
-export const movedMachineOf = (holder: string): string | null => /^move_(mch_[0-9a-z]{20,32})$/.exec(holder)?.[1] ?? null;
+/**
+ * The pin holder naming one move of machine `machineId` (`move`: its plan's record seq), on the source's capture and
+ * the target's pulled chain: a pin an earlier move of the machine left on a host (not swept yet) is never taken for
+ * this move's.
+ */
+export const moveHolder = (machineId: string, move: number): string => `move_${machineId}_${move}`;
+/** The machine and move a move holder names, or null for any other holder. */
+export function movedMachineOf(holder: string): { machine: string; move: number } | null {
+  const m = /^move_(mch_[0-9a-z]{20,32})_([0-9]{1,15})$/.exec(holder);
+  return m ? { machine: m[1]!, move: Number(m[2]) } : null;
+}
 
 export interface MoveActsDeps {
   store: Pick<Store, 'machines'>;
@@ -122,9 +129,9 @@ export function createMoveActs(d: MoveActsDeps) {
       d.agent.drop(id);
     },
 
-    async capture(id: string): Promise<{ chain: string }> {
+    async capture(id: string, move: number): Promise<{ chain: string }> {
       await onThisHost(id);
-      const holder = moveHolder(id);
+      const holder = moveHolder(id, move);
       return locks.run(id, async () => {
         const pinned = (await substrate.layerPins()).find((p) => p.holder === holder);
         if (pinned) return { chain: pinned.layerId };
@@ -132,7 +139,7 @@ export function createMoveActs(d: MoveActsDeps) {
       });
     },
 
-    async pull(id: string, from: string, chain: string): Promise<{ bytes: number }> {
+    async pull(id: string, move: number, from: string, chain: string): Promise<{ bytes: number }> {
       const m = await row(id);
       if (m.host_id !== d.hostId) {
         // A disk of this machine still here is an earlier move's leftover (see the header): not this move's.
@@ -140,7 +147,7 @@ export function createMoveActs(d: MoveActsDeps) {
           if ((await substrate.status(id)) !== 'absent') await substrate.destroy(id);
         });
       }
-      const got = await d.bring({ layerId: chain, hostId: from }, moveHolder(id));
+      const got = await d.bring({ layerId: chain, hostId: from }, moveHolder(id, move));
       return { bytes: got.kind === 'pulled' ? got.bytes : 0 };
     },
 

@@ -41,7 +41,7 @@ export function createMoveSweep(d: MoveSweepDeps) {
     if (d.hostId === null) return out;
     const open = async (id: string) => openMove(await d.store.drain.records(id)) !== null;
     for (const pin of await d.substrate.layerPins()) {
-      const id = movedMachineOf(pin.holder);
+      const id = movedMachineOf(pin.holder)?.machine ?? null;
       if (id === null || (await open(id))) continue;
       try {
         // Under the disk lock, read again: a move planned since (back to this host) keeps everything here.

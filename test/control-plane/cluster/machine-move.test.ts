@@ -16,7 +16,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
 import { createHostCalls } from '../../../control-plane/src/cluster/forward/host-call.js';
@@ -26,7 +26,7 @@ import { createMachineMove } from '../../../control-plane/src/cluster/machine-mo
 import { ownerOfHost, registeredUrl } from '../../../control-plane/src/cluster/owner-of.js';
 import { createDrain } from '../../../control-plane/src/services/drain.js';
 import type { MachineMove } from '../../../control-plane/src/services/machine-move.js';
-import type { HostRegistration } from '../../../control-plane/src/store/repos/hosts.js';
+import type { HostRegistration, HostRow } from '../../../control-plane/src/store/repos/hosts.js';
 import { call, KEY, TENANT } from '../../helpers/forward-rig.js';
 import { DiskSubstrate, HOST_A, HOST_B, layerChannel, PROC_A, PROC_B } from '../../helpers/layer-channel.js';
 import { onDisk } from '../../helpers/layer-hosts.js';
@@ -69,20 +69,25 @@ function twice(move: MachineMove, answers: string[], meanwhile: () => Promise<vo
   };
 }
 
-t.test('drain host a with the real move: both machines on host b with their files, host a left empty', async (t) => {
-  const pg = await startPostgres();
-  t.teardown(() => pg.stop());
-  const url = await pg.createDatabase('machine_move');
-  const { root, a, b, forwarder, callsA } = await layerChannel(t);
-  const mnt = path.join(root, 'mnt');
+const pgServer = startPostgres();
+t.teardown(async () => (await pgServer).stop());
 
+/**
+ * Two hosts' stacks on a fresh database: each pulls layers from the other's driver (found through the hosts table) and
+ * serves the move routes; `move` is the real seam as host a's process (the leader) runs it.
+ */
+async function twoHosts(t: Test, db: string) {
+  const url = await (await pgServer).createDatabase(db);
+  const { root, a, b, forwarder, callsA } = await layerChannel(t);
   const subA = new DiskSubstrate(a);
   const subB = new DiskSubstrate(b);
-  const rigA = await makeMachinesRig({ substrate: subA, databaseUrl: url, services: { hostId: HOST_A, readyProbe: false } });
+  let hostRow: (id: string) => Promise<HostRow | undefined> = async () => undefined;
+  const lookups = { host: (id: string) => hostRow(id) };
+  const fetchA = layerFetch(callsA, ownerOfHost(lookups, { processId: PROC_A, driving: () => true }));
+  const fetchB = layerFetch(createHostCalls(forwarder, HOST_B), ownerOfHost(lookups, { processId: PROC_B, driving: () => true }));
+  const rigA = await makeMachinesRig({ substrate: subA, databaseUrl: url, services: { hostId: HOST_A, readyProbe: false, layerPull: { fetch: fetchA, sink: a.sink } } });
   t.teardown(() => rigA.close());
-  const hostRow = (id: string) => rigA.store.hosts.get(id);
-  // Host b pulls layers from host a's driver, found through the hosts table.
-  const fetchB = layerFetch(createHostCalls(forwarder, HOST_B), ownerOfHost({ host: hostRow }, { processId: PROC_B, driving: () => true }));
+  hostRow = (id) => rigA.store.hosts.get(id);
   const rigB = await makeMachinesRig({ substrate: subB, databaseUrl: url, services: { hostId: HOST_B, readyProbe: false, layerPull: { fetch: fetchB, sink: b.sink } } });
   t.teardown(() => rigB.close());
   const reg = (id: string, listener: string, processId: string): HostRegistration => ({ id, region: 'default', capacity: CAPACITY, internalUrl: registeredUrl(listener, processId) });
@@ -90,9 +95,22 @@ t.test('drain host a with the real move: both machines on host b with their file
   rigB.services.hostFence.hold({ hostId: HOST_B, epoch: (await rigB.store.hosts.takeOver(reg(HOST_B, b.address, PROC_B))).epoch });
   a.serveMoves(rigA.services.moveActs);
   b.serveMoves(rigB.services.moveActs);
+  const move = createMachineMove({ calls: callsA, ownerOfHost: ownerOfHost(lookups, { processId: PROC_A, driving: () => true }), local: rigA.services.moveActs, transfer: true });
+  const { key } = await rigA.tenant('pro', ['machines:read', 'machines:write', 'machines:control']);
+  /** The leader's drain of host a with `m`, pass after pass until host a holds no machine. */
+  const drainA = async (m: MachineMove = move) => {
+    t.equal((await rigA.store.hosts.operate(HOST_A, 'drain')).ok, true);
+    const s = rigA.services;
+    const drain = createDrain({ store: s.store, events: s.events, leases: s.leases, now: s.now, move: m });
+    for (let pass = 0; pass < 10 && (await rigA.store.machines.onHost(HOST_A)).length > 0; pass++) await drain.tick();
+  };
+  return { mnt: path.join(root, 'mnt'), a, b, callsA, subA, subB, rigA, rigB, move, key, drainA };
+}
+
+t.test('drain host a with the real move: both machines on host b with their files, host a left empty', async (t) => {
+  const { mnt, a, b, callsA, subA, subB, rigA, rigB, move, key, drainA } = await twoHosts(t, 'machine_move');
 
   // On host a: a running machine and a stopped one, each with files on its disk.
-  const { key } = await rigA.tenant('pro', ['machines:read', 'machines:write', 'machines:control']);
   const running = await rigA.call('POST', '/v1/machines', { key, body: { name: 'runner' } });
   const stopped = await rigA.call('POST', '/v1/machines', { key, body: { name: 'rester', start: false } });
   t.same([running.status, running.json.state, stopped.status, stopped.json.state], [201, 'running', 201, 'stopped'], 'one running, one stopped');
@@ -109,17 +127,11 @@ t.test('drain host a with the real move: both machines on host b with their file
   const bootsB: string[] = [];
   rigB.services.machines.onBoot((m) => bootsB.push(m.id));
   // Host a draining; the leader (host a's process) drives the drain with the real move, each step asked twice.
-  t.equal((await rigA.store.hosts.operate(HOST_A, 'drain')).ok, true);
-  const move = createMachineMove({
-    calls: callsA, ownerOfHost: ownerOfHost({ host: hostRow }, { processId: PROC_A, driving: () => true }), local: rigA.services.moveActs, transfer: true,
-  });
   const answers: string[] = [];
-  const s = rigA.services;
   // Host a's sweep while the move is open (the row already on host b): it must leave the disk and the pin alone.
   const openSweeps: unknown[] = [];
   const meanwhile = async () => void openSweeps.push(await rigA.services.machines.sweepMoves());
-  const drain = createDrain({ store: s.store, events: s.events, leases: s.leases, now: s.now, move: twice(move, answers, meanwhile) });
-  for (let pass = 0; pass < 10 && (await rigA.store.machines.onHost(HOST_A)).length > 0; pass++) await drain.tick();
+  await drainA(twice(move, answers, meanwhile));
 
   t.same(await rigA.store.machines.onHost(HOST_A), [], 'host a holds no machine');
   t.same(openSweeps, [{ destroyed: [], released: 0 }], "host a's sweep during the running one's open move touched nothing");
@@ -146,7 +158,8 @@ t.test('drain host a with the real move: both machines on host b with their file
   t.notMatch(tenantSees, /host_[a-z]/, 'no host id in what the tenant reads');
 
   // What the moves left: host a still holds both old disks and the captures' pins until its reconcile.
-  const movePins = (h: typeof a) => h.store.pins().filter((p) => p.holder.startsWith('move_')).map((p) => p.holder).sort();
+  // A move's pins are named by the machine and the move (its plan's seq): the machine's part is compared here.
+  const movePins = (h: typeof a) => h.store.pins().filter((p) => /^move_mch_[0-9a-z]+_[0-9]+$/.test(p.holder)).map((p) => p.holder.replace(/_[0-9]+$/, '')).sort();
   const disksOf = (h: typeof a) => h.store.disks().map((d) => d.id).filter((d) => ids.some((id) => d === DiskSubstrate.diskOf(id))).sort();
   const both = ids.map((id) => DiskSubstrate.diskOf(id)).sort();
   t.same([disksOf(a), movePins(a)], [both, ids.map((id) => `move_${id}`).sort()], 'before its reconcile, host a holds the old disks and pins');
@@ -183,6 +196,27 @@ t.test('drain host a with the real move: both machines on host b with their file
   const garbled = await callsA.postJson(ownerB, stopPath, {}, z.strictObject({ chain: z.string() })).catch((e: unknown) => e);
   t.same(garbled instanceof AppError ? [garbled.code, garbled.status] : garbled, ['compute_unavailable', 503], 'an answer not of the schema: 503 garbled');
   t.equal(stepsSeen(), seenBefore + 1, 'only the stop reached host b (a stopped machine: nothing done)');
+});
+
+t.test('a move back onto a host still holding its old disk and pin makes the disk from a fresh capture', async (t) => {
+  const { mnt, a, b, rigA, rigB, key, drainA } = await twoHosts(t, 'machine_move_back');
+  const made = await rigA.call('POST', '/v1/machines', { key, body: { name: 'traveller', start: false } });
+  t.equal(made.status, 201, made.text);
+  const id = made.json.id as string;
+  const disk = DiskSubstrate.diskOf(id);
+  const note = (h: typeof a) => onDisk(h.store, disk, mnt, (dir) => fs.readFileSync(path.join(dir, 'note.txt'), 'utf8'));
+  await onDisk(a.store, disk, mnt, (dir) => fs.writeFileSync(path.join(dir, 'note.txt'), 'first, on host a\n'));
+  await drainA();
+  t.equal((await rigA.store.machines.byId(id))?.host_id, HOST_B, 'moved to host b');
+  await onDisk(b.store, disk, mnt, (dir) => fs.writeFileSync(path.join(dir, 'note.txt'), 'then, on host b\n'));
+  t.equal(await note(a), 'first, on host a\n', 'host a still holds the old disk (not swept yet), host b the pulled chain\'s pin');
+
+  // Moved back by the hosts' acts, as a later move (another plan) would: captured on b, pulled and made on a.
+  const later = 1_000_000;
+  const { chain } = await rigB.services.moveActs.capture(id, later);
+  t.ok((await rigA.services.moveActs.pull(id, later, HOST_B, chain)).bytes > 0, "b's fresh capture pulled to a");
+  await rigA.services.moveActs.makeDisk(id, chain);
+  t.equal(await note(a), 'then, on host b\n', "host a's disk is made from b's fresh capture, not the stale disk or the earlier move's layer");
 });
 
 t.test('without an internal channel or a layer transfer the move is not ready, with the reason', async (t) => {
