@@ -503,6 +503,27 @@ export const ERRORS = {
   /** A host-to-host call (cluster/forward/host-call.ts) to a route the receiving process does not serve. */
   noSuchHostCall: () =>
     new AppError('not_found', 'No such internal route.'),
+  /** A host-to-host call's JSON body over the channel's bound (host-call.ts `postJson`): a bug of the caller's. */
+  hostCallBodyTooLarge: (max: number) =>
+    new AppError('invalid_request', `A host-to-host call's body is larger than ${max} bytes.`),
+  /** A move route's body that is not JSON (internal-moves.ts); a body that is, but not the route's shape, is parseOrThrow's. */
+  moveBodyNotJson: () =>
+    new AppError('invalid_request', "The move step's body is not JSON of at most 16 KiB."),
+  /** A move step asked of a host about a machine the store does not hold (deleted meanwhile, or never one). */
+  moveNoSuchMachine: () =>
+    new AppError('not_found', 'No such machine to move.'),
+  /** A source step (stop, capture) asked of a host the machine is not recorded on. */
+  moveNotOnThisHost: () =>
+    new AppError('conflict', 'The machine is not on this host, so this host cannot stop or capture it for a move.'),
+  /** A target step (pull, make disk, start) asked of a host before the move put the machine's disk there. */
+  moveNoDiskHere: () =>
+    new AppError('conflict', "The machine's disk is not made on this host yet, so it cannot start here."),
+  /** The drain's move cannot run: this process has no internal channel or no layer transfer (cluster/machine-move.ts). */
+  machineMoveUnconfigured: (what: string) =>
+    new AppError('compute_unavailable', `Moving a machine between hosts is not configured here (${what}); the drain waits.`, { headers: retryAfter('hostCapacity') }),
+  /** The started guest's agent did not answer within the boot's readiness bound (internal-moves.ts `start`). */
+  moveAgentSilent: () =>
+    new AppError('compute_unavailable', "The moved machine started, but its agent did not answer in time; the drain tries the start again.", { headers: retryAfter('hostCapacity') }),
   /** A host-to-host call whose target could not be reached, or broke off before its answer ended. */
   hostCallUnreachable: () =>
     new AppError('compute_unavailable', 'Another host of the deployment is not reachable right now; retry shortly.', { headers: retryAfter('machineOwner') }),

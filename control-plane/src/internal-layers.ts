@@ -16,9 +16,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream';
 import { AppError } from '../../shared/errors.js';
-import { sendError } from './cluster/forward/envelope.js';
 import type { HostCall, HostHandlers } from './cluster/forward/listener.js';
 import { ERRORS } from './errors.js';
+import { hostCallRefusal, sendJson } from './internal-host-router.js';
 import { causeChain, silentLog, type LogSink } from './log.js';
 import type { LayerSource } from './substrate/disks/transfer/source.js';
 import { MAX_FRAMES } from './substrate/disks/transfer/wire.js';
@@ -49,16 +49,12 @@ export function layerRoute(method: string | undefined, url: string | undefined):
 /** The host handlers serving this host's layers from `source`. */
 export function layerHostHandlers(source: Pick<LayerSource, 'export' | 'missing'>, o: { log?: LogSink } = {}): HostHandlers {
   const log = o.log ?? silentLog;
-  const refuse = (res: ServerResponse, c: HostCall, e: unknown) => {
-    if (!(e instanceof AppError)) log({ event: 'layer_export_failed', sender: c.sender, cause: causeChain(e) });
-    sendError(res, e instanceof AppError ? e : ERRORS.controlPlaneFailed(), c.request_id);
-  };
+  const refuse = hostCallRefusal(log, 'layer_export_failed');
   async function serve(req: IncomingMessage, res: ServerResponse, c: HostCall): Promise<void> {
     const r = layerRoute(req.method, req.url);
     if (r instanceof AppError) return refuse(res, c, r);
     if (r.kind === 'chain') {
-      const body = JSON.stringify({ chain: source.missing(r.layer, []) });
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+      sendJson(res, { chain: source.missing(r.layer, []) });
       return;
     }
     const out = await source.export(r.layer, r.have);

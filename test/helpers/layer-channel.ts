@@ -5,7 +5,9 @@
  * listener through the given owner lookup, and the services' puller into b's store. The tenant handlers of each
  * listener record what reaches them (a host call must never). `DiskSubstrate`: a machine host whose disks and layers
  * are a host's real layer store (btrfs) and whose compute is the fake one (no container boots: what is tested is
- * the disks, read back by mounting them).
+ * the disks, read back by mounting them). Each listener's host handlers are the host router (internal-host-router.ts):
+ * the layer routes, and the move routes once a test plugs a host's move acts in (`serveMoves`, when its services
+ * exist); `callsA` are host calls signed by host a's process (a drain's leader running there).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Test } from 'tap';
@@ -15,6 +17,9 @@ import { createInternalServer, type Forwarded } from '../../control-plane/src/cl
 import type { Owner } from '../../control-plane/src/cluster/forward/owner.js';
 import { layerFetch } from '../../control-plane/src/cluster/layer-fetch.js';
 import { layerHostHandlers } from '../../control-plane/src/internal-layers.js';
+import { hostRouter, type HostParts } from '../../control-plane/src/internal-host-router.js';
+import { moveHostHandlers } from '../../control-plane/src/internal-moves.js';
+import type { MoveActs } from '../../control-plane/src/services/move-acts.js';
 import type { LogLine } from '../../control-plane/src/log.js';
 import type { HostState } from '../../control-plane/src/domain/host-states.js';
 import { createLayerPuller } from '../../control-plane/src/services/layer-pull.js';
@@ -34,12 +39,15 @@ export interface ChannelHost extends LayerHost {
   logs: LogLine[];
   /** What reached this listener's tenant handlers (requests and upgrades). */
   tenantServed: Array<{ url?: string; f: Forwarded }>;
+  /** Serve the move routes with `acts` (this host's services' move acts) from now on. */
+  serveMoves(acts: MoveActs): void;
 }
 
 async function listen(t: Test, h: LayerHost, processId: string): Promise<ChannelHost> {
   const logs: LogLine[] = [];
   const tenantServed: ChannelHost['tenantServed'] = [];
   const tenant = (req: IncomingMessage, f: Forwarded) => tenantServed.push({ url: req.url, f });
+  const parts: HostParts = { layers: layerHostHandlers(h.source, { log: (l) => logs.push(l) }), moves: null };
   const server = createInternalServer({
     key: KEY, processId, log: (l) => logs.push(l),
     handlers: {
@@ -52,11 +60,12 @@ async function listen(t: Test, h: LayerHost, processId: string): Promise<Channel
         socket.destroy();
       },
     },
-    hostHandlers: layerHostHandlers(h.source, { log: (l) => logs.push(l) }),
+    hostHandlers: hostRouter(parts),
   });
   const port = await listenOn(server);
   t.teardown(() => closeServer(server));
-  return Object.assign(h, { address: `http://127.0.0.1:${port}`, logs, tenantServed });
+  const serveMoves = (acts: MoveActs) => void (parts.moves = moveHostHandlers(acts, { log: (l) => logs.push(l) }));
+  return Object.assign(h, { address: `http://127.0.0.1:${port}`, logs, tenantServed, serveMoves });
 }
 
 export async function layerChannel(t: Test) {
@@ -66,6 +75,9 @@ export async function layerChannel(t: Test) {
   const forwarder = createForwarder({ key: KEY, processId: PROC_B, connectTimeoutMs: 2000 });
   t.teardown(() => forwarder.close());
   const calls = createHostCalls(forwarder, HOST_B);
+  const forwarderA = createForwarder({ key: KEY, processId: PROC_A, connectTimeoutMs: 2000 });
+  t.teardown(() => forwarderA.close());
+  const callsA = createHostCalls(forwarderA, HOST_A);
   /** Who serves each host, and each host's state: the test changes them (a host down, unreachable). */
   const owners = new Map<string, Owner>([[HOST_A, { kind: 'remote', processId: PROC_A, address: a.address }], [HOST_B, { kind: 'local' }]]);
   const states = new Map<string, HostState>([[HOST_A, 'active'], [HOST_B, 'active']]);
@@ -85,7 +97,7 @@ export async function layerChannel(t: Test) {
     },
     log: (l) => pullLogs.push(l),
   });
-  return { ...hosts, a, b, forwarder, calls, fetch, puller, owners, states, pullLogs };
+  return { ...hosts, a, b, forwarder, calls, callsA, fetch, puller, owners, states, pullLogs };
 }
 
 /** Fake compute over a host's real layer store: creates, captures, pins and restores act on btrfs disks. */

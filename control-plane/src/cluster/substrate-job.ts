@@ -42,6 +42,8 @@ export function substrateJob(services: Services, o: SubstrateJobOptions): Job {
     const stopMachineWatch = services.machines.startWatch();
     const sweep = setInterval(() => {
       services.snapshots.sweepPins().catch((e: unknown) => o.log({ event: 'pin_sweep_failed', cause: (e as Error)?.name ?? 'Error' }));
+      // What finished drain moves left here (an old disk of a machine now elsewhere, the moves' pins).
+      services.machines.sweepMoves().catch((e: unknown) => o.log({ event: 'move_sweep_failed', cause: (e as Error)?.name ?? 'Error' }));
     }, o.pinSweepMs ?? PIN_SWEEP_MS);
     sweep.unref();
     stopWatch = () => {

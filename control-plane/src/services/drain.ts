@@ -118,17 +118,18 @@ export function createDrain(d: DrainDeps) {
     }
     // Act.
     let outcome: { bytes: number | null; chain: string | null } = { bytes: null, chain: null };
+    const mv = { id: m.id, size: m.size, move: open.plannedSeq };
     try {
-      if (s === 'stop') await move.stop(m, open.from);
+      if (s === 'stop') await move.stop(mv, open.from);
       else if (s === 'capture') {
-        const { chain } = await move.capture(m, open.from);
+        const { chain } = await move.capture(mv, open.from);
         if (typeof chain !== 'string' || chain.length === 0 || chain.length > MAX_CHAIN) throw new Error('the capture answered no usable chain');
         outcome = { bytes: null, chain };
       } else if (s === 'pull') {
-        const { bytes } = await move.pull(m, open.chain ?? '', open.from, open.to);
+        const { bytes } = await move.pull(mv, open.chain ?? '', open.from, open.to);
         outcome = { bytes: Number.isSafeInteger(bytes) && bytes >= 0 ? bytes : null, chain: null };
-      } else if (s === 'make_disk') await move.makeDisk(m, open.chain ?? '', open.to);
-      else if (s === 'start') await move.start(m, open.to);
+      } else if (s === 'make_disk') await move.makeDisk(mv, open.chain ?? '', open.to);
+      else if (s === 'start') await move.start(mv, open.to);
     } catch (e) {
       const code = e instanceof AppError ? e.code : 'internal_error';
       const reason = e instanceof AppError ? e.message : 'the step failed';

@@ -24,6 +24,8 @@ import { createPortService } from './ports.js';
 import { createSessionService } from './sessions.js';
 import { DiskLocks } from './disk-locks.js';
 import { createSnapshotService } from './snapshots.js';
+import { createMoveActs } from './move-acts.js';
+import { DEFAULT_READY_PROBE } from './machines/ready.js';
 import type { LayerPullDeps } from './layer-pull.js';
 import { createTemplateService } from './templates.js';
 import { createSecretService } from './secrets.js';
@@ -158,6 +160,11 @@ export async function createServices(d: ServiceDeps) {
     keyring: d.keyring === undefined ? openKeyring(config, undefined, { sealedSecrets: await store.secrets.countAll() }) : d.keyring,
   });
   machines.onBoot((m) => secrets.deliverAfterBoot(m));
+  // This host's side of a drain's move (the move host routes, internal-moves.ts; cluster/machine-move.ts when local).
+  const moveActs = createMoveActs({
+    store, substrate, locks, hostId: d.hostId ?? null, bring: snapshots.bring, agent, now, catalog: d.catalog, network: config.machineNetwork,
+    readyProbe: d.readyProbe === undefined ? DEFAULT_READY_PROBE : d.readyProbe, booted: machines.booted,
+  });
   if (!d.counters?.machines) quotas.registerCounter('machines', (orgId) => store.machines.countLive(orgId));
   if (!d.counters?.running_machines) quotas.registerCounter('running_machines', (orgId) => store.machines.countCompute(orgId));
   if (!d.counters?.snapshots_per_machine) quotas.registerCounter('snapshots_per_machine', (orgId) => store.snapshots.maxPerMachine(orgId));
@@ -190,7 +197,7 @@ export async function createServices(d: ServiceDeps) {
   const ports = createPortService({ store, config, now, quotas });
   return {
     config, store, now, limiter, billing, builtin, stripe, quotas, identity, orgs, substrate, pool, agent, events, leases, sessions, machines, snapshots, templates, secrets, ports,
-    metering, usage, hostFence,
+    metering, usage, hostFence, moveActs,
     /** Server only: stop what billing no longer allows, for every organization running machines. */
     enforceAll: async () => enforce(new Set((await store.machines.inStates(['running'])).map((m) => m.org_id))),
   };

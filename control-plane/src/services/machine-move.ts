@@ -15,6 +15,8 @@ import { ERRORS } from '../errors.js';
 export interface MovingMachine {
   id: string;
   size: string;
+  /** The move: its plan's record seq (drain.planned), which names the pins the move takes on each host. */
+  move: number;
 }
 
 export interface MachineMove {

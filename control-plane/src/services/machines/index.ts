@@ -8,7 +8,7 @@
  *   warm-pool    started-but-unassigned machines per size (pool-ledger.ts: what the pool holds, on disk)
  *   lifecycle    update, stop, start, restart, delete
  *   restore      onto one of the machine's snapshots
- *   reconcile    at start, by the table in domain/machine-reconcile.ts
+ *   reconcile    at start, by the table in domain/machine-reconcile.ts (then what finished moves left: ../move-sweep.ts)
  *   host-loss    a silent host's machines to error (the leader), and back to stopped when it returns (its driver)
  *   watch        the substrate watch (disk-volume.ts: read-only-volume recovery; host-starts.ts)
  *   billing-stops  stops for an account that stopped granting compute
@@ -27,6 +27,7 @@ import { createReconcile } from './reconcile.js';
 import { createRestore } from './restore.js';
 import { createSubstrateWatch } from './watch.js';
 import { createWarmPool } from './warm-pool.js';
+import { createMoveSweep } from '../move-sweep.js';
 
 export { machineView, type MachineServiceDeps } from './core.js';
 
@@ -42,10 +43,13 @@ export function createMachineService(d: MachineServiceDeps) {
   const { watchPass, startWatch } = createSubstrateWatch(c, createDiskVolumeRecovery(c, host));
   const reads = createMachineReads(c);
   const hostLoss = createHostLoss(c);
+  const sweepMoves = createMoveSweep({ store: d.store, substrate: d.substrate, locks: d.locks, hostId: d.hostId ?? null, onFailure: d.onFailure });
 
   return {
     /** Run `fn` after every boot of any machine (outside any transaction; must not throw). */
     onBoot: ready.onBoot,
+    /** A boot this service did not make (a drain's start, services/move-acts.ts): the boot listeners and the ready probe. */
+    booted: ready.watchReady,
     get: reads.get,
     list: reads.list,
     create: creation.create,
@@ -57,7 +61,9 @@ export function createMachineService(d: MachineServiceDeps) {
     restart: moves.restart,
     remove: moves.remove,
     /** Settles machines a previous run left in transient states, and running machines the host lost. */
-    reconcile: createReconcile(c, ready, host, warmPool),
+    reconcile: createReconcile(c, ready, host, warmPool, sweepMoves),
+    /** What finished drain moves left on this host (services/move-sweep.ts); the reconcile and the pin sweep run it. */
+    sweepMoves,
     /** The warm pool of started-but-unassigned machines (main.ts starts it after the reconcile, drains it at close). */
     warmPool,
     watchPass,

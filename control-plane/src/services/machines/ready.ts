@@ -7,7 +7,8 @@ import { agentOf } from '../machine-agent/index.js';
 import type { MachineRow } from '../../store/repos/machines.js';
 import type { MachineCore } from './core.js';
 
-const DEFAULT_READY_PROBE = { intervalMs: 1_000, timeoutMs: 180_000 };
+/** The ready probe when none is configured (also how long a moved machine's agent is waited for: services/move-acts.ts). */
+export const DEFAULT_READY_PROBE = { intervalMs: 1_000, timeoutMs: 180_000 };
 
 export interface Readiness {
   /** Run `fn` after every boot of any machine (outside any transaction; must not throw). */

@@ -11,10 +11,11 @@ import type { HostStarts } from './host-starts.js';
 import type { Readiness } from './ready.js';
 import { ERRORS } from '../../errors.js';
 import type { WarmPool } from './warm-pool.js';
+import type { MoveSweep } from '../move-sweep.js';
 
 export type ReconcileResult = Array<{ id: string; from: MachineState; to: MachineState | 'deleted' }>;
 
-export function createReconcile(c: MachineCore, ready: Readiness, host: HostStarts, pool: WarmPool) {
+export function createReconcile(c: MachineCore, ready: Readiness, host: HostStarts, pool: WarmPool, sweepMoves: MoveSweep) {
   const { d } = c;
   const { store, substrate, events } = d;
 
@@ -96,6 +97,8 @@ export function createReconcile(c: MachineCore, ready: Readiness, host: HostStar
     }
     // Captures a previous run left pending, and layer pins nothing holds any more.
     await d.snapshots.reconcile(before);
+    // What finished moves left here: the old disk of a machine now on another host, the moves' pins (move-sweep.ts).
+    await sweepMoves().catch((e: unknown) => d.onFailure?.('*', 'move_sweep', e));
     return out;
   };
 }
