@@ -117,6 +117,15 @@ function preparing(): AppError {
   return ERRORS.hostPreparing();
 }
 
+/**
+ * A container host's side of layer transfers: its btrfs layer store on the guest image (named by its content hash).
+ * Copy-mode disks (no btrfs under DATA_DIR) are plain directories, which cannot be sent as btrfs streams: none.
+ */
+export function preparedContainer(s: ContainerSubstrate, image: { rootfs: string; hash: string }): PreparedHost {
+  const transfer = s.diskMode === 'snapshot' ? { store: s.disks, codec: btrfsCodec, base: { path: image.rootfs, id: image.hash } } : null;
+  return { substrate: s, transfer };
+}
+
 export interface HostOptions {
   config: Config;
   /** Progress and warnings for the operator (the terminal running `npm start`). */
@@ -140,12 +149,7 @@ export function prepareSubstrate(o: HostOptions, chosen?: SubstrateKind): Deferr
     });
     o.say(`image ${image.hash} ready`);
     // Layers move between hosts on the same guest image, named by its content hash (never a host path).
-    if (kind === 'container') {
-      const s = new ContainerSubstrate({ root, baseRootfs: image.rootfs, warn: (m) => o.say(m) });
-      // Copy-mode disks (no btrfs under DATA_DIR) are plain directories: they cannot be sent as btrfs streams.
-      const transfer = s.diskMode === 'snapshot' ? { store: s.disks, codec: btrfsCodec, base: { path: image.rootfs, id: image.hash } } : null;
-      return { substrate: s, transfer };
-    }
+    if (kind === 'container') return preparedContainer(new ContainerSubstrate({ root, baseRootfs: image.rootfs, warn: (m) => o.say(m) }), image);
     const s = new VmSubstrate({
       root, kernel: image.kernel, initrd: image.initrd, baseDisk: image.baseDisk, warn: (m) => o.say(`vm: ${m}`), network: o.config.vmNetwork,
     });

@@ -32,6 +32,9 @@ import { beginDriving } from './cluster/host-return.js';
 import { readOrCreateHostId } from './cluster/host-id.js';
 import { internalHandlers } from './internal-handlers.js';
 import { layerHostHandlers } from './internal-layers.js';
+import { hostRouter } from './internal-host-router.js';
+import { moveHostHandlers } from './internal-moves.js';
+import { createMachineMove } from './cluster/machine-move.js';
 import { DeferredTransfer } from './substrate/disks/transfer/deferred.js';
 import type { HostShape } from './domain/host-capacity.js';
 
@@ -123,7 +126,12 @@ export async function serve(
   // The background jobs, each run by its role's process (cluster/jobs.ts): on PostgreSQL the deployment-wide ones
   // only in the elected leader and the host's (reconcile, watch, warm pool) only in the host's driver; on SQLite the
   // one process always leads and drives, as before.
-  const jobList = controlPlaneJobs(services, { log, resumeMetering: !config.databaseUrl, periodsMs: opts.jobPeriodsMs, substrate: substrate ? substrateJob(services, { ready: deferred?.ready, say, log }) : null });
+  // The drain's moves (services/drain.ts): each step acted by the driver of the host it is on, over host calls.
+  const machineMove = cluster ? createMachineMove({ calls: cluster.hostCalls, ownerOfHost: cluster.routing.ownerOfHost, local: services.moveActs, transfer: transfer !== null }) : undefined;
+  const jobList = controlPlaneJobs(services, {
+    log, resumeMetering: !config.databaseUrl, periodsMs: opts.jobPeriodsMs, substrate: substrate ? substrateJob(services, { ready: deferred?.ready, say, log }) : null,
+    ...(machineMove ? { machineMove } : {}),
+  });
   const jobs = runJobs(
     jobList,
     config.databaseUrl ? { deployment: postgresLock(config.databaseUrl), host: 'driver' } : { deployment: alwaysLeader },
@@ -154,7 +162,7 @@ export async function serve(
       await hostJobs.start(fence);
     },
     stop: () => hostJobs.stop(),
-  }, transfer ? layerHostHandlers(transfer, { log }) : undefined);
+  }, hostRouter({ layers: transfer ? layerHostHandlers(transfer, { log }) : null, moves: moveHostHandlers(services.moveActs, { log }) }));
   const port = (server.address() as AddressInfo).port;
   if (!previews) say('published ports are off: set PREVIEW_DOMAIN to a wildcard name (docs/api-ports.md)');
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;

@@ -18,7 +18,11 @@
  * Each reconcile it runs once serving (at a takeover) prints {reconciled: [[id, from, to], …]}. {op:'exit'} on
  * stdin (or stdin closing: the test process is gone) closes it.
  */
+import path from 'node:path';
 import readline from 'node:readline';
+import { DeferredSubstrate, preparedContainer } from '../../control-plane/src/machine-host.js';
+import { ContainerSubstrate, containerEarlyChannel } from '../../control-plane/src/substrate/container/driver.js';
+import { testImage } from './substrate-image.js';
 import { parseConfig } from '../../control-plane/src/config.js';
 import { serve } from '../../control-plane/src/main.js';
 import type { HostShape } from '../../control-plane/src/domain/host-capacity.js';
@@ -27,7 +31,7 @@ import type { StripeClientOptions } from '../../control-plane/src/billing/stripe
 import { FAST_SCRYPT, PUBLIC_BASE_URL } from './control-plane.js';
 import { HostFileSubstrate } from './host-file-substrate.js';
 
-const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; hostFileSubstrate?: boolean; requests?: boolean; hostShape?: HostShape; region?: string; sweepMs?: number; env?: Record<string, string>; stripeClient?: StripeClientOptions };
+const args = JSON.parse(process.argv[2]!) as { url?: string; dataDir: string; hostFileSubstrate?: boolean; containers?: boolean; requests?: boolean; hostShape?: HostShape; region?: string; sweepMs?: number; env?: Record<string, string>; stripeClient?: StripeClientOptions };
 const say = (line: Record<string, unknown>): void => void process.stdout.write(JSON.stringify(line) + '\n');
 const REPORTED: Record<string, ReadonlyArray<string>> = {
   'host.driving': ['epoch'],
@@ -37,7 +41,14 @@ const REPORTED: Record<string, ReadonlyArray<string>> = {
 };
 const TIB = 1024 ** 4;
 const HUGE: HostShape = { cores: 64 * 1024, memory_bytes: 64 * TIB, disk_bytes: 1024 * TIB };
-const substrate = args.hostFileSubstrate ? new HostFileSubstrate(args.dataDir, (op, id) => say({ substrate: op, id })) : new FakeSubstrate();
+const fake = args.containers ? null : args.hostFileSubstrate ? new HostFileSubstrate(args.dataDir, (op, id) => say({ substrate: op, id })) : new FakeSubstrate();
+// `containers`: the real container substrate in DATA_DIR/substrate (its own btrfs volume, bridge and subnet), deferred
+// as `npm start` has it, so its layers move between hosts (machine-host.ts `preparedContainer`).
+const root = path.join(args.dataDir, 'substrate');
+const substrate = fake ?? new DeferredSubstrate('container', async () => {
+  const image = await testImage('container', (l) => say({ say: l }));
+  return preparedContainer(new ContainerSubstrate({ root, baseRootfs: image.rootfs, stopTimeoutMs: 5000 }), image);
+}, containerEarlyChannel(root));
 const config = parseConfig({
   PUBLIC_BASE_URL, DATA_DIR: args.dataDir, PORT: '0', HOST: '127.0.0.1', WARM_POOL_PER_SIZE: '0', SECRETS_KEYRING: 'off', TRUST_PROXY: 'true',
   ...(args.url ? { DATABASE_URL: args.url } : {}),
@@ -55,7 +66,7 @@ const running = await serve(config, {
   ...(args.sweepMs ? { jobPeriodsMs: { sweep: args.sweepMs } } : {}),
   // A host large enough that only the organization's quotas refuse.
   services: {
-    substrate, passwordCost: FAST_SCRYPT, hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 },
+    substrate, passwordCost: FAST_SCRYPT, ...(args.containers ? { agentTimeouts: { connectMs: 5000, requestMs: 60_000 } } : {}), hostResources: { memory_mb: 64 * 1024 * 1024, vcpu: 64 * 1024 },
     ...(args.stripeClient ? { stripeClient: args.stripeClient } : {}),
   },
   hostShape: args.hostShape ?? HUGE,
@@ -83,7 +94,7 @@ commands.on('line', (text) => {
   const cmd = JSON.parse(text) as { op: string; call?: 'create' };
   if (cmd.op === 'exit') void stop();
   if (cmd.op === 'hold' && cmd.call) {
-    holds.set(cmd.call, substrate.hold(cmd.call));
+    if (fake) holds.set(cmd.call, fake.hold(cmd.call));
     say({ held: cmd.call });
   }
   if (cmd.op === 'release' && cmd.call) {

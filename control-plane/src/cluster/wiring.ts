@@ -27,7 +27,7 @@ import type { CallerRule } from './forward/caller.js';
 import type { OwnerOf } from './forward/owner.js';
 import { DEPLOYMENT_KEY_MIN_BYTES, DeploymentKey } from './forward/key.js';
 import { createInternalServer, type Forwarded, type HostHandlers, type InternalHandlers } from './forward/listener.js';
-import { createHostCalls } from './forward/host-call.js';
+import { createHostCalls, type HostCalls } from './forward/host-call.js';
 import { layerFetch } from './layer-fetch.js';
 import type { LayerFetch } from '../services/layer-pull.js';
 import { firstOutcome } from './leader.js';
@@ -65,6 +65,8 @@ export interface Cluster {
    * started, or following).
    */
   start(handlers: InternalHandlers, work: DriverWork, hostHandlers?: HostHandlers): Promise<void>;
+  /** Host-to-host calls from this process (forward/host-call.ts): the drain's move steps on other hosts. */
+  hostCalls: HostCalls;
   /** Layers held on other hosts, asked of their drivers with host-to-host calls (services/layer-pull.ts). */
   layerFetch: LayerFetch;
   /** Whether this process drives its host now. */
@@ -126,13 +128,15 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
   const forwarding = { ownerOf: routing.ownerOf, forwarder, caller };
   let server: Server | null = null;
   let internalUrl: string | null = null;
+  const hostCalls = createHostCalls(forwarder, hostId);
 
   return {
     processId,
     hostId,
     routing,
     forwarding,
-    layerFetch: layerFetch(createHostCalls(forwarder, hostId), routing.ownerOfHost),
+    hostCalls,
+    layerFetch: layerFetch(hostCalls, routing.ownerOfHost),
     driving: self.driving,
     internalUrl: () => internalUrl,
     async start(handlers, work, hostHandlers) {
