@@ -8,12 +8,11 @@
 import { z } from 'zod';
 import { ERRORS } from '../errors.js';
 import type { LayerFetch } from '../services/layer-pull.js';
-import { MAX_FRAMES } from '../substrate/disks/transfer/wire.js';
+import { LayerId, MAX_FRAMES } from '../substrate/disks/transfer/wire.js';
 import type { HostCalls } from './forward/host-call.js';
 import type { Owner, RemoteOwner } from './forward/owner.js';
 
 /** A layer id as the layer stores name them (the only thing a host call puts in a layer path or a move body). */
-export const LayerId = z.string().regex(/^blb_[0-9a-f]{1,64}$/);
 const Chain = z.strictObject({ chain: z.array(LayerId).min(1).max(MAX_FRAMES) });
 
 export function layerFetch(calls: HostCalls, ownerOfHost: (hostId: string) => Promise<Owner>): LayerFetch {

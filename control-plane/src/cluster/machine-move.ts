@@ -12,7 +12,7 @@
 import type { z } from 'zod';
 import { parseOrThrow } from '../../../shared/errors.js';
 import { ERRORS } from '../errors.js';
-import { actStep, MOVE_ANSWERS, MOVE_BODIES, movePath, type MoveAnswer, type MoveBody, type MoveStep } from '../internal-moves.js';
+import { actStep, MOVE_ANSWERS, MOVE_BODIES, movePath, type MoveAnswer, type MoveBody, type MoveStep } from '../services/move-steps.js';
 import type { MachineMove, MovingMachine } from '../services/machine-move.js';
 import type { MoveActs } from '../services/move-acts.js';
 import type { HostCalls } from './forward/host-call.js';

@@ -19,6 +19,8 @@ export const MAX_FRAMES = 64;
 const LAYER_ID = /^blb_[0-9a-f]{1,64}$/;
 
 const layerId = z.string().regex(LAYER_ID);
+/** A layer id as the store names them (never anything else in a path or a body between hosts). */
+export const LayerId = layerId;
 const frameSchema = z.strictObject({
   layerId,
   parent: layerId.nullable(),
