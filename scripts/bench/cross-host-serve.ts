@@ -12,7 +12,9 @@ const freePort = () =>
     });
   });
 
+/** `OWNER_CACHE_MS` from the bench's environment reaches both processes (0: the owner cache off, to compare). */
 export async function serveOn(dataDir: string, databaseUrl: string, substrate: Substrate) {
-  const config = parseConfig({ PORT: String(await freePort()), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: databaseUrl, WARM_POOL_PER_SIZE: '0' });
+  const cache = process.env.OWNER_CACHE_MS;
+  const config = parseConfig({ PORT: String(await freePort()), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: databaseUrl, WARM_POOL_PER_SIZE: '0', ...(cache ? { OWNER_CACHE_MS: cache } : {}) });
   return serve(config, { log: () => {}, services: { substrate, passwordCost: { N: 1024, r: 8, p: 1 } } });
 }

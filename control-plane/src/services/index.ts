@@ -112,6 +112,7 @@ export async function createServices(d: ServiceDeps) {
     upgradeUrl: config.upgradeUrl,
     counters: { members: (orgId) => store.identity.countMembers(orgId), ...d.counters },
     lockOrg: (orgId) => store.identity.lockOrg(orgId),
+    once: (memo, key, fn) => store.db.once(memo, key, fn),
   });
   const identity = createIdentityService({ store, now, limiter, passwordCost: d.passwordCost, openBillingAccount: (orgId) => billing.open(orgId) });
   const orgs = createOrganizationService({ store, now, quotas });
