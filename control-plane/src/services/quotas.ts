@@ -11,10 +11,15 @@ import type { BillingService } from './billing.js';
 import { ERRORS } from '../errors.js';
 
 export type Counter = (orgId: string) => Promise<number>;
-/** A further refusal of `key` beyond its count (a used-up trial): rendered as `subscription` 402. */
-export type Gate = (orgId: string) => Promise<{ current: number; maximum: number; message: string } | null>;
+/** What a quota check decides on: the organization's billing account and the entitlements in force. */
+export interface QuotaBasis {
+  account: BillingAccountRow;
+  entitlements: Entitlements | null;
+}
+/** A further refusal of `key` beyond its count (a used-up trial), given the check's basis: rendered as `subscription` 402. */
+export type Gate = (orgId: string, basis: QuotaBasis) => Promise<{ current: number; maximum: number; message: string } | null>;
 
-const BASIS = new TxMemo<{ account: BillingAccountRow; entitlements: Entitlements | null }>();
+const BASIS = new TxMemo<QuotaBasis>();
 
 export function createQuotaService(d: {
   billing: BillingService;
@@ -32,7 +37,7 @@ export function createQuotaService(d: {
    * The organization locked, then its billing account and entitlements: once per transaction (a create checks two
    * quotas and the plan's largest size in one, and the lock held makes the first read the transaction's answer).
    */
-  const basis = (orgId: string): Promise<{ account: BillingAccountRow; entitlements: Entitlements | null }> =>
+  const basis = (orgId: string): Promise<QuotaBasis> =>
     d.once(BASIS, orgId, async () => {
       await d.lockOrg(orgId);
       const account = await d.billing.account(orgId);
@@ -84,7 +89,7 @@ export function createQuotaService(d: {
         upgrade_url: d.upgradeUrl,
       });
       if (decision.ok) {
-        const refused = (await gates[key]?.(orgId)) ?? null;
+        const refused = (await gates[key]?.(orgId, { account: a, entitlements })) ?? null;
         if (refused) {
           throw ERRORS.quotaExceeded(refused.message, { limit: 'subscription', current: refused.current, maximum: refused.maximum, plan_id: a.plan_id ?? 'none', upgrade_url: d.upgradeUrl });
         }
