@@ -92,6 +92,11 @@ export const ConfigSchema = z
      */
     /** PostgreSQL: between two attempts of a follower to lead and two liveness checks of the leader (cluster/leader.ts). */
     LEADER_INTERVAL_MS: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(50).max(60_000)).default(1000),
+    /**
+     * PostgreSQL: how long a process that forwards a machine's requests remembers which process drives it
+     * (cluster/owner-cache.ts; 0: never). A stale entry is safe: the old driver refuses and the request is re-routed.
+     */
+    OWNER_CACHE_MS: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(600_000)).default(1000),
     WARM_POOL_PER_SIZE: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(8)).default(1),
     MACHINE_CPU_COMMIT_RATIO: Ratio.default(4),
     /** vm substrate: the host bridge, its IPv4 subnet and the nameservers guests get (comma-separated). */
@@ -141,6 +146,7 @@ export const ConfigSchema = z
       imageCacheDir: e.IMAGE_CACHE_DIR ?? null,
       machineNetwork: e.MACHINE_NETWORK,
       leaderIntervalMs: e.LEADER_INTERVAL_MS,
+      ownerCacheMs: e.OWNER_CACHE_MS,
       warmPoolPerSize: e.WARM_POOL_PER_SIZE,
       commitRatios: { memory: e.MACHINE_MEMORY_COMMIT_RATIO, cpu: e.MACHINE_CPU_COMMIT_RATIO },
       vmNetwork: {

@@ -1,41 +1,42 @@
 /**
  * Cross-host request overhead (the `crosshost` part of `npm run bench`; issue 25 item 3, docs/cluster.md
- * "Measured"): two `serve()` control planes in this process on one throwaway PostgreSQL and ONE DATA_DIR, so one
- * host: A (the real container substrate) drives it, B (started after A drives, with a substrate it never uses)
- * forwards every machine route to A over the internal channel. One small machine running; a JPEG screenshot and a
- * pointer move sent to A directly and to B (forwarded), interleaved (direct and forwarded alternate, so drift hits
- * both), N each. Both sides share this process's event loop, as in the `forward` part. Prints p50/p99 and the
- * overhead (target ≤ +2 ms p50). Run alone: `node dist/scripts/bench/cross-host.js`.
+ * "Measured"): two `serve()` control planes on one throwaway PostgreSQL and ONE DATA_DIR, so one host: A, in this
+ * process (the real container substrate), drives it; B, a child process with its own event loop as in a real
+ * deployment (cross-host-follower.ts, started after A drives, with a substrate it never uses), forwards every
+ * machine route to A over the internal channel. One small machine running; a JPEG screenshot and a pointer move sent
+ * to A directly and to B (forwarded), interleaved (direct and forwarded alternate, so drift hits both), N each.
+ * Prints p50/p99 and the overhead (target ≤ +2 ms p50). Run alone: `node dist/scripts/bench/cross-host.js`;
+ * `CROSSHOST_NODE_ARGS='--cpu-prof --cpu-prof-dir=DIR'` starts B with those node flags (its profile at its exit).
  */
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { Agent } from 'undici';
-import { parseConfig } from '../../control-plane/src/config.js';
 import { findRepoRoot } from '../../control-plane/src/machine-host.js';
-import { serve } from '../../control-plane/src/main.js';
-import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
-import type { Substrate } from '../../control-plane/src/substrate/substrate.js';
 import { startPostgres } from '../lib/throwaway-postgres.js';
 import { benchCaller, benchClient, containerHost, type BenchCall } from './api.js';
+import { serveOn } from './cross-host-serve.js';
 import { line, percentile } from './stats.js';
 import { runAlone } from './run-alone.js';
 
 const N = 200;
 const WARMUP = 10;
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const probe = net.createServer().listen(0, '127.0.0.1', () => {
-      const p = (probe.address() as net.AddressInfo).port;
-      probe.close(() => resolve(p));
-    });
+/** B, the forwarding process, as a child (cross-host-follower.ts): its URL once it serves, and how to end it. */
+async function startFollower(databaseUrl: string, dataDir: string): Promise<{ url: string; driving: boolean; close(): Promise<void> }> {
+  const nodeArgs = (process.env.CROSSHOST_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, fileURLToPath(new URL('./cross-host-follower.js', import.meta.url)), databaseUrl, dataDir], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const first = await new Promise<string>((resolve, reject) => {
+    readline.createInterface({ input: child.stdout }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`the follower exited (${code}) before serving`)));
   });
-
-async function serveOn(dataDir: string, databaseUrl: string, substrate: Substrate) {
-  const config = parseConfig({ PORT: String(await freePort()), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: databaseUrl, WARM_POOL_PER_SIZE: '0' });
-  return serve(config, { log: () => {}, services: { substrate, passwordCost: { N: 1024, r: 8, p: 1 } } });
+  const [word, url, driving] = first.split(' ');
+  if (word !== 'ready' || !url) throw new Error(`the follower said ${first}`);
+  return { url, driving: driving === 'true', close: async () => { child.stdin.end(); await exited; } };
 }
 
 async function timed(fn: () => Promise<{ status: number }>, ok: number): Promise<number> {
@@ -64,14 +65,14 @@ export async function benchCrossHost(o: { repoRoot?: string } = {}): Promise<voi
   const host = await containerHost(o.repoRoot ?? findRepoRoot());
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-crosshost-'));
   const a = await serveOn(dataDir, pg.url, host.substrate);
-  const b = await serveOn(dataDir, pg.url, new FakeSubstrate());
+  const b = await startFollower(pg.url, dataDir);
   const client = await benchClient(a.url);
   const dispatcher = new Agent({ connections: 8, pipelining: 1 });
   const viaB: BenchCall = benchCaller(b.url, dispatcher);
   const { call: viaA, key } = client;
   let id: string | null = null;
   try {
-    if (!a.driving() || b.driving()) throw new Error('A must drive the host and B follow');
+    if (!a.driving() || b.driving) throw new Error('A must drive the host and B follow');
     const m = await viaA('POST', '/v1/machines', { key, body: {} });
     if (m.status !== 201) throw new Error(`create ${m.status} ${JSON.stringify(m.json)}`);
     id = String(m.json.id);

@@ -4,11 +4,14 @@
  */
 import type { HostChoice, Placement } from '../services/placement.js';
 import type { Forwarder } from './forward/forwarder.js';
+import type { OwnerCache } from './owner-cache.js';
 import type { Owner, OwnerOf } from './forward/owner.js';
 
 /** The cluster's side of routing, wired by main.ts on PostgreSQL (absent on SQLite: one process serves all). */
 export interface Routing {
   ownerOf: OwnerOf;
+  /** The remote owners this process forwarded to lately (cluster/owner-cache.ts): tried before `ownerOf`. */
+  owners: OwnerCache;
   /** This process's host (its DATA_DIR's id): where a `host` operation with no better host goes. */
   hostId: string;
   /** Who drives host `hostId` now (cluster/owner-of.ts `ownerOfHost`); rejects when nobody does. */

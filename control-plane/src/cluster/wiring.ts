@@ -34,6 +34,7 @@ import { firstOutcome } from './leader.js';
 import { driveHost, hostDriverLock, type DriverWork, type HostDriver } from './host-driver.js';
 import { measureHostShape } from './host-shape.js';
 import type { Routing } from './routing.js';
+import { ownerCache } from './owner-cache.js';
 import { newProcessId, ownerOfFromStore, ownerOfHost, registeredUrl, type OwnerLookups } from './owner-of.js';
 
 /** The API app's fetch (app.ts), with its bindings. */
@@ -112,6 +113,7 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
   const forwarder = createForwarder({ key, processId, log });
   const routing: Routing = {
     ownerOf: ownerOfFromStore(lookups, self),
+    owners: ownerCache({ ttlMs: config.ownerCacheMs }),
     hostId,
     ownerOfHost: ownerOfHost(lookups, self),
     hostsFor: (orgId, choice) => hostsFor(store, orgId, choice, { now: new Date(), ...(o.catalog ? { catalog: o.catalog } : {}) }),

@@ -114,6 +114,7 @@ export async function createServices(d: ServiceDeps) {
     upgradeUrl: config.upgradeUrl,
     counters: { members: (orgId) => store.identity.countMembers(orgId), ...d.counters },
     lockOrg: (orgId) => store.identity.lockOrg(orgId),
+    once: (memo, key, fn) => store.db.once(memo, key, fn),
   });
   const identity = createIdentityService({ store, now, limiter, passwordCost: d.passwordCost, openBillingAccount: (orgId) => billing.open(orgId) });
   const orgs = createOrganizationService({ store, now, quotas });
@@ -187,8 +188,8 @@ export async function createServices(d: ServiceDeps) {
     metering.onFlush((orgs) => enforce(orgs));
   }
   // New compute in a used-up trial is refused like an account that grants nothing (spec: 402).
-  quotas.registerGate('running_machines', async (orgId) => {
-    const ex = await usage.exhaustion(orgId);
+  quotas.registerGate('running_machines', async (orgId, basis) => {
+    const ex = await usage.exhaustion(orgId, basis);
     if (!ex) return null;
     return ex.what === 'compute'
       ? { current: ex.used_hours, maximum: ex.included_hours, message: `The trial's ${ex.included_hours} included standard-hours of compute are used up; subscribe to a plan with overage to continue.` }

@@ -4,12 +4,22 @@
  */
 import { AppError } from '../../../shared/errors.js';
 import { COUNTED_LIMIT_KEYS, decideQuota, decideSubscription, shownLimit, type CountedLimitKey, type QuotaDecision } from '../domain/quotas.js';
+import type { Entitlements } from '../domain/catalog.js';
+import { TxMemo, type Db } from '../store/db.js';
+import type { BillingAccountRow } from '../store/repos/billing.js';
 import type { BillingService } from './billing.js';
 import { ERRORS } from '../errors.js';
 
 export type Counter = (orgId: string) => Promise<number>;
-/** A further refusal of `key` beyond its count (a used-up trial): rendered as `subscription` 402. */
-export type Gate = (orgId: string) => Promise<{ current: number; maximum: number; message: string } | null>;
+/** What a quota check decides on: the organization's billing account and the entitlements in force. */
+export interface QuotaBasis {
+  account: BillingAccountRow;
+  entitlements: Entitlements | null;
+}
+/** A further refusal of `key` beyond its count (a used-up trial), given the check's basis: rendered as `subscription` 402. */
+export type Gate = (orgId: string, basis: QuotaBasis) => Promise<{ current: number; maximum: number; message: string } | null>;
+
+const BASIS = new TxMemo<QuotaBasis>();
 
 export function createQuotaService(d: {
   billing: BillingService;
@@ -20,7 +30,19 @@ export function createQuotaService(d: {
    * `identity.lockOrg`: a row lock on PostgreSQL, nothing on SQLite whose write transactions are serialized whole).
    */
   lockOrg: (orgId: string) => Promise<void>;
+  /** The store's `db.once`: the basis below read once per transaction. */
+  once: Db['once'];
 }) {
+  /**
+   * The organization locked, then its billing account and entitlements: once per transaction (a create checks two
+   * quotas and the plan's largest size in one, and the lock held makes the first read the transaction's answer).
+   */
+  const basis = (orgId: string): Promise<QuotaBasis> =>
+    d.once(BASIS, orgId, async () => {
+      await d.lockOrg(orgId);
+      const account = await d.billing.account(orgId);
+      return { account, entitlements: await d.billing.entitlements(account) };
+    });
   const counters = { ...d.counters };
   const gates: Partial<Record<CountedLimitKey, Gate>> = {};
   const count = async (orgId: string, key: CountedLimitKey): Promise<number> => {
@@ -56,19 +78,18 @@ export function createQuotaService(d: {
      * That is why a counted `current` is given as a function: it is read after the lock, never before.
      */
     async check(orgId: string, key: CountedLimitKey, opts: { adding?: number; current?: number | (() => Promise<number>) } = {}): Promise<void> {
-      await d.lockOrg(orgId);
-      const a = await d.billing.account(orgId);
+      const { account: a, entitlements } = await basis(orgId);
       const decision = decideQuota({
         state: a.state,
         plan_id: a.plan_id,
-        entitlements: await d.billing.entitlements(a),
+        entitlements,
         key,
         current: typeof opts.current === 'function' ? await opts.current() : opts.current ?? (await count(orgId, key)),
         adding: opts.adding ?? 1,
         upgrade_url: d.upgradeUrl,
       });
       if (decision.ok) {
-        const refused = (await gates[key]?.(orgId)) ?? null;
+        const refused = (await gates[key]?.(orgId, { account: a, entitlements })) ?? null;
         if (refused) {
           throw ERRORS.quotaExceeded(refused.message, { limit: 'subscription', current: refused.current, maximum: refused.maximum, plan_id: a.plan_id ?? 'none', upgrade_url: d.upgradeUrl });
         }
@@ -81,6 +102,10 @@ export function createQuotaService(d: {
      * anything: for the creating writes no entitlement counts (docs/api-auth-and-billing.md, "Creating and
      * starting").
      */
+    /** The organization's entitlements in force, from the same per-transaction basis as `check` (null: none). */
+    async entitlements(orgId: string): Promise<Entitlements | null> {
+      return (await basis(orgId)).entitlements;
+    },
     async checkSubscription(orgId: string): Promise<void> {
       const a = await d.billing.account(orgId);
       const decision = decideSubscription({ state: a.state, plan_id: a.plan_id, entitlements: await d.billing.entitlements(a), upgrade_url: d.upgradeUrl });

@@ -10,7 +10,7 @@ import { invalid } from '../../../shared/errors.js';
 import type { Page } from '../../../shared/schemas/pagination.js';
 import { DEFAULT_PAGE_SIZE } from '../../../shared/schemas/pagination.js';
 import type { Meter, UsageListQuery, UsageRecord, UsageSeries, UsageSeriesQuery, UsageSummary, UsageSummaryQuery } from '../../../shared/schemas/usage.js';
-import { findPlan, trialTerms, type CatalogVersion } from '../domain/catalog.js';
+import { findPlan, trialTerms, type CatalogVersion, type Entitlements } from '../domain/catalog.js';
 import { bucketOf, bucketWidth, DAY_MS, hourOf, HOUR_MS } from '../domain/metering.js';
 import { emptyTotals, priceSummary, trialExhaustion, type Exhaustion, type SummaryTerms, type Totals } from '../domain/usage-summary.js';
 import { decodeCursor, encodeCursor } from '../store/pagination.js';
@@ -56,8 +56,9 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
   }
 
   /** The allowances pricing an account's period: the trial's while trialing, else the plan's (or agreement's). */
-  async function termsFor(a: BillingAccountRow, cat: CatalogVersion): Promise<SummaryTerms> {
-    const e = await billing.entitlements(a);
+  /** `known`: the account's entitlements, already read (a quota check's basis). */
+  async function termsFor(a: BillingAccountRow, cat: CatalogVersion, known?: { entitlements: Entitlements | null }): Promise<SummaryTerms> {
+    const e = known ? known.entitlements : await billing.entitlements(a);
     if (a.state === 'trialing' && a.plan_id) {
       const t = trialTerms(cat, a.plan_id);
       return {
@@ -143,11 +144,12 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
       return build(a, Date.parse(a.period_start), end, now, 'estimate');
     },
     /** A trial without overage that used up its compute or egress, or null. */
-    async exhaustion(orgId: string): Promise<Exhaustion | null> {
-      const a = await store.billing.account(orgId);
+    /** `known`: the organization's account and entitlements, already read in this transaction (a quota check's basis). */
+    async exhaustion(orgId: string, known?: { account: BillingAccountRow; entitlements: Entitlements | null }): Promise<Exhaustion | null> {
+      const a = known ? known.account : await store.billing.account(orgId);
       if (!a || a.state !== 'trialing' || !a.plan_id || !a.period_start || !findPlan(billing.catalogFor(a), a.plan_id)) return null;
       const cat = billing.catalogFor(a);
-      return trialExhaustion(cat, await termsFor(a, cat), await totals(orgId, Date.parse(a.period_start), d.now().getTime() + HOUR_MS));
+      return trialExhaustion(cat, await termsFor(a, cat, known), await totals(orgId, Date.parse(a.period_start), d.now().getTime() + HOUR_MS));
     },
   };
 }

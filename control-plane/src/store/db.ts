@@ -33,7 +33,18 @@ export interface Db {
    * rolls back): side effects of a decision must not act on a write that may still be undone.
    */
   afterCommit(fn: () => void): void;
+  /**
+   * Inside a transaction, `fn`'s result for `key` once (kept in `memo`): a later call with the same key in the same
+   * transaction shares it (outside one, `fn` each time; a rejected one is shared too, as the transaction fails). For what cannot change while the transaction holds the lock `fn` took,
+   * e.g. the organization's billing basis a create's quota checks each read (services/quotas.ts `basis`).
+   */
+  once<T>(memo: TxMemo<T>, key: string, fn: () => Promise<T>): Promise<T>;
   close(): Promise<void>;
+}
+
+/** One kind of result `Db.once` keeps per transaction (its own table, so each kind keeps its type). */
+export class TxMemo<T> {
+  readonly byTx = new WeakMap<object, Map<string, Promise<T>>>();
 }
 
 /**
@@ -116,6 +127,17 @@ export function dbOver(k: Kysely<Database>, engine: Engine, path: string, closed
       const ctx = als.getStore();
       if (ctx && !ctx.done) ctx.pending.push(fn);
       else fn();
+    },
+    once(memo, key, fn) {
+      const ctx = als.getStore();
+      if (!ctx || ctx.done) return fn();
+      let kept = memo.byTx.get(ctx);
+      if (!kept) memo.byTx.set(ctx, (kept = new Map()));
+      const known = kept.get(key);
+      if (known) return known;
+      const p = fn();
+      kept.set(key, p);
+      return p;
     },
     close: async () => {
       await k.destroy();

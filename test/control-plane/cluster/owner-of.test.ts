@@ -1,10 +1,12 @@
 /**
  * Who owns a machine, from the store (control-plane/src/cluster/owner-of.ts): the table pinned literally, the
- * registered URL's format (a host row is parsed, never trusted), and the lookup from machine to host to process.
+ * registered URL's format (a host row is parsed, never trusted), and the lookup from machine to host to process;
+ * the arriving side's cache of remote owners (cluster/owner-cache.ts), on a clock the test moves.
  */
 import t from 'tap';
 import { decideOwner, ownerOfFromStore, parseRegisteredUrl, registeredUrl, type OwnerLookups } from '../../../control-plane/src/cluster/owner-of.js';
 import type { HostRow } from '../../../control-plane/src/store/repos/hosts.js';
+import { ownerCache } from '../../../control-plane/src/cluster/owner-cache.js';
 
 const ME = 'cp-aaaaaaaaaaaaaaaaaaaaaaaa';
 const THEM = 'cp-bbbbbbbbbbbbbbbbbbbbbbbb';
@@ -55,4 +57,27 @@ t.test('machine → host → owner', async (t) => {
   await t.rejects(ownerOf('mch_old'), { name: 'OwnerUnavailable' }, 'no host_id among several hosts');
   ids = ['host_b'];
   t.same(await ownerOf('mch_old'), REMOTE, 'no host_id: the only host');
+});
+
+t.test('the owner cache (cluster/owner-cache.ts): remembered for its time, forgotten on demand, bounded', async (t) => {
+  let now = 0;
+  const them = { kind: 'remote' as const, processId: THEM, address: 'http://127.0.0.1:7002' };
+  const cache = ownerCache({ ttlMs: 1000, now: () => now, maxEntries: 2 });
+  t.equal(cache.get('mch_a'), null, 'nothing remembered at first');
+  cache.set('mch_a', them);
+  now = 999;
+  t.same(cache.get('mch_a'), them, 'remembered for less than its time');
+  now = 1000;
+  t.equal(cache.get('mch_a'), null, 'forgotten once its time has passed');
+  cache.set('mch_a', them);
+  cache.delete('mch_a');
+  t.equal(cache.get('mch_a'), null, 'forgotten on demand (its driver refused)');
+  cache.set('mch_a', them);
+  cache.set('mch_b', them);
+  cache.set('mch_c', them);
+  t.equal(cache.get('mch_a'), null, 'past the bound, the oldest goes');
+  t.same([cache.get('mch_b'), cache.get('mch_c')], [them, them]);
+  const off = ownerCache({ ttlMs: 0, now: () => now });
+  off.set('mch_a', them);
+  t.equal(off.get('mch_a'), null, 'OWNER_CACHE_MS=0 remembers nothing');
 });

@@ -1,14 +1,15 @@
 /**
  * The store's asynchronous door (store/db.ts) on both engines: a transaction's queries run on its own connection
  * whoever calls them (AsyncLocalStorage), others wait for it (SQLite) or do not see it (PostgreSQL) until it commits;
- * a throw rolls everything back and drops its after-commit work; a nested `tx` joins the outer one.
+ * a throw rolls everything back and drops its after-commit work; a nested `tx` joins the outer one; `once` reads a
+ * key once per transaction (what a create's quota checks share, services/quotas.ts `basis`).
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
-import { openDb, type Db } from '../../../control-plane/src/store/db.js';
+import { openDb, TxMemo, type Db } from '../../../control-plane/src/store/db.js';
 import { openStoreDb } from '../../../control-plane/src/store/engine/open.js';
 import { startPostgres } from '../../helpers/postgres.js';
 
@@ -67,6 +68,22 @@ async function semantics(t: Test, db: Db) {
     ),
   );
   t.same(wins.sort(), [0, 0, 0, 1], 'exactly one compare-and-set wins');
+
+  // once: per transaction and key; outside a transaction, every time.
+  const memo = new TxMemo<number>();
+  const reads: string[] = [];
+  const read = (key: string) => db.once(memo, key, async () => {
+    reads.push(key);
+    return count(db);
+  });
+  const inOne = await db.tx(async () => [await read('x'), await read('x'), await read('y'), await db.tx(() => read('x'))]);
+  t.same(inOne, [1, 1, 1, 1]);
+  t.same(reads, ['x', 'y'], 'one read per key in a transaction, a nested one sharing it');
+  await db.tx(async () => read('x'));
+  t.same(reads, ['x', 'y', 'x'], 'the next transaction reads again');
+  await read('x');
+  await read('x');
+  t.same(reads, ['x', 'y', 'x', 'x', 'x'], 'outside a transaction, every call reads');
 }
 
 t.test('sqlite', async (t) => {

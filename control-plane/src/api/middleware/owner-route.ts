@@ -21,6 +21,7 @@ import type { CpEnv } from '../../context.js';
 import { Assertion, tenantAssertion } from '../../cluster/forward/assertion.js';
 import type { DialedRequest, ForwardCall } from '../../cluster/forward/call.js';
 import type { Routing } from '../../cluster/routing.js';
+import { OWNER_REFUSED_HEADER } from '../../cluster/forward/headers.js';
 import { ERRORS } from '../../errors.js';
 import { decideRoute, route, type Arrival, type RemoteOwner } from '../../cluster/forward/owner.js';
 import { isPlacementRefusal, placementRefusal, type HostChoice } from '../../services/placement.js';
@@ -69,27 +70,52 @@ function forwardCall(c: Context<CpEnv>, routing: Routing, target: RemoteOwner): 
   };
 }
 
+/** A body up to this size is read before a forward to a remembered owner, so that a refusal can be sent on again. */
+export const REPLAY_LIMIT = 64 * 1024;
+
+/** Whether the request's body (none, or a small one of a stated length) can be held and sent a second time. */
+function replayable(c: Context<CpEnv>): boolean {
+  if (c.req.header('transfer-encoding') !== undefined) return false;
+  const length = Number(c.req.header('content-length') ?? '0');
+  return Number.isSafeInteger(length) && length <= REPLAY_LIMIT;
+}
+
 export function routeToOwner(routing: Routing, o: { onLostHost?: 'serve_here' } = {}): MiddlewareHandler<CpEnv> {
   return async (c, next) => {
     const arrival: Arrival = c.env?.forwarded ? 'forwarded' : 'tenant';
     const machineId = c.req.param('machine_id') ?? null;
+    const incoming = c.env?.incoming;
+    const outgoing = c.env?.outgoing;
+    const wire = incoming && outgoing && isWireRequest(c) ? { incoming, outgoing } : null;
+    // A remembered owner (cluster/owner-cache.ts) is tried first, the body held so a refusal can be routed again.
+    const remembered = machineId && arrival === 'tenant' && wire && replayable(c) ? routing.owners.get(machineId) : null;
+    let held: Buffer | null = null;
+    if (machineId && wire && remembered) {
+      held = Buffer.from(await c.req.arrayBuffer());
+      c.set('forwardedTo', remembered.processId);
+      const settled = await routing.forwarder.attempt(wire.incoming, wire.outgoing, forwardCall(c, routing, remembered), held.length ? Readable.from([held]) : undefined);
+      if (settled === 'answered') return RESPONSE_ALREADY_SENT.clone();
+      routing.owners.delete(machineId);
+    }
     const r = await route(routing.ownerOf, machineId, arrival);
     if (r.kind === 'serve') return next();
     if (r.kind === 'refuse') {
       if (o.onLostHost === 'serve_here' && machineId && (await routing.onDownHost(machineId).catch(() => false))) return next();
+      // Refused before anything was done here: marked, so the process that forwarded it may route it again.
+      if (arrival === 'forwarded') c.header(OWNER_REFUSED_HEADER, 'refused');
       throw r.error;
     }
+    if (machineId) routing.owners.set(machineId, r.target);
     const call = forwardCall(c, routing, r.target);
     c.set('forwardedTo', r.target.processId);
-    const incoming = c.env?.incoming;
-    const outgoing = c.env?.outgoing;
     // A request dispatched inside the process (the MCP endpoint's tools) has no socket of its own: it crosses as a
     // web Request and the owner's answer comes back as a web Response.
-    if (!incoming || !outgoing || !isWireRequest(c)) return routing.forwarder.fetch(c.req.raw, call);
+    if (!wire) return routing.forwarder.fetch(c.req.raw, call);
     // The body is read from the app's Request, never from the socket: the body limit (app.ts) has already made it
     // (and may have wrapped it to count), which reads the socket into its stream; that stream keeps the backpressure.
     const raw = c.req.raw.body;
-    routing.forwarder.request(incoming, outgoing, call, raw ? Readable.fromWeb(raw) : undefined);
+    const body = held ? (held.length ? Readable.from([held]) : undefined) : raw ? Readable.fromWeb(raw) : undefined;
+    routing.forwarder.request(wire.incoming, wire.outgoing, call, body);
     return RESPONSE_ALREADY_SENT.clone();
   };
 }

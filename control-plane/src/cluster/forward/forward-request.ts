@@ -7,26 +7,41 @@
  *
  * A pooled connection the owner closed just as it was reused fails with nothing sent; a request without a body
  * is then tried once more on a fresh one (one with a body may have been partly consumed, so it is not).
+ *
+ * With `settle` (a forward to an owner the sender remembered, cluster/owner-cache.ts, its body replayable), an owner
+ * that refused before acting — its answer marked `OWNER_REFUSED_HEADER` — or that could not be reached before it
+ * answered is `refused`: nothing is sent to the caller, and the sender routes the request again. Anything else
+ * is `answered` (the caller has the owner's answer, or its 503).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline, type Readable } from 'node:stream';
 import { ERRORS } from '../../errors.js';
 import { sendError } from './envelope.js';
 import type { Dial, ForwardCall } from './call.js';
-import { responseHeadersForCaller } from './headers.js';
+import { OWNER_REFUSED_HEADER, responseHeadersForCaller } from './headers.js';
+
+/** How a forward ended for its sender (see the header). */
+export type Settled = 'answered' | 'refused';
 
 function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
 }
 
-export function forwardRequest(dial: Dial, req: IncomingMessage, res: ServerResponse, call: ForwardCall, failed: (e: unknown) => void, source: Readable = req): void {
+export function forwardRequest(
+  dial: Dial, req: IncomingMessage, res: ServerResponse, call: ForwardCall, failed: (e: unknown) => void, source: Readable = req, settle?: (s: Settled) => void,
+): void {
   const body = hasBody(req);
   let retried = false;
   let current: ReturnType<Dial> | null = null;
   const unreachable = (e: unknown) => {
     failed(e);
+    if (settle && !res.headersSent && !res.destroyed) {
+      settle('refused');
+      return;
+    }
     if (!res.headersSent) sendError(res, ERRORS.machineOwnerUnreachable(), call.assertion.request_id);
     else res.destroy();
+    settle?.('answered');
   };
   const attempt = () => {
     let up: ReturnType<Dial>;
@@ -38,6 +53,12 @@ export function forwardRequest(dial: Dial, req: IncomingMessage, res: ServerResp
     }
     current = up;
     up.on('response', (answer) => {
+      if (settle && answer.statusCode === 503 && answer.headers[OWNER_REFUSED_HEADER] !== undefined) {
+        answer.resume();
+        settle('refused');
+        return;
+      }
+      settle?.('answered');
       res.writeHead(answer.statusCode ?? 502, responseHeadersForCaller(answer.rawHeaders));
       pipeline(answer, res, () => {});
     });

@@ -12,7 +12,7 @@ import { causeChain, silentLog, type LogSink } from '../../log.js';
 import type { Dial, DialedRequest, ForwardCall } from './call.js';
 import { forwardFetch } from './forward-fetch.js';
 import { forwardBuffered, type BufferedAnswer } from './forward-buffered.js';
-import { forwardRequest } from './forward-request.js';
+import { forwardRequest, type Settled } from './forward-request.js';
 import { forwardUpgrade } from './forward-upgrade.js';
 import { requestHeadersForOwner } from './headers.js';
 import type { HostCallAssertion, SignedAssertion } from './assertion.js';
@@ -47,6 +47,11 @@ export interface Forwarder {
    * (its Request holds the socket's body as a stream: reading `req` again would find it consumed).
    */
   request(req: IncomingMessage, res: ServerResponse, call: ForwardCall, body?: Readable): void;
+  /**
+   * `request` to an owner the sender remembered (cluster/owner-cache.ts), `body` replayable: `refused` when that owner
+   * refused before acting or could not be reached, with nothing sent to the caller (forward-request.ts `settle`).
+   */
+  attempt(req: IncomingMessage, res: ServerResponse, call: ForwardCall, body?: Readable): Promise<Settled>;
   /** A request made inside the process (no socket: the MCP endpoint's /v1 calls), answered as a web Response. */
   fetch(request: Request, call: ForwardCall): Promise<Response>;
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, call: ForwardCall): void;
@@ -128,6 +133,7 @@ export function createForwarder(o: ForwarderOptions): Forwarder {
   return {
     open: (target, r) => signed(target, { ...r, host: new URL(target.address).host, headers: r.headers ?? [], upgrade: false }),
     request: (req, res, call, body) => forwardRequest(dial, req, res, call, (e) => failed(call, e), body),
+    attempt: (req, res, call, body) => new Promise<Settled>((settle) => forwardRequest(dial, req, res, call, (e) => failed(call, e), body, settle)),
     fetch: (request, call) =>
       forwardFetch(dial, request, call).catch((e: unknown) => {
         failed(call, e);

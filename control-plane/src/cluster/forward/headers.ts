@@ -68,6 +68,12 @@ export function requestHeadersForOwner(raw: readonly string[], o: CredentialRule
   return out;
 }
 
+/**
+ * Set by a process on its refusal of a forwarded machine request it does not serve (it no longer drives the machine's
+ * host): the sender may route again (forward-request.ts `settle`). Never passed on to the caller.
+ */
+export const OWNER_REFUSED_HEADER = 'x-computer-owner-refused';
+
 /** The owner's response headers for the caller as a flat list; `upgrade` keeps a 101's Connection and Upgrade. */
 export function responseHeadersForCaller(raw: readonly string[], upgrade = false): string[] {
   const named = namedByConnection(raw);
@@ -75,7 +81,7 @@ export function responseHeadersForCaller(raw: readonly string[], upgrade = false
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const lower = raw[i]!.toLowerCase();
     const passes = upgrade && (lower === 'connection' || lower === 'upgrade');
-    if (!passes && (HOP_BY_HOP.has(lower) || named.has(lower))) continue;
+    if (!passes && (HOP_BY_HOP.has(lower) || named.has(lower) || lower === OWNER_REFUSED_HEADER)) continue;
     out.push(raw[i]!, raw[i + 1]!);
   }
   return out;

@@ -64,7 +64,8 @@ export async function reserveCompute(c: MachineCore, orgId: string, size: Machin
 }
 
 async function checkSize(c: MachineCore, orgId: string, size: MachineSize): Promise<void> {
-  const e = await c.d.billing.entitlements(await c.d.billing.account(orgId));
+  // After the quota checks, in their transaction: the entitlements they read (services/quotas.ts `basis`).
+  const e = await c.d.quotas.entitlements(orgId);
   // Without entitlements the quota engine refuses first (subscription / no agreement).
   if (!e) return;
   const largest = e.largest_size;
