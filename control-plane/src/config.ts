@@ -85,11 +85,6 @@ export const ConfigSchema = z
      * host (control plane, podman/QEMU, page cache) keeps a reserve; vCPUs are time-shared.
      */
     MACHINE_MEMORY_COMMIT_RATIO: Ratio.default(0.9),
-    /**
-     * Warm starts (docs/api-machines.md, "Warm starts"): at most this many started-but-unassigned machines per
-     * size a tenant created lately, so a plain create takes one instead of booting. 0: no pool. Container
-     * substrate only (the vm substrate has none).
-     */
     /** PostgreSQL: between two attempts of a follower to lead and two liveness checks of the leader (cluster/leader.ts). */
     LEADER_INTERVAL_MS: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(50).max(60_000)).default(1000),
     /**
@@ -97,6 +92,11 @@ export const ConfigSchema = z
      * (cluster/owner-cache.ts; 0: never). A stale entry is safe: the old driver refuses and the request is re-routed.
      */
     OWNER_CACHE_MS: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(600_000)).default(1000),
+    /**
+     * Warm starts (docs/api-machines.md, "Warm starts"): at most this many started-but-unassigned machines per
+     * size a tenant created lately, so a plain create takes one instead of booting. 0: no pool. Container
+     * substrate only (the vm substrate has none).
+     */
     WARM_POOL_PER_SIZE: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(8)).default(1),
     MACHINE_CPU_COMMIT_RATIO: Ratio.default(4),
     /** vm substrate: the host bridge, its IPv4 subnet and the nameservers guests get (comma-separated). */

@@ -476,10 +476,10 @@ export const ERRORS = {
     new AppError('invalid_request', `Give both ${width} and ${height}, or neither.`, { details: [{ field: missing, message: 'required with the other' }] }),
   outsideDisplay: (x: number, y: number, width: number, height: number, field: string) =>
     new AppError('invalid_request', `(${x}, ${y}) is outside the ${width}x${height} display.`, { details: [{ field, message: 'outside the display' }] }),
-  /** Any request on the internal channel that is not signed for this process, now, once: no detail, ever. */
   /** The caller's Host (or its forwarded address) cannot be carried to the machine's owner: not a host name. */
   callerNotForwardable: () =>
     new AppError('invalid_request', 'The Host header is not a host name.', { details: [{ field: 'host', message: 'not a host name' }] }),
+  /** Any request on the internal channel that is not signed for this process, now, once: no detail, ever. */
   forwardNotSigned: () =>
     new AppError('unauthenticated', 'Unauthenticated.'),
   /** The process serving the machine's host could not be reached (no host address or id is ever named). */

@@ -73,7 +73,6 @@ export function postgresLock(url: string, key: number | bigint = DEPLOYMENT_LEAD
   };
 }
 
-/** Runs `jobs` while this process holds the lock `connect` competes for; see the module comment. */
 /**
  * An election's first outcome, for a caller that waits for it (serve's start): `decided` resolves once this process
  * leads with its work started (call `started()` then), follows, or its lock session failed. `log` and `onState` are

@@ -97,15 +97,15 @@ export function createQuotaService(d: {
       }
       throw refuse(a.state, a.plan_id, decision);
     },
+    /** The organization's entitlements in force, from the same per-transaction basis as `check` (null: none). */
+    async entitlements(orgId: string): Promise<Entitlements | null> {
+      return (await basis(orgId)).entitlements;
+    },
     /**
      * Throws 402 quota_exceeded with `quota.limit` `subscription` unless the account may create or start
      * anything: for the creating writes no entitlement counts (docs/api-auth-and-billing.md, "Creating and
      * starting").
      */
-    /** The organization's entitlements in force, from the same per-transaction basis as `check` (null: none). */
-    async entitlements(orgId: string): Promise<Entitlements | null> {
-      return (await basis(orgId)).entitlements;
-    },
     async checkSubscription(orgId: string): Promise<void> {
       const a = await d.billing.account(orgId);
       const decision = decideSubscription({ state: a.state, plan_id: a.plan_id, entitlements: await d.billing.entitlements(a), upgrade_url: d.upgradeUrl });

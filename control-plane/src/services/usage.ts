@@ -55,8 +55,10 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
     return t;
   }
 
-  /** The allowances pricing an account's period: the trial's while trialing, else the plan's (or agreement's). */
-  /** `known`: the account's entitlements, already read (a quota check's basis). */
+  /**
+   * The allowances pricing an account's period: the trial's while trialing, else the plan's (or agreement's).
+   * `known`: the account's entitlements, already read (a quota check's basis).
+   */
   async function termsFor(a: BillingAccountRow, cat: CatalogVersion, known?: { entitlements: Entitlements | null }): Promise<SummaryTerms> {
     const e = known ? known.entitlements : await billing.entitlements(a);
     if (a.state === 'trialing' && a.plan_id) {
@@ -143,8 +145,10 @@ export function createUsageService(d: { store: Store; now: () => Date; billing: 
       if (now >= end) return finalize(a, end);
       return build(a, Date.parse(a.period_start), end, now, 'estimate');
     },
-    /** A trial without overage that used up its compute or egress, or null. */
-    /** `known`: the organization's account and entitlements, already read in this transaction (a quota check's basis). */
+    /**
+     * A trial without overage that used up its compute or egress, or null. `known`: the organization's account and
+     * entitlements, already read in this transaction (a quota check's basis).
+     */
     async exhaustion(orgId: string, known?: { account: BillingAccountRow; entitlements: Entitlements | null }): Promise<Exhaustion | null> {
       const a = known ? known.account : await store.billing.account(orgId);
       if (!a || a.state !== 'trialing' || !a.plan_id || !a.period_start || !findPlan(billing.catalogFor(a), a.plan_id)) return null;
