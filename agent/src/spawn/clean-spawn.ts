@@ -11,14 +11,17 @@
  * The helper reports a failed exec through a status pipe (fd 3), so callers still see "could not
  * start" (ENOENT, EACCES, ...) as an error with that code, as with a plain spawn.
  */
-import { execFileSync, spawn, type ChildProcess, type SpawnOptions, type StdioOptions } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess, type SpawnOptions, type StdioOptions } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { contentKey, devLibexecBase, installArtifact } from './dev-libexec.js';
 
 export const SPAWN_HELPER_NAME = 'computer-spawn';
+
+const execFileAsync = promisify(execFile);
 
 /**
  * The app root: `<root>/agent/src/spawn/clean-spawn.ts` when run from source, `<root>/dist/agent/src/spawn/...js`
@@ -37,12 +40,13 @@ function cc(source: string, out: string): void {
 }
 
 /** Builds the helper into the image's `<app>/libexec` (image.ts). */
-export function compileSpawnHelper(source: string, out: string): void {
-  fs.mkdirSync(path.dirname(out), { recursive: true });
+export async function compileSpawnHelper(source: string, out: string): Promise<void> {
+  await fs.promises.mkdir(path.dirname(out), { recursive: true });
   const tmp = `${out}.${process.pid}.tmp`;
-  cc(source, tmp);
-  fs.chmodSync(tmp, 0o755);
-  fs.renameSync(tmp, out);
+  // Not execFileSync: the image is staged by a control plane that serves and heartbeats meanwhile.
+  await execFileAsync('cc', [...CC_ARGS, '-o', tmp, source]);
+  await fs.promises.chmod(tmp, 0o755);
+  await fs.promises.rename(tmp, out);
 }
 
 /**

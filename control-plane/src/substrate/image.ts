@@ -7,6 +7,7 @@
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { compileSpawnHelper, SPAWN_HELPER_NAME } from '../../../agent/src/spawn/clean-spawn.js';
@@ -96,28 +97,39 @@ const PRUNE: Record<string, string[]> = {
   'node-pty': ['deps', 'src', 'third_party', 'node-addon-api', 'scripts', 'prebuilds', 'build/Makefile', 'build/binding.Makefile', 'build/config.gypi', 'build/pty.target.mk', 'build/Release/obj.target', 'build/Release/.deps'],
 };
 
-function hashTree(h: crypto.Hash, root: string, rel = ''): void {
+/**
+ * The tree's names, modes, sizes, link targets and contents, in name order, fed to `h`. Asynchronous, a file read in
+ * chunks: a host process hashes its image while it serves and heartbeats (an image's tree is a node binary and a few
+ * thousand files; read at once, a loaded host's event loop stopped for seconds and the host was declared down).
+ */
+async function hashTree(h: crypto.Hash, root: string, rel = ''): Promise<void> {
   const dir = path.join(root, rel);
-  for (const name of fs.readdirSync(dir).sort()) {
+  for (const name of (await fsp.readdir(dir)).sort()) {
     const r = path.join(rel, name);
-    const st = fs.lstatSync(path.join(root, r));
-    if (st.isDirectory()) hashTree(h, root, r);
-    else if (st.isSymbolicLink()) h.update(`L ${r} ${fs.readlinkSync(path.join(root, r))}\n`);
+    const st = await fsp.lstat(path.join(root, r));
+    if (st.isDirectory()) await hashTree(h, root, r);
+    else if (st.isSymbolicLink()) h.update(`L ${r} ${await fsp.readlink(path.join(root, r))}\n`);
     else {
       h.update(`F ${r} ${st.mode & 0o777} ${st.size}\n`);
-      h.update(fs.readFileSync(path.join(root, r)));
+      await hashContent(h, path.join(root, r));
     }
   }
 }
 
-function hashFile(file: string): string {
-  return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+async function hashContent(h: crypto.Hash, file: string): Promise<void> {
+  for await (const chunk of fs.createReadStream(file)) h.update(chunk as Buffer);
+}
+
+async function hashFile(file: string): Promise<string> {
+  const h = crypto.createHash('sha256');
+  await hashContent(h, file);
+  return h.digest('hex');
 }
 
 /** Compile the agent (and shared/) and collect its runtime node_modules into `app`. */
 export async function stageAgent(repoRoot: string, app: string, log: (l: string) => void): Promise<void> {
-  fs.rmSync(app, { recursive: true, force: true });
-  fs.mkdirSync(app, { recursive: true });
+  await fsp.rm(app, { recursive: true, force: true });
+  await fsp.mkdir(app, { recursive: true });
   const tsc = path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc');
   const errors: string[] = [];
   // Type errors elsewhere in a tree under active work must not block the image; they are reported.
@@ -127,34 +139,34 @@ export async function stageAgent(repoRoot: string, app: string, log: (l: string)
   });
   if (errors.length) log(`agent compile reported ${errors.filter((e) => e.includes('error TS')).length} type errors (emitted anyway)`);
   if (!fs.existsSync(path.join(app, 'dist', 'agent', 'src', 'main.js'))) log('warning: dist/agent/src/main.js is missing: the guest has no agent entry point yet');
-  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'computer-agent', private: true, type: 'module' }) + '\n');
+  await fsp.writeFile(path.join(app, 'package.json'), JSON.stringify({ name: 'computer-agent', private: true, type: 'module' }) + '\n');
   // The fd-closing exec step every agent spawn goes through (agent/src/spawn/clean-spawn.ts).
-  compileSpawnHelper(path.join(repoRoot, 'agent', 'native', `${SPAWN_HELPER_NAME}.c`), path.join(app, 'libexec', SPAWN_HELPER_NAME));
+  await compileSpawnHelper(path.join(repoRoot, 'agent', 'native', `${SPAWN_HELPER_NAME}.c`), path.join(app, 'libexec', SPAWN_HELPER_NAME));
   const nm = path.join(repoRoot, 'node_modules');
   for (const pkg of dependencyClosure(nm, AGENT_RUNTIME_PACKAGES)) {
     const dst = path.join(app, 'node_modules', pkg);
-    fs.mkdirSync(path.dirname(dst), { recursive: true });
-    fs.cpSync(path.join(nm, pkg), dst, { recursive: true, verbatimSymlinks: true });
-    for (const p of PRUNE[pkg] ?? []) fs.rmSync(path.join(dst, p), { recursive: true, force: true });
+    await fsp.mkdir(path.dirname(dst), { recursive: true });
+    await fsp.cp(path.join(nm, pkg), dst, { recursive: true, verbatimSymlinks: true });
+    for (const p of PRUNE[pkg] ?? []) await fsp.rm(path.join(dst, p), { recursive: true, force: true });
   }
 }
 
 /** Hash of what the Debian base stage depends on: the package list, the build script, the initrd. */
-export function baseHash(repoRoot: string): string {
+export async function baseHash(repoRoot: string): Promise<string> {
   const h = crypto.createHash('sha256');
-  for (const f of ['packages.txt', 'build.sh']) h.update(`${f}\n`).update(fs.readFileSync(path.join(repoRoot, 'images', f)));
-  hashTree(h, path.join(repoRoot, 'images', 'initrd'));
+  for (const f of ['packages.txt', 'build.sh']) h.update(`${f}\n`).update(await fsp.readFile(path.join(repoRoot, 'images', f)));
+  await hashTree(h, path.join(repoRoot, 'images', 'initrd'));
   return h.digest('hex').slice(0, 20);
 }
 
 /** The content hash: recipe files, staged agent tree, node binary. */
-export function imageHash(repoRoot: string, app: string, nodeBinary: string): string {
+export async function imageHash(repoRoot: string, app: string, nodeBinary: string): Promise<string> {
   const h = crypto.createHash('sha256');
   h.update('recipe\n');
-  hashTree(h, path.join(repoRoot, 'images'));
+  await hashTree(h, path.join(repoRoot, 'images'));
   h.update('app\n');
-  hashTree(h, app);
-  h.update(`node ${hashFile(nodeBinary)}\n`);
+  await hashTree(h, app);
+  h.update(`node ${await hashFile(nodeBinary)}\n`);
   return h.digest('hex').slice(0, 20);
 }
 
@@ -223,14 +235,14 @@ export async function ensureImage(opts: ImageOptions): Promise<GuestImage> {
   try {
     log('staging the agent (tsc + runtime node_modules)');
     await stageAgent(opts.repoRoot, app, log);
-    const hash = imageHash(opts.repoRoot, app, nodeBinary);
+    const hash = await imageHash(opts.repoRoot, app, nodeBinary);
     const dir = path.join(opts.cacheDir, hash);
     if (isComplete(dir, opts.artifacts)) {
       log(`image ${hash} is cached`);
       return artifactsOf(dir, hash);
     }
     const script = path.join(opts.repoRoot, 'images', 'build.sh');
-    const bh = baseHash(opts.repoRoot);
+    const bh = await baseHash(opts.repoRoot);
     const baseDir = path.join(opts.cacheDir, 'debian', bh);
     fs.mkdirSync(path.dirname(baseDir), { recursive: true });
     await withLock(`${baseDir}.lock`, log, async () => {
@@ -246,7 +258,7 @@ export async function ensureImage(opts: ImageOptions): Promise<GuestImage> {
       return artifactsOf(dir, hash);
     });
   } finally {
-    fs.rmSync(app, { recursive: true, force: true });
+    await fsp.rm(app, { recursive: true, force: true });
   }
 }
 
