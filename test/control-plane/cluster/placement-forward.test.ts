@@ -138,8 +138,18 @@ t.test('postgres, three hosts: creates spread by the ranking, forwarded to the c
     t.same([toA.json.error.code, toA.json.error.message], ['compute_unavailable', "The machine's disk is on another host and cannot be copied here (disks do not move between these hosts, or the host is still preparing); retry later."]);
     t.same(await servedBy(toA, 'A'), ['A'], "placed on A (B, the parent's host, is full), served by A's driver");
     t.equal(await count(), before, 'nothing recorded');
+    // A start of a stopped machine whose host is full (restart on another host is not built: docs/cluster.md, "Where
+    // a fork goes"): 503 naming capacity from the machine's host's driver, the machine still stopped there.
+    const filler = await create(1, { name: 'filler' });
+    t.equal(filler.status, 201, show(filler));
+    t.equal(await landedOn(filler.json.id), 'A', 'the one room left, on A');
+    const full = await s.call(s.bases[1]!, 'POST', `/v1/machines/${lastA.id}/start`, { key });
+    t.same([full.status, full.json.error.code, full.json.error.message], [503, 'compute_unavailable', FULL], show(full));
+    t.same(await servedBy(full, 'A'), ['A'], "answered by the machine's host's driver");
+    t.same([(await s.call(s.bases[2]!, 'GET', `/v1/machines/${lastA.id}`, { key })).json.state, await landedOn(lastA.id)], ['stopped', 'A'], 'still stopped, still on A');
+    t.equal((await s.call(s.bases[0]!, 'DELETE', `/v1/machines/${filler.json.id}`, { key })).status, 204);
     t.equal((await s.call(s.bases[0]!, 'POST', `/v1/machines/${lastA.id}/start`, { key })).status, 200, 'A full again');
-    answers.push(live, away, snap, placed, toA);
+    answers.push(live, away, snap, placed, toA, full);
   });
 
   await t.test('the first ranked host\'s driver unreachable: the create goes to the next', async (t) => {
