@@ -146,11 +146,12 @@ export const ERRORS = {
     new AppError('invalid_request', `Template ${id} needs at least size ${size}.`, { details }),
   cannotForkInState: (state: string | number) =>
     new AppError('conflict', `Cannot fork a machine that is ${state} without a snapshot_id; it must be running or stopped.`),
-  /** A fork of a machine's disk as it is now, asked for a region other than the one the machine runs in. */
-  forkLiveElsewhere: (region: string) =>
-    new AppError('conflict', `A fork without a snapshot_id is made where the machine runs, which is not region ${region}; take a snapshot and fork it with snapshot_id to place the fork in ${region}.`, {
-      details: [{ field: 'region', message: 'needs snapshot_id' }],
-    }),
+  /** A live fork placed on another host than its parent's, on a process that cannot move disks between hosts. */
+  liveForkUnconfigured: () =>
+    new AppError('compute_unavailable', "The machine's disk is on another host and cannot be copied here (disks do not move between these hosts, or the host is still preparing); retry later.", { headers: retryAfter('machineOwner') }),
+  /** A live fork's capture asked of the parent's host for a fork no longer being made (services/move-acts.ts). */
+  forkNotBeingMade: () =>
+    new AppError('conflict', 'The fork is no longer being made, so its parent is not captured for it.'),
   machineNotForked: () =>
     new AppError('compute_unavailable', 'The machine could not be forked.', { headers: retryAfter('machineOperation') }),
   frozenWithoutCapture: () =>

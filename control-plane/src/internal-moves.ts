@@ -1,7 +1,8 @@
 /**
  * The host-to-host move routes (docs/cluster.md, "Host-to-host calls"; docs/operations.md "Draining a host"): what
- * the deployment leader's drain (cluster/machine-move.ts) asks of a machine's source and target host, each served on
- * this host's substrate by services/move-acts.ts. Plugged into the internal listener through the host router
+ * the deployment leader's drain (cluster/machine-move.ts) asks of a machine's source and target host, and what a live
+ * fork made on another host asks of its parent's host (services/live-fork.ts), each served on this host's substrate
+ * by services/move-acts.ts. Plugged into the internal listener through the host router
  * (internal-host-router.ts): the listener hands them host calls only, never a tenant's request.
  *
  * | request                                  | body (strict)              | answer (200)                    |
@@ -11,6 +12,8 @@
  * | POST /internal/moves/<machine>/pull      | `{"move":n,"from":<host>,"chain":…}` | `{"bytes":n}` (0: here)|
  * | POST /internal/moves/<machine>/disk      | `{"chain":<layer>}`        | `{}`: the disk made here         |
  * | POST /internal/moves/<machine>/start     | `{}`                       | `{}`: running, its agent answers |
+ * | POST /internal/moves/<parent>/fork_capture | `{"fork":<machine>}`    | `{"chain":<layer>}` (live-fork.ts)|
+ * | POST /internal/moves/<parent>/fork_release | `{"fork":<machine>}`    | `{}`: the fork's pin let go here |
  * | anything else                            |                            | 404 `not_found` (`noSuchHostCall`)|
  *
  * Every step is idempotent (move-acts.ts), so the leader may ask again. A body that is not JSON, larger than 16 KiB,

@@ -34,7 +34,7 @@ import { internalHandlers } from './internal-handlers.js';
 import { layerHostHandlers } from './internal-layers.js';
 import { hostRouter } from './internal-host-router.js';
 import { moveHostHandlers } from './internal-moves.js';
-import { createMachineMove } from './cluster/machine-move.js';
+import { createMachineMove, createParentDisk } from './cluster/machine-move.js';
 import { DeferredTransfer } from './substrate/disks/transfer/deferred.js';
 import type { HostShape } from './domain/host-capacity.js';
 
@@ -113,7 +113,8 @@ export async function serve(
     onMachineFailure: (id, op, cause) => log(machineFailureLine(id, op, cause)),
     log,
     hostId,
-    ...(cluster && transfer ? { layerPull: { fetch: cluster.layerFetch, sink: transfer } } : {}),
+    // A live fork placed here asks its parent's host (another one) for the parent's disk (services/live-fork.ts).
+    ...(cluster && transfer ? { layerPull: { fetch: cluster.layerFetch, sink: transfer }, parentDisk: createParentDisk({ calls: cluster.hostCalls, ownerOfHost: cluster.routing.ownerOfHost }) } : {}),
     ...opts.services, keyring, substrate, config, store,
   });
   const dashboardDir = opts.dashboardDir === undefined ? builtDashboard() : opts.dashboardDir;

@@ -7,7 +7,8 @@
  * are a host's real layer store (btrfs) and whose compute is the fake one (no container boots: what is tested is
  * the disks, read back by mounting them). Each listener's host handlers are the host router (internal-host-router.ts):
  * the layer routes, and the move routes once a test plugs a host's move acts in (`serveMoves`, when its services
- * exist); `callsA` are host calls signed by host a's process (a drain's leader running there).
+ * exist); `callsA` are host calls signed by host a's process (a drain's leader running there). `serviceHosts`: the
+ * two hosts each with its service stack (machines-rig.ts) on one PostgreSQL database, registered and driven.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Test } from 'tap';
@@ -26,7 +27,14 @@ import { createLayerPuller } from '../../control-plane/src/services/layer-pull.j
 import { captured, MachineDisks } from '../../control-plane/src/substrate/disks/machine-disks.js';
 import { FakeSubstrate } from '../../control-plane/src/substrate/fake.js';
 import type { CaptureResult, CreateSpec, DiskSource, LayerPin } from '../../control-plane/src/substrate/substrate.js';
+import { ownerOfHost, registeredUrl } from '../../control-plane/src/cluster/owner-of.js';
+import type { LayerFetch } from '../../control-plane/src/services/layer-pull.js';
+import type { ServiceDeps } from '../../control-plane/src/services/index.js';
+import type { HostCapacity } from '../../control-plane/src/domain/host-capacity.js';
+import type { HostRow } from '../../control-plane/src/store/repos/hosts.js';
+import type { HostCalls } from '../../control-plane/src/cluster/forward/host-call.js';
 import { KEY, closeServer, listenOn } from './forward-rig.js';
+import { makeMachinesRig } from './machines-rig.js';
 import { layerHosts, type LayerHost } from './layer-hosts.js';
 
 export const HOST_A = 'host_aaaaaaaaaaaaaaaaaaaaaaaa';
@@ -144,4 +152,55 @@ export class DiskSubstrate extends FakeSubstrate {
   override layerPins(): Promise<LayerPin[]> {
     return this.disks.layerPins();
   }
+}
+
+/** Host b's side of the channel, for what a test plugs into its services. */
+export interface HostBParts {
+  /** Host calls signed by host b's process. */
+  calls: HostCalls;
+  /** Who serves a host, as host b's process finds it (the hosts table). */
+  ownerOfHost: ReturnType<typeof ownerOfHost>;
+  /** Layers host a holds, as host b fetches them, and host b's receiving side. */
+  fetch: LayerFetch;
+  sink: LayerHost['sink'];
+}
+
+/**
+ * Hosts a and b (layerChannel) each with its service stack on the database at `url` (DiskSubstrate: real disks,
+ * fake compute), registered in the hosts table with `capacity` (and `region`, default `default`), each driven (its
+ * fence held), each serving the move routes with its move acts; each pulls layers from the other's driver, found
+ * through the hosts table. `servicesB` adds to host b's services.
+ */
+export async function serviceHosts(
+  t: Test,
+  url: string,
+  o: { capacity: { a: HostCapacity; b: HostCapacity }; regionB?: string; servicesB?: (b: HostBParts) => Partial<ServiceDeps> },
+) {
+  const channel = await layerChannel(t);
+  const { a, b, forwarder, callsA } = channel;
+  const subA = new DiskSubstrate(a);
+  const subB = new DiskSubstrate(b);
+  let hostRow: (id: string) => Promise<HostRow | undefined> = async () => undefined;
+  const lookups = { host: (id: string) => hostRow(id) };
+  const ownersA = ownerOfHost(lookups, { processId: PROC_A, driving: () => true });
+  const callsB = createHostCalls(forwarder, HOST_B);
+  const ownersB = ownerOfHost(lookups, { processId: PROC_B, driving: () => true });
+  const fetchB = layerFetch(callsB, ownersB);
+  const rigA = await makeMachinesRig({ substrate: subA, databaseUrl: url, services: { hostId: HOST_A, readyProbe: false, layerPull: { fetch: layerFetch(callsA, ownersA), sink: a.sink } } });
+  t.teardown(() => rigA.close());
+  hostRow = (id) => rigA.store.hosts.get(id);
+  const rigB = await makeMachinesRig({
+    substrate: subB, databaseUrl: url,
+    services: { hostId: HOST_B, readyProbe: false, layerPull: { fetch: fetchB, sink: b.sink }, ...o.servicesB?.({ calls: callsB, ownerOfHost: ownersB, fetch: fetchB, sink: b.sink }) },
+  });
+  t.teardown(() => rigB.close());
+  const register = async (rig: typeof rigA, id: string, host: ChannelHost, processId: string, capacity: HostCapacity, region: string) => {
+    const { epoch } = await rig.store.hosts.takeOver({ id, region, capacity, internalUrl: registeredUrl(host.address, processId) });
+    rig.services.hostFence.hold({ hostId: id, epoch });
+  };
+  await register(rigA, HOST_A, a, PROC_A, o.capacity.a, 'default');
+  await register(rigB, HOST_B, b, PROC_B, o.capacity.b, o.regionB ?? 'default');
+  a.serveMoves(rigA.services.moveActs);
+  b.serveMoves(rigB.services.moveActs);
+  return { ...channel, subA, subB, rigA, rigB, ownersA };
 }

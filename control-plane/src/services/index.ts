@@ -27,6 +27,7 @@ import { createSnapshotService } from './snapshots.js';
 import { createMoveActs } from './move-acts.js';
 import { DEFAULT_READY_PROBE } from './machines/ready.js';
 import type { LayerPullDeps } from './layer-pull.js';
+import type { ParentDisk } from './live-fork.js';
 import { createTemplateService } from './templates.js';
 import { createSecretService } from './secrets.js';
 import type { LogSink } from '../log.js';
@@ -76,6 +77,11 @@ export interface ServiceDeps {
    * (one host), and a snapshot recorded on another host is refused (503).
    */
   layerPull?: LayerPullDeps['transfer'];
+  /**
+   * How a live fork made here asks its parent's host, another one, for the parent's disk (cluster/machine-move.ts
+   * `createParentDisk`, with `layerPull` to bring it). Absent: such a fork is refused (503), nothing recorded.
+   */
+  parentDisk?: ParentDisk;
   /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
   /** The secrets keyring (main.ts opens SECRETS_KEYRING; default: opened from config here; null: off). */
@@ -148,6 +154,7 @@ export async function createServices(d: ServiceDeps) {
     store, substrate, agent, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     hostHealth,
     hostId: d.hostId ?? null,
+    parentDisk: d.layerPull && d.parentDisk ? d.parentDisk : null,
     network: config.machineNetwork,
     // The vm substrate has no pool (docs/api-machines.md, "Warm starts"); the fake one has one for unit tests.
     warmPool: { perSize: substrate.kind === 'vm' ? 0 : config.warmPoolPerSize, ledger: fileLedger(path.join(config.dataDir, 'warm-pool.json')), ...d.warmPool },

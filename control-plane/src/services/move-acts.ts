@@ -11,6 +11,8 @@
  * | pull      | target | the chain is here (0 bytes; the holder's pin added) | the services' puller brings it           |
  * | makeDisk  | target | the substrate holds the machine                     | made from the chain, not started         |
  * | start     | target | the guest runs (and its agent answers)              | started, then its agent waited for       |
+ * | forkCapture | a live fork's parent's host | a layer here is pinned by the fork's holder | captured in place, pinned (live-fork.ts) |
+ * | forkRelease | the same                    | no pin of the fork's holder is here          | its pins released                         |
  *
  * The move's holder (`moveHolder`: the machine and the move's plan seq) pins the captured layer on the source and the pulled chain on the target until the
  * move is finished; the snapshot service's pin sweep never releases it (not a snapshot's, template's or machine's
@@ -32,6 +34,7 @@ import type { Store } from '../store/store.js';
 import { resourcesForSize, type Substrate } from '../substrate/substrate.js';
 import type { DiskLocks } from './disk-locks.js';
 import type { HeldLayer, PullOutcome } from './layer-pull.js';
+import { forkHolder, forkPinKept } from './live-fork.js';
 
 /**
  * The pin holder naming one move of machine `machineId` (`move`: its plan's record seq), on the source's capture and
@@ -47,7 +50,7 @@ export function movedMachineOf(holder: string): { machine: string; move: number 
 
 export interface MoveActsDeps {
   store: Pick<Store, 'machines'>;
-  substrate: Pick<Substrate, 'status' | 'stop' | 'start' | 'create' | 'capture' | 'layerPins' | 'destroy'>;
+  substrate: Pick<Substrate, 'status' | 'stop' | 'start' | 'create' | 'capture' | 'layerPins' | 'releaseLayer' | 'destroy'>;
   locks: DiskLocks;
   /** This process's host (null: no registry; nothing is on this host by its row, so no source act runs). */
   hostId: string | null;
@@ -104,6 +107,15 @@ export function createMoveActs(d: MoveActsDeps) {
     return m;
   }
 
+  /** `id`'s disk captured in place under its disk lock, pinned by `holder`; the layer `holder` already pins if any. */
+  function captureHeld(id: string, holder: string): Promise<{ chain: string }> {
+    return locks.run(id, async () => {
+      const pinned = (await substrate.layerPins()).find((p) => p.holder === holder);
+      if (pinned) return { chain: pinned.layerId };
+      return { chain: (await substrate.capture(id, holder)).layerId };
+    });
+  }
+
   /** Waits until the started guest's agent answers (any answer), within the probe's bound. */
   async function answering(m: MachineRow): Promise<void> {
     if (!probe) return;
@@ -131,12 +143,21 @@ export function createMoveActs(d: MoveActsDeps) {
 
     async capture(id: string, move: number): Promise<{ chain: string }> {
       await onThisHost(id);
-      const holder = moveHolder(id, move);
-      return locks.run(id, async () => {
-        const pinned = (await substrate.layerPins()).find((p) => p.holder === holder);
-        if (pinned) return { chain: pinned.layerId };
-        return { chain: (await substrate.capture(id, holder)).layerId };
-      });
+      return captureHeld(id, moveHolder(id, move));
+    },
+
+    /** A live fork's capture of `parent` here, for fork `fork` (being made on another host): see live-fork.ts. */
+    async forkCapture(parent: string, fork: string): Promise<{ chain: string }> {
+      await onThisHost(parent);
+      // Only for a fork still being made: a pin for any other would wait for the sweep for nothing.
+      if (!forkPinKept((await d.store.machines.byId(fork))?.state)) throw ERRORS.forkNotBeingMade();
+      return captureHeld(parent, forkHolder(fork));
+    },
+
+    /** Lets go of fork `fork`'s capture pin here, if any (the fork's disk is made, or it failed). */
+    async forkRelease(fork: string): Promise<void> {
+      const holder = forkHolder(fork);
+      for (const p of (await substrate.layerPins()).filter((x) => x.holder === holder)) await substrate.releaseLayer(p.layerId, holder);
     },
 
     async pull(id: string, move: number, from: string, chain: string): Promise<{ bytes: number }> {

@@ -13,10 +13,10 @@
  *   its request asks (`HostChoice`, declared per operation in api/op.ts): a plain create is ranked by `placeFor`;
  *   a create from a template goes to the host holding the template's layers when it is known, a template or snapshot
  *   of a machine to that machine's host; the rest (`here`) to this process's host.
- * - A fork of a snapshot is ranked by `placeFor` for the parent's size and the fork's region hint (default: the
- *   parent's), the snapshot's host first when it fits (nothing to copy); on another host its layers are pulled first
- *   (services/layer-pull.ts). A fork of the disk as it is now is captured where the machine is, so it goes to the
- *   parent's host, and a region hint naming another region is a 409 (`forkLiveElsewhere`): take a snapshot first.
+ * - A fork is ranked by `placeFor` for the parent's size and the fork's region hint (default: the parent's), the host
+ *   holding its disk first when it fits (nothing to copy): the snapshot's host for a fork of a snapshot (on another
+ *   host its layers are pulled first, services/layer-pull.ts), the parent's host for a fork of the disk as it is now
+ *   (on another host the parent's disk is captured live on its host and pulled, services/live-fork.ts).
  *
  * Restores are in place: the machine's host, pulling the snapshot's layers when they are on another host.
  */
@@ -159,21 +159,23 @@ export async function hostsFor(store: Store, orgId: string, choice: HostChoice, 
   }
 }
 
-/** Where a fork goes (see the header): the parent's host for a fork of its disk now, else placed like a create. */
+/** The parent states a fork of the disk as it is now captures (create.ts refuses the others with its 409). */
+const LIVE_FORKABLE = new Set(['running', 'stopped']);
+
+/**
+ * Where a fork goes (see the header): placed like a create of the parent's size, where its disk is first when that
+ * host fits. A fork the handler refuses (no such snapshot, another machine's, a parent it cannot capture) goes to the
+ * parent's host, which answers the refusal as before.
+ */
 async function forkHosts(store: Store, orgId: string, choice: Extract<HostChoice, { kind: 'fork' }>, pricing: PlacementPricing): Promise<Placement> {
   const parent = await store.machines.inOrg(orgId, choice.machineId);
   if (!parent) return HERE;
-  const snap = choice.snapshotId === null ? undefined : await store.snapshots.inOrg(orgId, choice.snapshotId);
-  // No snapshot (or one the handler refuses with its 404 or 409 there): the disk as it is now, on the parent's host.
-  if (!snap || snap.machine_id !== parent.id) {
-    if (choice.snapshotId === null && choice.region !== null && parent.host_id) {
-      const host = await store.hosts.get(parent.host_id);
-      if (host && host.region !== choice.region) throw ERRORS.forkLiveElsewhere(choice.region);
-    }
-    return on(parent.host_id);
-  }
+  const snap = choice.snapshotId === null ? null : ((await store.snapshots.inOrg(orgId, choice.snapshotId)) ?? null);
+  const refused = choice.snapshotId === null ? !LIVE_FORKABLE.has(parent.state) : snap?.machine_id !== parent.id;
+  if (refused) return on(parent.host_id);
   const placed = await placeFor(store, { size: parent.size, region: choice.region ?? parent.region }, pricing);
   if (placed.kind === 'anywhere') return placed;
-  const home = snap.host_id ?? parent.host_id;
+  // The host holding the disk: the snapshot's layers, or the parent's disk as it is now.
+  const home = snap ? snap.host_id ?? parent.host_id : parent.host_id;
   return home && placed.ranked.includes(home) ? { kind: 'hosts', ranked: [home, ...placed.ranked.filter((h) => h !== home)] } : placed;
 }

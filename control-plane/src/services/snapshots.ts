@@ -26,6 +26,7 @@ import type { Actor, EventService } from './events.js';
 import type { QuotaService } from './quotas.js';
 import { createLayerPuller, type HeldLayer, type LayerPullDeps, type PullOutcome } from './layer-pull.js';
 import type { LogSink } from '../log.js';
+import { forkOfHolder, forkPinKept } from './live-fork.js';
 import { ERRORS } from '../errors.js';
 
 export function snapshotView(r: SnapshotRow): Snapshot {
@@ -281,16 +282,21 @@ export function createSnapshotService(d: SnapshotServiceDeps) {
 
   /**
    * Every pin on this host whose holder is no longer a ready snapshot or template is released (a deleted snapshot's
-   * or template's copy on a host other than the one that deleted it, a crash's leftovers); returns how many. Run at
+   * or template's copy on a host other than the one that deleted it, a crash's leftovers, a live fork's capture for
+   * a fork no longer being made on another host); returns how many. Run at
    * start by the reconciler and every few minutes by the host driver's job (cluster/substrate-job.ts).
    */
   async function sweepPins(): Promise<number> {
     let released = 0;
     for (const pin of await substrate.layerPins()) {
       if (inFlight.has(pin.holder)) continue;
+      // A live fork's capture for a fork made on another host: kept while that fork is being made (live-fork.ts).
+      const fork = forkOfHolder(pin.holder);
+      if (fork !== null && forkPinKept((await store.machines.byId(fork))?.state)) continue;
       if ((await store.snapshots.byId(pin.holder))?.state === 'ready' || (await store.templates.byId(pin.holder))?.state === 'ready') continue;
-      // Only holders this control plane gives out (snapshots, templates, machines mid-fork or mid-restore).
-      if (!/^(snp|tpl|mch)_[0-9a-z]+$/.test(pin.holder)) continue;
+      // Only holders this control plane gives out (snapshots, templates, machines mid-fork or mid-restore, live forks'
+      // captures for another host).
+      if (fork === null && !/^(snp|tpl|mch)_[0-9a-z]+$/.test(pin.holder)) continue;
       await substrate.releaseLayer(pin.layerId, pin.holder).catch((e) => d.onFailure?.('*', 'layer_release', e));
       released++;
     }

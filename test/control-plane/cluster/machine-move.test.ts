@@ -21,16 +21,12 @@ import { z } from 'zod';
 import { AppError } from '../../../shared/errors.js';
 import { createHostCalls } from '../../../control-plane/src/cluster/forward/host-call.js';
 import { signRequest } from '../../../control-plane/src/cluster/forward/signature.js';
-import { layerFetch } from '../../../control-plane/src/cluster/layer-fetch.js';
 import { createMachineMove } from '../../../control-plane/src/cluster/machine-move.js';
-import { ownerOfHost, registeredUrl } from '../../../control-plane/src/cluster/owner-of.js';
 import { createDrain } from '../../../control-plane/src/services/drain.js';
 import type { MachineMove } from '../../../control-plane/src/services/machine-move.js';
-import type { HostRegistration, HostRow } from '../../../control-plane/src/store/repos/hosts.js';
 import { call, KEY, TENANT } from '../../helpers/forward-rig.js';
-import { DiskSubstrate, HOST_A, HOST_B, layerChannel, PROC_A, PROC_B } from '../../helpers/layer-channel.js';
+import { DiskSubstrate, HOST_A, HOST_B, PROC_A, PROC_B, serviceHosts } from '../../helpers/layer-channel.js';
 import { onDisk } from '../../helpers/layer-hosts.js';
-import { makeMachinesRig } from '../../helpers/machines-rig.js';
 import { startPostgres } from '../../helpers/postgres.js';
 
 const CAPACITY = { cores: 2, memory_bytes: 25769803776, disk_bytes: 107374182400, machines: { small: 4 } };
@@ -78,24 +74,8 @@ t.teardown(async () => (await pgServer).stop());
  */
 async function twoHosts(t: Test, db: string) {
   const url = await (await pgServer).createDatabase(db);
-  const { root, a, b, forwarder, callsA } = await layerChannel(t);
-  const subA = new DiskSubstrate(a);
-  const subB = new DiskSubstrate(b);
-  let hostRow: (id: string) => Promise<HostRow | undefined> = async () => undefined;
-  const lookups = { host: (id: string) => hostRow(id) };
-  const fetchA = layerFetch(callsA, ownerOfHost(lookups, { processId: PROC_A, driving: () => true }));
-  const fetchB = layerFetch(createHostCalls(forwarder, HOST_B), ownerOfHost(lookups, { processId: PROC_B, driving: () => true }));
-  const rigA = await makeMachinesRig({ substrate: subA, databaseUrl: url, services: { hostId: HOST_A, readyProbe: false, layerPull: { fetch: fetchA, sink: a.sink } } });
-  t.teardown(() => rigA.close());
-  hostRow = (id) => rigA.store.hosts.get(id);
-  const rigB = await makeMachinesRig({ substrate: subB, databaseUrl: url, services: { hostId: HOST_B, readyProbe: false, layerPull: { fetch: fetchB, sink: b.sink } } });
-  t.teardown(() => rigB.close());
-  const reg = (id: string, listener: string, processId: string): HostRegistration => ({ id, region: 'default', capacity: CAPACITY, internalUrl: registeredUrl(listener, processId) });
-  rigA.services.hostFence.hold({ hostId: HOST_A, epoch: (await rigA.store.hosts.takeOver(reg(HOST_A, a.address, PROC_A))).epoch });
-  rigB.services.hostFence.hold({ hostId: HOST_B, epoch: (await rigB.store.hosts.takeOver(reg(HOST_B, b.address, PROC_B))).epoch });
-  a.serveMoves(rigA.services.moveActs);
-  b.serveMoves(rigB.services.moveActs);
-  const move = createMachineMove({ calls: callsA, ownerOfHost: ownerOfHost(lookups, { processId: PROC_A, driving: () => true }), local: rigA.services.moveActs, transfer: true });
+  const { root, a, b, callsA, subA, subB, rigA, rigB, ownersA } = await serviceHosts(t, url, { capacity: { a: CAPACITY, b: CAPACITY } });
+  const move = createMachineMove({ calls: callsA, ownerOfHost: ownersA, local: rigA.services.moveActs, transfer: true });
   const { key } = await rigA.tenant('pro', ['machines:read', 'machines:write', 'machines:control']);
   /** The leader's drain of host a with `m`, pass after pass until host a holds no machine. */
   const drainA = async (m: MachineMove = move) => {
@@ -223,7 +203,7 @@ t.test('without an internal channel or a layer transfer the move is not ready, w
   const neverAsked = async (): Promise<never> => {
     throw new Error('no host is asked');
   };
-  const acts = { stop: neverAsked, capture: neverAsked, pull: neverAsked, makeDisk: neverAsked, start: neverAsked, booting: async () => undefined };
+  const acts = { stop: neverAsked, capture: neverAsked, pull: neverAsked, makeDisk: neverAsked, start: neverAsked, forkCapture: neverAsked, forkRelease: neverAsked, booting: async () => undefined };
   const reason = (e: unknown) => (e instanceof AppError ? [e.code, e.message] : e);
   const noChannel = createMachineMove({ calls: null, ownerOfHost: neverAsked, local: acts, transfer: true });
   t.same(reason(await noChannel.ready().catch((e: unknown) => e)), ['compute_unavailable', 'Moving a machine between hosts is not configured here (no internal channel between hosts); the drain waits.']);

@@ -5,7 +5,8 @@
  * of 0.9 × its memory). Which host a machine lands on is read from the database (`machines.host_id` → the host whose
  * registered internal URL is that child's listener) and from the children's request logs: the host's driver served
  * the create under the caller's request id. Each child's fake substrate is its own, so a machine route answered 200
- * through any process proves its host's driver served it.
+ * through any process proves its host's driver served it. A fork, of a snapshot or of the disk as it is now, is
+ * placed like a create (services/placement.ts `forkHosts`).
  */
 import t from 'tap';
 import { openStoreDb } from '../../../control-plane/src/store/engine/open.js';
@@ -108,24 +109,47 @@ t.test('postgres, three hosts: creates spread by the ranking, forwarded to the c
     }
   });
 
-  await t.test('a fork of the disk as it is goes to the parent\'s host; a fork of a snapshot is placed', async (t) => {
-    // Every host is full now: where each fork is refused shows where it was routed.
+  await t.test('a fork, of the disk as it is or of a snapshot, is placed like a create', async (t) => {
+    // Every host is full now: a fork is refused where it arrives, never sent to its parent's host.
     const onB = made.find((m) => m.host === 'B')!;
     const live = await s.call(s.bases[2]!, 'POST', `/v1/machines/${onB.id}/fork`, { key, body: { name: 'live-fork' } });
     t.equal(live.status, 503, show(live));
-    t.same(await servedBy(live, 'B'), ['B'], "arrived at C, refused by the parent's host's driver (B)");
+    t.same([live.json.error.code, live.json.error.message], ['compute_unavailable', FULL], 'placement found no host with room');
+    t.same(await servedBy(live, 'C'), ['C'], "refused where it arrived (C), not sent to the parent's host (B)");
     const euOne = made.find((m) => m.host === 'C')!;
     const away = await s.call(s.bases[0]!, 'POST', `/v1/machines/${euOne.id}/fork`, { key, body: { region: 'default' } });
-    t.equal(away.status, 409, show(away));
-    t.same([away.json.error.code, away.json.error.message], ['conflict', 'A fork without a snapshot_id is made where the machine runs, which is not region default; take a snapshot and fork it with snapshot_id to place the fork in default.']);
-    t.same(await servedBy(away, 'A'), ['A'], 'refused where it arrived');
+    t.equal(away.status, 503, show(away));
+    t.same([away.json.error.code, away.json.error.message], ['compute_unavailable', 'No host in region default has the capacity (memory, CPU and disk) for another small machine right now; retry later, or stop or delete a machine.']);
+    t.same(await servedBy(away, 'A'), ['A'], 'placed in the hinted region, refused where it arrived');
     const snap = await s.call(s.bases[1]!, 'POST', '/v1/snapshots?wait=true', { cookie, body: { machine_id: onB.id, name: 'for-forks' } });
     t.equal(snap.status, 201, show(snap));
     const placed = await s.call(s.bases[0]!, 'POST', `/v1/machines/${onB.id}/fork`, { key, body: { snapshot_id: snap.json.id } });
     t.equal(placed.status, 503, show(placed));
     t.same([placed.json.error.code, placed.json.error.message], ['compute_unavailable', FULL], 'placement found no host with room');
     t.same(await servedBy(placed, 'A'), ['A'], 'placed where it arrived (no host fits), not sent to the parent\'s host');
-    answers.push(live, away, snap, placed);
+    // Room for one on A (its last machine stopped): a live fork of B's machine, arriving at C, goes to A's driver.
+    // These hosts' fake substrates move no disk between hosts, so A refuses it before recording anything.
+    const lastA = made.filter((m) => m.host === 'A').at(-1)!;
+    t.equal((await s.call(s.bases[0]!, 'POST', `/v1/machines/${lastA.id}/stop`, { key })).status, 200);
+    const count = async () => (await db.q().selectFrom('machines').select('id').where('deleted_at', 'is', null).execute()).length;
+    const before = await count();
+    const toA = await s.call(s.bases[2]!, 'POST', `/v1/machines/${onB.id}/fork`, { key, body: { name: 'to-a' } });
+    t.equal(toA.status, 503, show(toA));
+    t.same([toA.json.error.code, toA.json.error.message], ['compute_unavailable', "The machine's disk is on another host and cannot be copied here (disks do not move between these hosts, or the host is still preparing); retry later."]);
+    t.same(await servedBy(toA, 'A'), ['A'], "placed on A (B, the parent's host, is full), served by A's driver");
+    t.equal(await count(), before, 'nothing recorded');
+    // A start of a stopped machine whose host is full (restart on another host is not built: docs/cluster.md, "Where
+    // a fork goes"): 503 naming capacity from the machine's host's driver, the machine still stopped there.
+    const filler = await create(1, { name: 'filler' });
+    t.equal(filler.status, 201, show(filler));
+    t.equal(await landedOn(filler.json.id), 'A', 'the one room left, on A');
+    const full = await s.call(s.bases[1]!, 'POST', `/v1/machines/${lastA.id}/start`, { key });
+    t.same([full.status, full.json.error.code, full.json.error.message], [503, 'compute_unavailable', FULL], show(full));
+    t.same(await servedBy(full, 'A'), ['A'], "answered by the machine's host's driver");
+    t.same([(await s.call(s.bases[2]!, 'GET', `/v1/machines/${lastA.id}`, { key })).json.state, await landedOn(lastA.id)], ['stopped', 'A'], 'still stopped, still on A');
+    t.equal((await s.call(s.bases[0]!, 'DELETE', `/v1/machines/${filler.json.id}`, { key })).status, 204);
+    t.equal((await s.call(s.bases[0]!, 'POST', `/v1/machines/${lastA.id}/start`, { key })).status, 200, 'A full again');
+    answers.push(live, away, snap, placed, toA, full);
   });
 
   await t.test('the first ranked host\'s driver unreachable: the create goes to the next', async (t) => {

@@ -32,8 +32,11 @@ export interface Admission {
   start: boolean;
   /** The id of a warm pool member this create takes (warm-pool.ts); absent: a new id. */
   id?: string;
-  /** A fork: its host is its parent's (the disk is there), so the region hint is not checked against the host. */
-  onParentHost?: boolean;
+  /**
+   * A fork without its own region hint: the parent's region is recorded, and not re-checked against this host
+   * (placement ranked by it; a parent recorded before its deployment's hosts registered may name none).
+   */
+  regionFromParent?: boolean;
 }
 
 /**
@@ -87,7 +90,7 @@ export async function admitInTx(c: MachineCore, orgId: string, by: ReturnType<ty
   await d.quotas.check(orgId, 'machines');
   d.hostHealth?.checkReserve();
   if (a.start) await d.quotas.check(orgId, 'running_machines');
-  const hostId = await hostRoom(c, { kind: 'new', size: a.size, start: a.start, region: a.onParentHost ? null : a.region });
+  const hostId = await hostRoom(c, { kind: 'new', size: a.size, start: a.start, region: a.regionFromParent ? null : a.region });
   await checkSize(c, orgId, a.size);
   if (a.name !== undefined && (await d.store.machines.nameTaken(orgId, a.name))) {
     throw ERRORS.machineNameTaken(a.name, [{ field: 'name', message: 'already in use' }]);

@@ -20,6 +20,7 @@ import type { EventService } from '../events.js';
 import type { HostFenceHolder } from '../host-fence.js';
 import type { HostHealth } from '../host-health.js';
 import type { LeaseService } from '../leases.js';
+import type { ParentDisk } from '../live-fork.js';
 import type { MachineAgent } from '../machine-agent/index.js';
 import type { QuotaService } from '../quotas.js';
 import type { SessionService } from '../sessions.js';
@@ -63,6 +64,11 @@ export interface MachineServiceDeps {
   warmPool?: WarmPoolConfig;
   /** The host driver's fence every machine state write carries (services/host-fence.ts); absent or empty: none. */
   hostFence?: HostFenceHolder;
+  /**
+   * A live fork's parent's host, when that is another host (services/live-fork.ts): its capture asked of it. Absent:
+   * a live fork placed here while its parent is elsewhere is refused (503) before anything is recorded.
+   */
+  parentDisk?: ParentDisk | null;
 }
 
 export function machineView(m: MachineRow): Machine {

@@ -19,6 +19,20 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
   const { d } = c;
   const { store, substrate, locks } = d;
 
+  /** Whether a machine on `hostId` is on another registered host than this process's. */
+  const elsewhere = (hostId: string | null): hostId is string => hostId !== null && d.hostId != null && hostId !== d.hostId;
+
+  /**
+   * A live fork's disk from parent `parent` on host `hostId` (services/live-fork.ts): captured there, pinned for
+   * `fork`, then its chain pulled here (pinned by `fork`, which the caller holds). The layer's id here.
+   */
+  async function captureElsewhere(hostId: string, parent: string, fork: string): Promise<string> {
+    if (!d.parentDisk) throw ERRORS.liveForkUnconfigured();
+    const { chain } = await d.parentDisk.capture(hostId, parent, fork);
+    await d.snapshots.bring({ layerId: chain, hostId }, fork);
+    return chain;
+  }
+
   /** Act on an admitted machine: create it on the substrate (on `source`) and record that it runs. */
   async function launch(row: MachineRow, source: DiskSource, start: boolean, by: Actor): Promise<void> {
     const resources = resourcesForSize(row.size, catalogAt(d.now(), c.catalog).sizes);
@@ -129,6 +143,9 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
     async fork(p: OrgPrincipal, id: string, req: ForkMachineRequest): Promise<Machine> {
       const orgId = p.org_id;
       const by = actorOf(p);
+      // A live fork placed here while its parent is on another host: refused before anything is recorded when this
+      // process cannot ask that host or move its disk.
+      if (req.snapshot_id === undefined && elsewhere((await c.load(orgId, id)).host_id) && !d.parentDisk) throw ERRORS.liveForkUnconfigured();
       // A snapshot whose layers another host holds is brought here first, before anything is recorded: a host that
       // is down refuses the fork (409) and one out of reach asks for a retry (503), with no machine row left behind.
       if (req.snapshot_id !== undefined) await d.snapshots.bringReady(orgId, req.snapshot_id, (await c.load(orgId, id)).id);
@@ -141,32 +158,42 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
           throw ERRORS.cannotForkInState(parent.state);
         }
         const row = await admitInTx(c, orgId, by, {
-          // The fork's region hint, checked against this host when it was given (placement chose this host for it).
-          name: req.name, size: parent.size, template: parent.template, region: req.region ?? parent.region, metadata: {}, start: true, onParentHost: req.region === undefined,
+          // The fork's region hint, checked against this host when it was given (placement chose this host for it);
+          // without one the parent's is recorded, and placement ranked by it.
+          name: req.name, size: parent.size, template: parent.template, region: req.region ?? parent.region, metadata: {}, start: true, regionFromParent: req.region === undefined,
         }, { forked_from: parent.id, snapshot_id: snap?.id ?? null });
         return { row, parent, snap };
       });
       // The new machine's id holds a pin on the layer until its disk stands on it (so a snapshot deleted
       // meanwhile cannot free it), then lets go; the reconciler releases it if this process dies in between.
-      await d.snapshots.holding(row.id, async () => {
-        let layerId: string;
-        try {
-          if (snap) {
-            layerId = snap.layer_id;
-            await substrate.pinLayer(layerId, row.id);
-          } else {
-            layerId = (await locks.run(parent.id, () => substrate.capture(parent.id, row.id))).layerId;
+      // A live fork of a parent on another host: its capture there is pinned for the fork until the disk is made
+      // here, then let go (services/live-fork.ts; that host's pin sweep if the release does not arrive).
+      const away = snap === null && elsewhere(parent.host_id) ? parent.host_id : null;
+      try {
+        await d.snapshots.holding(row.id, async () => {
+          let layerId: string;
+          try {
+            if (snap) {
+              layerId = snap.layer_id;
+              await substrate.pinLayer(layerId, row.id);
+            } else if (away) {
+              layerId = await captureElsewhere(away, parent.id, row.id);
+            } else {
+              layerId = (await locks.run(parent.id, () => substrate.capture(parent.id, row.id))).layerId;
+            }
+          } catch (e) {
+            await c.fail(row, 'creating', 'fork', e);
+            throw ERRORS.machineNotForked();
           }
-        } catch (e) {
-          await c.fail(row, 'creating', 'fork', e);
-          throw ERRORS.machineNotForked();
-        }
-        try {
-          await launch(row, { kind: 'layer', layerId }, true, by);
-        } finally {
-          await substrate.releaseLayer(layerId, row.id).catch((e) => d.onFailure?.(row.id, 'layer_release', e));
-        }
-      });
+          try {
+            await launch(row, { kind: 'layer', layerId }, true, by);
+          } finally {
+            await substrate.releaseLayer(layerId, row.id).catch((e) => d.onFailure?.(row.id, 'layer_release', e));
+          }
+        });
+      } finally {
+        if (away) await d.parentDisk?.release(away, parent.id, row.id).catch((e) => d.onFailure?.(row.id, 'fork_release', e));
+      }
       return c.current(orgId, row.id);
     },
   };
