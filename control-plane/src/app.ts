@@ -2,13 +2,12 @@
  * The control plane's HTTP app. Tests call `app.request()`; main.ts serves it with @hono/node-server.
  */
 import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
-import { MAX_MACHINE_BODY_BYTES, MAX_WRITE_BODY_BYTES } from '../../shared/schemas/files.js';
 import { cors } from 'hono/cors';
 import type { Op } from './api/op.js';
 import type { Routing } from './api/middleware/owner-route.js';
 import { renderError } from './api/middleware/errors.js';
 import { requestContext } from './api/middleware/request-context.js';
+import { limitBodies } from './api/middleware/body-limit.js';
 import { mountReference } from './api/reference.js';
 import { mountDashboard } from './dashboard.js';
 import { IDENTITY_OPS, v1App } from './api/v1/index.js';
@@ -17,9 +16,6 @@ import type { CpEnv } from './context.js';
 import type { LogSink } from './log.js';
 import type { Services } from './services/index.js';
 import { ERRORS } from './errors.js';
-
-/** Control-plane JSON bodies are small; nothing in this API needs more. */
-export const MAX_BODY_BYTES = 256 * 1024;
 
 export interface AppDeps {
   services: Services;
@@ -53,19 +49,7 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
       maxAge: 600,
     }),
   );
-  app.use('*', async (c, next) => {
-    // Machine routes carry file contents, exec stdin and typed text; everything else is small.
-    const p = c.req.path;
-    const limit = /^\/v1\/machines\/[^/]+\/files\/content$/.test(p) && c.req.method === 'PUT'
-      ? MAX_WRITE_BODY_BYTES
-      : /^\/v1\/machines\/[^/]+\//.test(p) || p === MCP_PATH ? MAX_MACHINE_BODY_BYTES : MAX_BODY_BYTES;
-    return bodyLimit({
-      maxSize: limit,
-      onError: () => {
-        throw ERRORS.bodyOverLimit(limit);
-      },
-    })(c, next);
-  });
+  app.use('*', limitBodies);
   const ops = deps.ops ?? IDENTITY_OPS;
   mountReference(app, ops, `${deps.services.config.publicBaseUrl}`);
   app.route('/v1', v1App(deps.services, ops, { checkResponses: deps.checkResponses, routing: deps.routing }));

@@ -4,20 +4,22 @@
  * process (the real container substrate), drives it; B, a child process with its own event loop as in a real
  * deployment (cross-host-follower.ts, started after A drives, with a substrate it never uses), forwards every
  * machine route to A over the internal channel. One small machine running; a JPEG screenshot and a pointer move sent
- * to A directly and to B (forwarded), interleaved (direct and forwarded alternate, so drift hits both), N each.
- * Prints p50/p99 and the overhead (target ≤ +2 ms p50). Run alone: `node dist/scripts/bench/cross-host.js`;
- * `CROSSHOST_NODE_ARGS='--cpu-prof --cpu-prof-dir=DIR'` starts B with those node flags (its profile at its exit).
+ * to A directly and to B (forwarded), interleaved, N each, by a third process (cross-host-caller.ts): a tenant's
+ * client is not part of the service, so it shares neither A's loop nor B's. Prints p50/p99 and the overhead (target
+ * ≤ +2 ms p50). Run alone: `node dist/scripts/bench/cross-host.js`; `CROSSHOST_NODE_ARGS='--cpu-prof
+ * --cpu-prof-dir=DIR'` starts B with those node flags (its profile at its exit).
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { Agent } from 'undici';
 import { findRepoRoot } from '../../control-plane/src/machine-host.js';
 import { startPostgres } from '../lib/throwaway-postgres.js';
-import { benchCaller, benchClient, containerHost, type BenchCall } from './api.js';
+import { benchClient, containerHost } from './api.js';
+import { CallerTimes, type CallerPlan } from './cross-host-caller.js';
 import { serveOn } from './cross-host-serve.js';
 import { line, percentile } from './stats.js';
 import { runAlone } from './run-alone.js';
@@ -25,25 +27,36 @@ import { runAlone } from './run-alone.js';
 const N = 200;
 const WARMUP = 10;
 
+/** A child running `script` (a sibling of this file) with `nodeArgs`: its first line on stdout, and how to end it. */
+function startChild(script: string, args: string[], nodeArgs: string[] = []) {
+  const child: ChildProcessByStdio<Writable, Readable, null> = spawn(process.execPath, [...nodeArgs, fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const first = new Promise<string>((resolve, reject) => {
+    readline.createInterface({ input: child.stdout }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`${script} exited (${code}) before it answered`)));
+  });
+  return { child, first, close: async () => { child.stdin.end(); await exited; } };
+}
+
 /** B, the forwarding process, as a child (cross-host-follower.ts): its URL once it serves, and how to end it. */
 async function startFollower(databaseUrl: string, dataDir: string): Promise<{ url: string; driving: boolean; close(): Promise<void> }> {
   const nodeArgs = (process.env.CROSSHOST_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, fileURLToPath(new URL('./cross-host-follower.js', import.meta.url)), databaseUrl, dataDir], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const first = await new Promise<string>((resolve, reject) => {
-    readline.createInterface({ input: child.stdout }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`the follower exited (${code}) before serving`)));
-  });
+  const c = startChild('./cross-host-follower.js', [databaseUrl, dataDir], nodeArgs);
+  const first = await c.first;
   const [word, url, driving] = first.split(' ');
   if (word !== 'ready' || !url) throw new Error(`the follower said ${first}`);
-  return { url, driving: driving === 'true', close: async () => { child.stdin.end(); await exited; } };
+  return { url, driving: driving === 'true', close: c.close };
 }
 
-async function timed(fn: () => Promise<{ status: number }>, ok: number): Promise<number> {
-  const t0 = performance.now();
-  const r = await fn();
-  if (r.status !== ok) throw new Error(`answered ${r.status}`);
-  return performance.now() - t0;
+/** The caller (cross-host-caller.ts) run once over `plan`, in its own process: its times. */
+async function callFromOwnProcess(plan: CallerPlan): Promise<CallerTimes> {
+  const c = startChild('./cross-host-caller.js', []);
+  c.child.stdin.write(`${JSON.stringify(plan)}\n`);
+  try {
+    return CallerTimes.parse(JSON.parse(await c.first));
+  } finally {
+    await c.close();
+  }
 }
 
 const summary = (xs: number[]) => {
@@ -67,8 +80,6 @@ export async function benchCrossHost(o: { repoRoot?: string } = {}): Promise<voi
   const a = await serveOn(dataDir, pg.url, host.substrate);
   const b = await startFollower(pg.url, dataDir);
   const client = await benchClient(a.url);
-  const dispatcher = new Agent({ connections: 8, pipelining: 1 });
-  const viaB: BenchCall = benchCaller(b.url, dispatcher);
   const { call: viaA, key } = client;
   let id: string | null = null;
   try {
@@ -79,31 +90,12 @@ export async function benchCrossHost(o: { repoRoot?: string } = {}): Promise<voi
     while ((await viaA('GET', `/v1/machines/${id}/display`, { key })).status !== 200) await new Promise((r) => setTimeout(r, 100));
     const s = (await viaA('POST', '/v1/sessions', { key, body: { machine_id: id, type: 'agent' } })).json.id as string;
     const fence = String((await viaA('POST', `/v1/machines/${id}/input-lease`, { key, body: { session_id: s, ttl_seconds: 3600 } })).json.fence);
-    const input = { 'x-session-id': s, 'x-lease-fence': fence };
-    const shot = (call: BenchCall) => () => call('GET', `/v1/machines/${id}/screenshot?format=jpeg&quality=80`, { key });
-    const move = (call: BenchCall, i: number) => () => call('POST', `/v1/machines/${id}/mouse/move`, { key, body: { x: 100 + (i % 50), y: 100 }, headers: input });
-    const t = { shotA: [] as number[], shotB: [] as number[], moveA: [] as number[], moveB: [] as number[] };
-    for (let i = 0; i < N + WARMUP; i++) {
-      // Alternate which side goes first, so neither always follows the other.
-      const pair = i % 2 === 0 ? [viaA, viaB] : [viaB, viaA];
-      const shots = [];
-      for (const c of pair) shots.push(await timed(shot(c), 200));
-      const moves = [];
-      for (const c of pair) moves.push(await timed(move(c, i), 200));
-      if (i < WARMUP) continue;
-      const [sa, sb] = i % 2 === 0 ? shots : [shots[1]!, shots[0]!];
-      const [ma, mb] = i % 2 === 0 ? moves : [moves[1]!, moves[0]!];
-      t.shotA.push(sa!);
-      t.shotB.push(sb!);
-      t.moveA.push(ma!);
-      t.moveB.push(mb!);
-    }
+    const t = await callFromOwnProcess({ a: a.url, b: b.url, key, machineId: id, sessionId: s, fence, n: N, warmup: WARMUP });
     report('screenshot JPEG q80', t.shotA, t.shotB);
     report('pointer move (lease checked)', t.moveA, t.moveB);
   } finally {
     if (id) await viaA('DELETE', `/v1/machines/${id}`, { key }).catch(() => {});
     await client.close();
-    await dispatcher.close();
     await b.close();
     await a.close();
     await host.close();

@@ -19,7 +19,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { HostState } from '../domain/host-states.js';
-import type { HostRow } from '../store/repos/hosts.js';
+import type { HostRow, MachineHost } from '../store/repos/hosts.js';
 import type { Owner, OwnerOf } from './forward/owner.js';
 
 /** Who the host's registered process is, seen from this process. */
@@ -75,8 +75,8 @@ export class OwnerUnavailable extends Error {
 }
 
 export interface OwnerLookups {
-  /** The machine's host id (null: recorded before hosts), or undefined for no such live machine. */
-  hostOfMachine(machineId: string): Promise<string | null | undefined>;
+  /** The live machine's host id and that host's row, in one round trip (store/repos/hosts.ts `ofMachine`); undefined for no such live machine. */
+  machineHost(machineId: string): Promise<MachineHost | undefined>;
   host(hostId: string): Promise<HostRow | undefined>;
   /** Every host's id (for a machine with no host_id: the only one). */
   hostIds(): Promise<string[]>;
@@ -88,25 +88,29 @@ export interface OwnerSelf {
   driving(): boolean;
 }
 
+/** `decideOwner` seen by `self` now; throws OwnerUnavailable when nobody can serve the host. */
+function ownerSeen(host: Pick<HostRow, 'state' | 'internal_url'> | undefined, self: OwnerSelf): Owner {
+  const owner = decideOwner(host, { processId: self.processId, driving: self.driving() });
+  if (!owner) throw new OwnerUnavailable('no process serves the host now');
+  return owner;
+}
+
 /** The owner of host `hostId`: rejects (OwnerUnavailable) when nobody can serve it now. */
 export function ownerOfHost(l: Pick<OwnerLookups, 'host'>, self: OwnerSelf): (hostId: string) => Promise<Owner> {
-  return async (hostId) => {
-    const owner = decideOwner(await l.host(hostId), { processId: self.processId, driving: self.driving() });
-    if (!owner) throw new OwnerUnavailable('no process serves the host now');
-    return owner;
-  };
+  return async (hostId) => ownerSeen(await l.host(hostId), self);
 }
 
 /**
- * `OwnerOf` from the store. A machine that does not exist is served here: the handler answers its 404 exactly as
+ * `OwnerOf` from the store: the machine and its host read together (one round trip; this check runs on every machine
+ * request, on the driver too). A machine that does not exist is served here: the handler answers its 404 exactly as
  * for any other process (nothing to forward to).
  */
 export function ownerOfFromStore(l: OwnerLookups, self: OwnerSelf): OwnerOf {
   const ofHost = ownerOfHost(l, self);
   return async (machineId) => {
-    const hostId = await l.hostOfMachine(machineId);
-    if (hostId === undefined) return { kind: 'local' };
-    if (hostId !== null) return ofHost(hostId);
+    const on = await l.machineHost(machineId);
+    if (on === undefined) return { kind: 'local' };
+    if (on.hostId !== null) return ownerSeen(on.host, self);
     const ids = await l.hostIds();
     if (ids.length !== 1) throw new OwnerUnavailable('a machine with no host among several hosts');
     return ofHost(ids[0]!);

@@ -102,9 +102,9 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
   const processId = newProcessId();
   const hostId = o.hostId;
   const key = new DeploymentKey(await clusterKeysRepo(store.db).getOrCreate(INTERNAL_CHANNEL_KEY, () => randomBytes(DEPLOYMENT_KEY_MIN_BYTES)));
-  const { hosts, machines } = store;
+  const { hosts } = store;
   const lookups: OwnerLookups = {
-    hostOfMachine: async (id) => (await machines.byId(id))?.host_id,
+    machineHost: (id) => hosts.ofMachine(id),
     host: (id) => hosts.get(id),
     hostIds: async () => (await hosts.list()).hosts.map((h) => h.id),
   };
@@ -117,10 +117,7 @@ export async function prepareCluster(o: ClusterOptions): Promise<Cluster> {
     hostId,
     ownerOfHost: ownerOfHost(lookups, self),
     hostsFor: (orgId, choice) => hostsFor(store, orgId, choice, { now: new Date(), ...(o.catalog ? { catalog: o.catalog } : {}) }),
-    onDownHost: async (machineId) => {
-      const on = await lookups.hostOfMachine(machineId);
-      return typeof on === 'string' && (await hosts.get(on))?.state === 'down';
-    },
+    onDownHost: async (machineId) => (await lookups.machineHost(machineId))?.host?.state === 'down',
     forwarder,
     trustProxy: config.trustProxy,
     publicHost: new URL(config.publicBaseUrl).host,

@@ -48,7 +48,14 @@ t.test('machine → host → owner', async (t) => {
   const hosts = new Map([['host_a', host('host_a', mine)], ['host_b', host('host_b', theirs)]]);
   const machines = new Map<string, string | null>([['mch_a', 'host_a'], ['mch_b', 'host_b'], ['mch_old', null], ['mch_gone', 'host_z']]);
   let ids = ['host_a', 'host_b'];
-  const l: OwnerLookups = { hostOfMachine: async (id) => machines.get(id), host: async (id) => hosts.get(id), hostIds: async () => ids };
+  const l: OwnerLookups = {
+    machineHost: async (id) => {
+      const hostId = machines.get(id);
+      return hostId === undefined ? undefined : { hostId, host: hostId === null ? undefined : hosts.get(hostId) };
+    },
+    host: async (id) => hosts.get(id),
+    hostIds: async () => ids,
+  };
   const ownerOf = ownerOfFromStore(l, { processId: ME, driving: () => true });
   t.same(await ownerOf('mch_a'), { kind: 'local' });
   t.same(await ownerOf('mch_b'), REMOTE);

@@ -114,6 +114,24 @@ for (const engine of ['sqlite', 'postgres'] as const) {
     t.same(await hosts.operate('host_nosuchhostnosuchhostnosu', 'cordon'), { ok: false, reason: 'no_such_host' });
   });
 
+  t.test(`${engine}: a machine's host and its row in one query (ofMachine, the owner check's read)`, async (t) => {
+    const db = await open(t, engine);
+    const hosts = hostsRepo(db);
+    await db.q().insertInto('organizations').values({ id: 'org_1', name: 'o', personal: 0, created_at: T0 }).execute();
+    await hosts.takeOver(A);
+    await hosts.takeOver(B);
+    await machine(db, 'mch_a', A.id);
+    await machine(db, 'mch_none', null);
+    await machine(db, 'mch_deleted', A.id, { deleted_at: T0 });
+    await db.q().updateTable('hosts').set({ state: 'down' }).where('id', '=', B.id).execute();
+    await machine(db, 'mch_b', B.id);
+    t.same(await hosts.ofMachine('mch_a'), { hostId: A.id, host: { state: 'active', internal_url: 'http://10.0.0.1:18781' } });
+    t.same(await hosts.ofMachine('mch_b'), { hostId: B.id, host: { state: 'down', internal_url: 'http://10.0.0.2:18781' } });
+    t.same(await hosts.ofMachine('mch_none'), { hostId: null, host: undefined }, 'recorded before hosts');
+    t.equal(await hosts.ofMachine('mch_deleted'), undefined, 'a deleted machine is no live machine');
+    t.equal(await hosts.ofMachine('mch_nosuch'), undefined);
+  });
+
   t.test(`${engine}: the sweep's compare-and-set loses to a heartbeat that landed after its read`, async (t) => {
     const db = await open(t, engine);
     const hosts = hostsRepo(db);

@@ -91,7 +91,8 @@ export function routeToOwner(routing: Routing, o: { onLostHost?: 'serve_here' } 
     const remembered = machineId && arrival === 'tenant' && wire && replayable(c) ? routing.owners.get(machineId) : null;
     let held: Buffer | null = null;
     if (machineId && wire && remembered) {
-      held = Buffer.from(await c.req.arrayBuffer());
+      // A GET's or HEAD's Request has no body: not built just to read none (api/middleware/body-limit.ts).
+      held = c.req.method === 'GET' || c.req.method === 'HEAD' ? Buffer.alloc(0) : Buffer.from(await c.req.arrayBuffer());
       c.set('forwardedTo', remembered.processId);
       const settled = await routing.forwarder.attempt(wire.incoming, wire.outgoing, forwardCall(c, routing, remembered), held.length ? Readable.from([held]) : undefined);
       if (settled === 'answered') return RESPONSE_ALREADY_SENT.clone();

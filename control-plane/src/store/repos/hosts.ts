@@ -73,6 +73,14 @@ export interface HostFence {
 
 export type HostMoveResult = HostMove | { ok: false; reason: 'no_such_host' };
 
+/** A live machine's host as the owner check reads it (cluster/owner-of.ts): its id, and its row if there is one. */
+export interface MachineHost {
+  /** Null: recorded before hosts existed. */
+  hostId: string | null;
+  /** The host's state and registered driver; undefined when `hostId` is null or names no host row. */
+  host: Pick<HostRow, 'state' | 'internal_url'> | undefined;
+}
+
 const HOST_COLUMNS = ['id', 'region', 'state', 'epoch', 'internal_url', 'capacity', 'heartbeat_at', 'created_at', 'updated_at'] as const;
 
 function toRow(r: Omit<HostRow, 'capacity'> & { capacity: string }): HostRow {
@@ -200,10 +208,25 @@ export function hostsRepo(db: Db) {
     );
   };
 
+  /** A live machine's host and that host's state and driver in one round trip; undefined for no such live machine. */
+  const ofMachine = async (machineId: string): Promise<MachineHost | undefined> => {
+    const r = await db
+      .q()
+      .selectFrom('machines')
+      .leftJoin('hosts', 'hosts.id', 'machines.host_id')
+      .select(['machines.host_id', 'hosts.state', 'hosts.internal_url'])
+      .where('machines.id', '=', machineId)
+      .where('machines.deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (!r) return undefined;
+    return { hostId: r.host_id, host: r.state !== null ? { state: r.state, internal_url: r.internal_url } : undefined };
+  };
+
   return {
     get,
     list,
     markDown,
+    ofMachine,
 
     /**
      * A driver's takeover (see the header): returns the new epoch, its fence. Registration, the epoch bump and the
