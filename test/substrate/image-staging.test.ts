@@ -46,7 +46,7 @@ t.test('staging the agent and hashing the image make no blocking call that runs 
   syncBuiltinESMExports();
 
   await stageAgent(REPO_ROOT, app, () => {});
-  const hash = imageHash(REPO_ROOT, app, process.execPath);
+  const hash = await imageHash(REPO_ROOT, app, process.execPath);
   restore();
 
   t.match(hash, /^[0-9a-f]{20}$/);
