@@ -12,11 +12,17 @@
  * - No host with room: 503 naming capacity, the machine stopped on host a, nothing recorded, no pin.
  * - Host b's room taken while the disk is on its way: the rehome re-checks b's memory and CPU and refuses, the start
  *   answers 503 with the machine still stopped on host a, and the sweeps leave nothing behind.
+ * - A start's move cut short after its rehome (a killed process): the machine reads stopped on host b with its disk
+ *   there; the next start, on host b's driver, continues the move (not a plain start), so it finishes and the sweeps
+ *   leave no pin and no old disk.
  * Needs root (mounts).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
+import { createMachineMove } from '../../../control-plane/src/cluster/machine-move.js';
+import { START_MOVE_STEPS } from '../../../control-plane/src/domain/drain.js';
+import { createDrain } from '../../../control-plane/src/services/drain.js';
 import type { MachineMove } from '../../../control-plane/src/services/machine-move.js';
 import { DiskSubstrate, HOST_A, HOST_B, serviceHosts, type ChannelHost } from '../../helpers/layer-channel.js';
 import { onDisk } from '../../helpers/layer-hosts.js';
@@ -34,7 +40,7 @@ t.teardown(async () => (await pgServer).stop());
 
 async function twoHosts(t: Test, db: string, o: { gibA: number; gibB: number; wrapA?: (real: MachineMove) => MachineMove }) {
   const url = await (await pgServer).createDatabase(db);
-  const { root, a, b, subA, subB, rigA, rigB } = await serviceHosts(t, url, {
+  const { root, a, b, callsA, ownersA, subA, subB, rigA, rigB } = await serviceHosts(t, url, {
     capacity: { a: shape(o.gibA), b: shape(o.gibB) },
     moves: o.wrapA ? { wrapA: o.wrapA } : {},
   });
@@ -72,7 +78,9 @@ async function twoHosts(t: Test, db: string, o: { gibA: number; gibB: number; wr
     return [m?.host_id, m?.state];
   };
   const moveRecords = async (id: string) => (await rigA.store.drain.records(id)).map((r) => r.type);
-  return { a, b, subA, subB, rigA, rigB, key, stoppedOnA, filler, filesOn, movePins, hasDisk, exports, row, moveRecords };
+  /** Host a's process's seam, as its services have it. */
+  const seamA = createMachineMove({ calls: callsA, ownerOfHost: ownersA, local: rigA.services.moveActs, transfer: true });
+  return { a, b, subA, subB, rigA, rigB, key, seamA, stoppedOnA, filler, filesOn, movePins, hasDisk, exports, row, moveRecords };
 }
 
 t.test('host a full: the start moves the machine to host b and runs it there with its file; nothing left behind', async (t) => {
@@ -158,4 +166,30 @@ t.test("host b's room taken while the disk is on its way: the rehome refuses, th
   t.same(await h.rigB.services.machines.sweepMoves(), { destroyed: [id], released: 1 }, "host b's sweep destroys the disk made there and lets the pin go");
   t.same(await h.rigA.services.machines.sweepMoves(), { destroyed: [], released: 1 }, "host a's sweep lets the capture's pin go; its disk is the machine's");
   t.same([h.movePins(h.a), h.movePins(h.b), h.hasDisk(h.a, id), h.hasDisk(h.b, id)], [[], [], true, false], 'no pin on either host; the disk only on host a');
+});
+
+t.test("a start's move cut short after the rehome: stopped on host b with its disk; the next start there continues the move", async (t) => {
+  const { a, b, subB, rigA, rigB, key, seamA, stoppedOnA, filler, filesOn, movePins, hasDisk, row } = await twoHosts(t, 'start_elsewhere_resume', { gibA: 5, gibB: 25 });
+  const id = await stoppedOnA();
+  await filler(rigA, 'takes-a');
+  // What a process killed between the rehome and the start leaves: the start's plan recorded, every step up to the
+  // rehome acted and recorded done, nothing more (the drain's continueMove stopped before its fifth step).
+  const m = (await rigA.store.machines.byId(id))!;
+  const plan = { type: 'drain.planned' as const, from: HOST_A, to: HOST_B, was: 'stopped' as const, steps: [...START_MOVE_STEPS], why: 'start' as const };
+  t.ok(await rigA.store.drain.append(m, await rigA.store.drain.newestSeq(id), plan, new Date().toISOString()), 'planned');
+  const s = rigA.services;
+  let asked = 0;
+  await createDrain({ store: s.store, events: s.events, leases: s.leases, now: s.now, move: seamA }).continueMove(id, () => ++asked === 5);
+  t.same([await row(id), await subB.status(id)], [[HOST_B, 'stopped'], 'stopped'], 'honest: stopped on host b, its disk there');
+  t.equal((await rigB.call('GET', `/v1/machines/${id}`, { key })).json.state, 'stopped', 'the tenant reads stopped');
+
+  // The next start reaches host b's driver (the row's host): it continues the open move rather than a plain start.
+  const start = await rigB.call('POST', `/v1/machines/${id}/start`, { key });
+  t.same([start.status, start.json.state], [200, 'running'], start.text);
+  t.same([await row(id), await subB.status(id)], [[HOST_B, 'running'], 'running'], 'running on host b');
+  t.same(await filesOn(b, id), [NOTE, true], 'with its file');
+  t.equal((await rigA.store.drain.records(id)).at(-1)?.type, 'drain.finished', 'the move finished');
+  await rigA.services.machines.reconcile();
+  t.same(await rigB.services.machines.sweepMoves(), { destroyed: [], released: 1 }, "host b's sweep lets the pulled chain's pin go");
+  t.same([hasDisk(a, id), movePins(a), movePins(b)], [false, [], []], "host a's old disk destroyed; no pin on either host");
 });
