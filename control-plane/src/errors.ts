@@ -190,6 +190,12 @@ export const ERRORS = {
   machineOnLostHost: () =>
     new AppError('conflict', "The machine's host is down (host_lost) and its disk is on that host, so it cannot start there or elsewhere. When the host returns, the machine is stopped and can be started. To carry on now, create a new machine; a snapshot of this machine serves only if its layers were copied to a host that is up (by a fork or a template made from it elsewhere)."),
   /** This process's host driver lost its fence (the host was declared down, or another process drives it) mid-operation. */
+  /**
+   * A start of a stopped machine whose host had no room: its move to a host with room did not complete before its
+   * start (services/start-elsewhere.ts); the machine is still stopped.
+   */
+  startMoveFailed: () =>
+    new AppError('compute_unavailable', 'The machine could not be moved to a host with room to start it; it is still stopped. Retry later.', { headers: retryAfter('machineOperation') }),
   machineHostChangedHands: () =>
     new AppError('compute_unavailable', "The machine's host changed hands during the operation; nothing more was recorded. Retry.", { headers: retryAfter('machineSettling') }),
   /** The one Retry-After that is not a fixed reason: the rate limiter computes when its window frees. */

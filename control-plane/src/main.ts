@@ -10,6 +10,7 @@ import { createApp } from './app.js';
 import { parseConfig, type Config } from './config.js';
 import { machineFailureLine, stderrLog, type LogSink } from './log.js';
 import { createServices, type ServiceDeps, type Services } from './services/index.js';
+import type { MoveActs } from './services/move-acts.js';
 import { startEventsFeed } from './cluster/events-feed.js';
 import { openStoreDb } from './store/engine/open.js';
 import { createStore } from './store/store.js';
@@ -109,11 +110,17 @@ export async function serve(
   // Layers between hosts (docs/substrates.md, "Moving disks between hosts"): this host serves its own to the others'
   // drivers and pulls theirs for a fork, restore or template create made here, once its substrate is prepared.
   const transfer = cluster && deferred ? new DeferredTransfer(deferred.transfer) : null;
+  // The drain's moves and a start on a full host (services/drain.ts, services/start-elsewhere.ts): each step acted by
+  // the driver of the host it is on, over host calls.
+  const moveWith = cluster
+    ? (local: MoveActs) => createMachineMove({ calls: cluster.hostCalls, ownerOfHost: cluster.routing.ownerOfHost, local, transfer: transfer !== null })
+    : undefined;
   const services = await createServices({
     onMachineFailure: (id, op, cause) => log(machineFailureLine(id, op, cause)),
     log,
     hostId,
     // A live fork placed here asks its parent's host (another one) for the parent's disk (services/live-fork.ts).
+    ...(moveWith ? { machineMove: moveWith } : {}),
     ...(cluster && transfer ? { layerPull: { fetch: cluster.layerFetch, sink: transfer }, parentDisk: createParentDisk({ calls: cluster.hostCalls, ownerOfHost: cluster.routing.ownerOfHost }) } : {}),
     ...opts.services, keyring, substrate, config, store,
   });
@@ -127,8 +134,7 @@ export async function serve(
   // The background jobs, each run by its role's process (cluster/jobs.ts): on PostgreSQL the deployment-wide ones
   // only in the elected leader and the host's (reconcile, watch, warm pool) only in the host's driver; on SQLite the
   // one process always leads and drives, as before.
-  // The drain's moves (services/drain.ts): each step acted by the driver of the host it is on, over host calls.
-  const machineMove = cluster ? createMachineMove({ calls: cluster.hostCalls, ownerOfHost: cluster.routing.ownerOfHost, local: services.moveActs, transfer: transfer !== null }) : undefined;
+  const machineMove = moveWith?.(services.moveActs);
   const jobList = controlPlaneJobs(services, {
     log, resumeMetering: !config.databaseUrl, periodsMs: opts.jobPeriodsMs, substrate: substrate ? substrateJob(services, { ready: deferred?.ready, say, log }) : null,
     ...(machineMove ? { machineMove } : {}),

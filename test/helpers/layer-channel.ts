@@ -8,7 +8,9 @@
  * the disks, read back by mounting them). Each listener's host handlers are the host router (internal-host-router.ts):
  * the layer routes, and the move routes once a test plugs a host's move acts in (`serveMoves`, when its services
  * exist); `callsA` are host calls signed by host a's process (a drain's leader running there). `serviceHosts`: the
- * two hosts each with its service stack (machines-rig.ts) on one PostgreSQL database, registered and driven.
+ * two hosts each with its service stack (machines-rig.ts) on one PostgreSQL database, registered and driven; with
+ * `moves`, each host's services move machines between the hosts (a start on a full host: services/start-elsewhere.ts)
+ * through the real seam (cluster/machine-move.ts) over its own host calls.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Test } from 'tap';
@@ -33,6 +35,8 @@ import type { ServiceDeps } from '../../control-plane/src/services/index.js';
 import type { HostCapacity } from '../../control-plane/src/domain/host-capacity.js';
 import type { HostRow } from '../../control-plane/src/store/repos/hosts.js';
 import type { HostCalls } from '../../control-plane/src/cluster/forward/host-call.js';
+import { createMachineMove } from '../../control-plane/src/cluster/machine-move.js';
+import type { MachineMove } from '../../control-plane/src/services/machine-move.js';
 import { KEY, closeServer, listenOn } from './forward-rig.js';
 import { makeMachinesRig } from './machines-rig.js';
 import { layerHosts, type LayerHost } from './layer-hosts.js';
@@ -174,7 +178,13 @@ export interface HostBParts {
 export async function serviceHosts(
   t: Test,
   url: string,
-  o: { capacity: { a: HostCapacity; b: HostCapacity }; regionB?: string; servicesB?: (b: HostBParts) => Partial<ServiceDeps> },
+  o: {
+    capacity: { a: HostCapacity; b: HostCapacity };
+    regionB?: string;
+    servicesB?: (b: HostBParts) => Partial<ServiceDeps>;
+    /** Each host's services move machines between the hosts; `wrapA` lets the test watch or break host a's seam. */
+    moves?: { wrapA?: (real: MachineMove) => MachineMove };
+  },
 ) {
   const channel = await layerChannel(t);
   const { a, b, forwarder, callsA } = channel;
@@ -186,12 +196,18 @@ export async function serviceHosts(
   const callsB = createHostCalls(forwarder, HOST_B);
   const ownersB = ownerOfHost(lookups, { processId: PROC_B, driving: () => true });
   const fetchB = layerFetch(callsB, ownersB);
-  const rigA = await makeMachinesRig({ substrate: subA, databaseUrl: url, services: { hostId: HOST_A, readyProbe: false, layerPull: { fetch: layerFetch(callsA, ownersA), sink: a.sink } } });
+  const moveOf = (calls: HostCalls, owners: typeof ownersA) => (local: MoveActs) => createMachineMove({ calls, ownerOfHost: owners, local, transfer: true });
+  const wrapA = o.moves?.wrapA ?? ((real: MachineMove) => real);
+  const movesA: Partial<ServiceDeps> = o.moves ? { machineMove: (local) => wrapA(moveOf(callsA, ownersA)(local)) } : {};
+  const movesB: Partial<ServiceDeps> = o.moves ? { machineMove: moveOf(callsB, ownersB) } : {};
+  const rigA = await makeMachinesRig({
+    substrate: subA, databaseUrl: url, services: { hostId: HOST_A, readyProbe: false, layerPull: { fetch: layerFetch(callsA, ownersA), sink: a.sink }, ...movesA },
+  });
   t.teardown(() => rigA.close());
   hostRow = (id) => rigA.store.hosts.get(id);
   const rigB = await makeMachinesRig({
     substrate: subB, databaseUrl: url,
-    services: { hostId: HOST_B, readyProbe: false, layerPull: { fetch: fetchB, sink: b.sink }, ...o.servicesB?.({ calls: callsB, ownerOfHost: ownersB, fetch: fetchB, sink: b.sink }) },
+    services: { hostId: HOST_B, readyProbe: false, layerPull: { fetch: fetchB, sink: b.sink }, ...movesB, ...o.servicesB?.({ calls: callsB, ownerOfHost: ownersB, fetch: fetchB, sink: b.sink }) },
   });
   t.teardown(() => rigB.close());
   const register = async (rig: typeof rigA, id: string, host: ChannelHost, processId: string, capacity: HostCapacity, region: string) => {

@@ -43,9 +43,18 @@ export const DRAIN_EVENT = {
 } as const;
 export type DrainEventType = (typeof DRAIN_EVENT)[keyof typeof DRAIN_EVENT];
 
+/**
+ * Why a move was planned when it is not a drain's (absent: a drain's): `start` — a start of a stopped machine whose
+ * host had no room for it, moved to a host with room and started there (services/start-elsewhere.ts).
+ */
+export type MoveWhy = 'start';
+
+/** The steps of a start's move: the stopped machine's disk moved at rest, then started on its new host. */
+export const START_MOVE_STEPS: readonly DrainStep[] = [...AT_REST, 'start'];
+
 /** A recorded drain event, as read back (data parsed and bounded by the store: store/repos/drain.ts). */
 export type DrainRecord =
-  | { seq: number; type: 'drain.planned'; from: string; to: string; was: MachineState; steps: DrainStep[] }
+  | { seq: number; type: 'drain.planned'; from: string; to: string; was: MachineState; steps: DrainStep[]; why?: MoveWhy }
   | { seq: number; type: 'drain.step'; from: string; to: string; step: DrainStep; phase: 'begun' | 'done'; bytes: number | null; chain: string | null }
   | { seq: number; type: 'drain.waiting'; from: string; reason: string }
   | { seq: number; type: 'drain.failed'; from: string; to: string; step: DrainStep; code: string; reason: string }
@@ -54,6 +63,8 @@ export type DrainRecord =
 /** A machine's move in progress: the recorded plan and what of it is done. */
 export interface OpenMove {
   plannedSeq: number;
+  /** The plan's `why` (absent: a drain's move). */
+  why: MoveWhy | null;
   from: string;
   to: string;
   was: MachineState;
@@ -85,7 +96,7 @@ export function openMove(records: readonly DrainRecord[]): OpenMove | null {
     done.push(r.step);
     if (r.step === 'capture') chain = r.chain;
   }
-  return { plannedSeq: plan.seq, from: plan.from, to: plan.to, was: plan.was, steps: plan.steps, done, chain, next: plan.steps.find((s) => !done.includes(s)) ?? null };
+  return { plannedSeq: plan.seq, why: plan.why ?? null, from: plan.from, to: plan.to, was: plan.was, steps: plan.steps, done, chain, next: plan.steps.find((s) => !done.includes(s)) ?? null };
 }
 
 /** The state a machine must be in for a step to be acted (a machine moved by someone else meanwhile is not acted on). */

@@ -26,7 +26,7 @@ import type { DrainEntry } from '../store/repos/drain.js';
 import type { MachineRow } from '../store/repos/machines.js';
 import type { Store } from '../store/store.js';
 import { SYSTEM } from './actor.js';
-import type { EventService } from './events.js';
+import type { Actor, EventService } from './events.js';
 import type { LeaseService } from './leases.js';
 import type { MachineMove } from './machine-move.js';
 import { placeFor, roomOnHost, type PlacementPricing } from './placement.js';
@@ -100,8 +100,11 @@ export function createDrain(d: DrainDeps) {
     return (await record(m, now.seq, { type: DRAIN_EVENT.planned, from, to, was: m.state, steps: [...p.steps] })) !== null;
   }
 
-  /** One step of `open` on `m`: begun, acted, done. False: it did not complete (failed, raced, or refused). */
-  async function step(m: MachineRow, open: OpenMove, s: DrainStep, now: { seq: number; records: DrainRecord[] }): Promise<boolean> {
+  /**
+   * One step of `open` on `m`: begun, acted, done. False: it did not complete (failed, raced, or refused). `by`: who
+   * the tenant's `machine.started` names (the system for a drain, the caller for a start's move).
+   */
+  async function step(m: MachineRow, open: OpenMove, s: DrainStep, now: { seq: number; records: DrainRecord[] }, by: Actor): Promise<boolean> {
     const base = { from: open.from, to: open.to, step: s };
     const newest = last(now.records);
     let seq: number | null = now.seq;
@@ -148,17 +151,20 @@ export function createDrain(d: DrainDeps) {
       }
       if (s === 'start' && now?.state === 'starting') {
         if (!(await moveState(now, 'starting', 'boot_complete'))) return false;
-        await d.events.append(m.org_id, m.id, 'machine.started', { from: 'stopped', to: 'running', by: SYSTEM, reason: MOVE_REASONS.started });
+        await d.events.append(m.org_id, m.id, 'machine.started', { from: 'stopped', to: 'running', by, reason: MOVE_REASONS.started });
       }
       return (await record(m, seq, { type: DRAIN_EVENT.step, ...base, phase: 'done', ...outcome })) !== null;
     });
   }
 
-  /** The rehome: host_id to the target, the target's room re-checked, recorded done, in one transaction. */
+  /**
+   * The rehome: host_id to the target, the target's room re-checked (its compute too when the move starts the machine
+   * there), recorded done, in one transaction.
+   */
   async function rehome(m: MachineRow, open: OpenMove, seq: number): Promise<'done' | 'refused' | 'lost'> {
     try {
       return await store.db.tx(async () => {
-        await roomOnHost(store, open.to, { kind: 'new', size: m.size, start: open.was === 'running', region: m.region }, pricing());
+        await roomOnHost(store, open.to, { kind: 'new', size: m.size, start: open.steps.includes('start'), region: m.region }, pricing());
         if (!(await store.drain.rehome(m.id, open.from, open.to, m.state, at()))) return 'refused';
         if ((await record(m, seq, { type: DRAIN_EVENT.step, from: open.from, to: open.to, step: 'rehome', phase: 'done', bytes: null, chain: null })) !== null) return 'done';
         // Another leader recorded first: undo the host_id write with the rest.
@@ -174,9 +180,9 @@ export function createDrain(d: DrainDeps) {
 
   /**
    * Continues `id`'s open move step by step until it is finished, a step does not complete, or `stopping()` says the
-   * job is stopping (checked between steps).
+   * job is stopping (checked between steps). `by`: who a start step's `machine.started` names.
    */
-  async function continueMove(id: string, stopping: () => boolean): Promise<void> {
+  async function continueMove(id: string, stopping: () => boolean, by: Actor = SYSTEM): Promise<void> {
     for (;;) {
       const m = await store.machines.anyById(id);
       if (!m) return;
@@ -203,11 +209,13 @@ export function createDrain(d: DrainDeps) {
         if (r !== 'done') return;
         continue;
       }
-      if (!(await step(m, open, s, now))) return;
+      if (!(await step(m, open, s, now, by))) return;
     }
   }
 
   return {
+    /** Continues one machine's open move (a start's move: services/start-elsewhere.ts); see `continueMove`. */
+    continueMove,
     /**
      * One pass, while some host is draining: the open moves first (a killed leader's, resumed), then every machine
      * still on a draining host, oldest first, one at a time. `stopping` is asked between steps (the job's stop).

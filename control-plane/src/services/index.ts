@@ -24,7 +24,9 @@ import { createPortService } from './ports.js';
 import { createSessionService } from './sessions.js';
 import { DiskLocks } from './disk-locks.js';
 import { createSnapshotService } from './snapshots.js';
-import { createMoveActs } from './move-acts.js';
+import { createMoveActs, type MoveActs } from './move-acts.js';
+import type { MachineMove } from './machine-move.js';
+import { createStartElsewhere, type StartElsewhere } from './start-elsewhere.js';
 import { DEFAULT_READY_PROBE } from './machines/ready.js';
 import type { LayerPullDeps } from './layer-pull.js';
 import type { ParentDisk } from './live-fork.js';
@@ -82,6 +84,12 @@ export interface ServiceDeps {
    * `createParentDisk`, with `layerPull` to bring it). Absent: such a fork is refused (503), nothing recorded.
    */
   parentDisk?: ParentDisk;
+  /**
+   * The drain's seam between hosts (cluster/machine-move.ts `createMachineMove`), made with this host's move acts: a
+   * start this host has no room for moves the machine to a host with room and starts it there
+   * (services/start-elsewhere.ts). Absent (or no `hostId`): such a start is 503 as before.
+   */
+  machineMove?: (local: MoveActs) => MachineMove;
   /** How machine.ready is detected (default: poll the agent's /display every second for 3 minutes). */
   readyProbe?: { intervalMs: number; timeoutMs: number } | false;
   /** The secrets keyring (main.ts opens SECRETS_KEYRING; default: opened from config here; null: off). */
@@ -149,7 +157,10 @@ export async function createServices(d: ServiceDeps) {
   const templates = createTemplateService({ store, substrate, quotas, snapshots, now, onFailure: d.onMachineFailure, hostId: d.hostId ?? null });
   // Held by the host driver's work when it takes over (the lead wires it: hostFence.hold(fence)).
   const hostFence = createHostFence();
+  // Made below once this host's move acts exist (they need the machines' boot path).
+  let elsewhere: StartElsewhere | null = null;
   const machines = createMachineService({
+    elsewhere: () => elsewhere,
     hostFence,
     store, substrate, agent, events, leases, sessions, quotas, billing, snapshots, templates, locks, now, catalog: d.catalog, onFailure: d.onMachineFailure, readyProbe: d.readyProbe,
     hostHealth,
@@ -173,6 +184,9 @@ export async function createServices(d: ServiceDeps) {
     store, substrate, locks, hostId: d.hostId ?? null, bring: snapshots.bring, agent, now, catalog: d.catalog, network: config.machineNetwork,
     readyProbe: d.readyProbe === undefined ? DEFAULT_READY_PROBE : d.readyProbe, booted: machines.booted,
   });
+  if (d.machineMove && d.hostId) {
+    elsewhere = createStartElsewhere({ store, events, leases, quotas, move: d.machineMove(moveActs), hostId: d.hostId, now, ...(d.catalog ? { catalog: d.catalog } : {}) });
+  }
   if (!d.counters?.machines) quotas.registerCounter('machines', (orgId) => store.machines.countLive(orgId));
   if (!d.counters?.running_machines) quotas.registerCounter('running_machines', (orgId) => store.machines.countCompute(orgId));
   if (!d.counters?.snapshots_per_machine) quotas.registerCounter('snapshots_per_machine', (orgId) => store.snapshots.maxPerMachine(orgId));

@@ -138,8 +138,9 @@ t.test('postgres, three hosts: creates spread by the ranking, forwarded to the c
     t.same([toA.json.error.code, toA.json.error.message], ['compute_unavailable', "The machine's disk is on another host and cannot be copied here (disks do not move between these hosts, or the host is still preparing); retry later."]);
     t.same(await servedBy(toA, 'A'), ['A'], "placed on A (B, the parent's host, is full), served by A's driver");
     t.equal(await count(), before, 'nothing recorded');
-    // A start of a stopped machine whose host is full (restart on another host is not built: docs/cluster.md, "Where
-    // a fork goes"): 503 naming capacity from the machine's host's driver, the machine still stopped there.
+    // A start of a stopped machine whose host is full, with no other host in its region with room either (B and C are
+    // full; docs/cluster.md, "A start on a full host"; start-elsewhere.test.ts moves one when another host has room):
+    // 503 naming capacity from the machine's host's driver, nothing moved, the machine still stopped there.
     const filler = await create(1, { name: 'filler' });
     t.equal(filler.status, 201, show(filler));
     t.equal(await landedOn(filler.json.id), 'A', 'the one room left, on A');

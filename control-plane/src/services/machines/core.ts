@@ -20,6 +20,7 @@ import type { EventService } from '../events.js';
 import type { HostFenceHolder } from '../host-fence.js';
 import type { HostHealth } from '../host-health.js';
 import type { LeaseService } from '../leases.js';
+import type { StartElsewhere } from '../start-elsewhere.js';
 import type { ParentDisk } from '../live-fork.js';
 import type { MachineAgent } from '../machine-agent/index.js';
 import type { QuotaService } from '../quotas.js';
@@ -69,6 +70,11 @@ export interface MachineServiceDeps {
    * a live fork placed here while its parent is elsewhere is refused (503) before anything is recorded.
    */
   parentDisk?: ParentDisk | null;
+  /**
+   * A start this host has no room for, moved to a host with room and started there (services/start-elsewhere.ts);
+   * read when a start asks (it is made after this service). Absent or null: the start answers 503 as before.
+   */
+  elsewhere?: () => StartElsewhere | null;
 }
 
 export function machineView(m: MachineRow): Machine {

@@ -8,6 +8,7 @@ import { faultPoint } from '../../fault-points.js';
 import type { MachineRow } from '../../store/repos/machines.js';
 import { actorOf } from '../actor.js';
 import type { Actor } from '../events.js';
+import { isPlacementRefusal } from '../placement.js';
 import { reserveCompute } from './admission.js';
 import type { MachineCore } from './core.js';
 import type { Readiness } from './ready.js';
@@ -97,8 +98,14 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
       return c.current(p.org_id, id);
     },
 
+    /**
+     * A start here; when this host has no room for it, the machine moved to a host with room and started there
+     * (services/start-elsewhere.ts), after a start's move of it left open is continued first.
+     */
     async start(p: OrgPrincipal, id: string): Promise<Machine> {
       const by = actorOf(p);
+      const elsewhere = d.elsewhere?.() ?? null;
+      if (elsewhere && (await elsewhere.resume(await c.load(p.org_id, id), by))) return c.current(p.org_id, id);
       const m = await store.db.tx(async () => {
         const m = await c.load(p.org_id, id);
         // Its disk is on a host declared down: no start anywhere until that host returns (docs/operations.md).
@@ -109,8 +116,12 @@ export function createLifecycleMoves(c: MachineCore, acts: LifecycleActs) {
         d.hostHealth?.checkReserve();
         await c.transition(m, 'start');
         return m;
+      }).catch(async (e: unknown) => {
+        // No room here: moved to a host with room and started there, or the same refusal when no host has room.
+        if (!elsewhere || !isPlacementRefusal(e) || !(await elsewhere.start(await c.load(p.org_id, id), by))) throw e;
+        return null;
       });
-      await runStart(m, by);
+      if (m) await runStart(m, by);
       return c.current(p.org_id, id);
     },
 

@@ -21,7 +21,7 @@ import { one } from './results.js';
 const HostId = z.string().max(64);
 const Step = z.enum(DRAIN_STEPS);
 const DATA = {
-  [DRAIN_EVENT.planned]: z.object({ from: HostId, to: HostId, was: MachineState, steps: z.array(Step).max(DRAIN_STEPS.length) }),
+  [DRAIN_EVENT.planned]: z.object({ from: HostId, to: HostId, was: MachineState, steps: z.array(Step).max(DRAIN_STEPS.length), why: z.literal('start').optional() }),
   [DRAIN_EVENT.step]: z.object({ from: HostId, to: HostId, step: Step, phase: z.enum(['begun', 'done']), bytes: z.number().int().nonnegative().nullable(), chain: z.string().max(200).nullable() }),
   [DRAIN_EVENT.waiting]: z.object({ from: HostId, reason: z.string().max(500) }),
   [DRAIN_EVENT.failed]: z.object({ from: HostId, to: HostId, step: Step, code: z.string().max(64), reason: z.string().max(500) }),
