@@ -49,7 +49,7 @@ export function createApp(deps: AppDeps): Hono<CpEnv> {
       maxAge: 600,
     }),
   );
-  app.use('*', limitBodies);
+  app.use('*', limitBodies([MCP_PATH]));
   const ops = deps.ops ?? IDENTITY_OPS;
   mountReference(app, ops, `${deps.services.config.publicBaseUrl}`);
   app.route('/v1', v1App(deps.services, ops, { checkResponses: deps.checkResponses, routing: deps.routing }));

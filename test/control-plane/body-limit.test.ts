@@ -14,7 +14,8 @@ import { makeRig } from '../helpers/control-plane.js';
 t.test('the limit of each route', async (t) => {
   t.equal(bodyLimitOf('POST', '/v1/auth/signup'), 262144);
   t.equal(bodyLimitOf('POST', '/v1/machines/mch_x/mouse/move'), 10485760);
-  t.equal(bodyLimitOf('POST', '/v1/mcp'), 10485760);
+  t.equal(bodyLimitOf('POST', '/v1/mcp', ['/v1/mcp']), 10485760);
+  t.equal(bodyLimitOf('POST', '/v1/mcp'), 262144, 'a path is machine-sized only when named');
   t.equal(bodyLimitOf('PUT', '/v1/machines/mch_x/files/content'), 45787819);
   t.equal(bodyLimitOf('POST', '/v1/machines/mch_x/files/content'), 10485760);
   t.equal(bodyLimitOf('POST', '/v1/machines'), 262144, 'a create is a small body');

@@ -18,21 +18,23 @@ import { bodyLimit } from 'hono/body-limit';
 import { MAX_MACHINE_BODY_BYTES, MAX_WRITE_BODY_BYTES } from '../../../../shared/schemas/files.js';
 import type { CpEnv } from '../../context.js';
 import { ERRORS } from '../../errors.js';
-import { MCP_PATH } from '../../mcp/endpoint.js';
 
 /** Control-plane JSON bodies are small; nothing in this API needs more. */
 export const MAX_BODY_BYTES = 256 * 1024;
 
-/** The most bytes a request to `path` with `method` may carry. */
-export function bodyLimitOf(method: string, path: string): number {
+/**
+ * The most bytes a request to `path` with `method` may carry. `machineSized`: paths outside /v1/machines/{id}/ that
+ * carry what a machine route does (the MCP endpoint's tool calls: app.ts names it, so this file stays below mcp/).
+ */
+export function bodyLimitOf(method: string, path: string, machineSized: readonly string[] = []): number {
   if (/^\/v1\/machines\/[^/]+\/files\/content$/.test(path) && method === 'PUT') return MAX_WRITE_BODY_BYTES;
-  return /^\/v1\/machines\/[^/]+\//.test(path) || path === MCP_PATH ? MAX_MACHINE_BODY_BYTES : MAX_BODY_BYTES;
+  return /^\/v1\/machines\/[^/]+\//.test(path) || machineSized.includes(path) ? MAX_MACHINE_BODY_BYTES : MAX_BODY_BYTES;
 }
 
-export const limitBodies: MiddlewareHandler<CpEnv> = async (c, next) => {
+export const limitBodies = (machineSized: readonly string[]): MiddlewareHandler<CpEnv> => async (c, next) => {
   const method = c.req.method;
   if (method === 'GET' || method === 'HEAD') return next();
-  const limit = bodyLimitOf(method, c.req.path);
+  const limit = bodyLimitOf(method, c.req.path, machineSized);
   const length = c.req.header('content-length');
   if (length !== undefined && c.req.header('transfer-encoding') === undefined) {
     if (parseInt(length || '0', 10) > limit) throw ERRORS.bodyOverLimit(limit);
