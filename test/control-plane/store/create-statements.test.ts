@@ -33,24 +33,36 @@ const CAPACITY = { cores: 64, memory_bytes: 256 * 1024 ** 3, disk_bytes: 1024 **
 const STATEMENT = /^\S+ \S+ \S+ \[(\d+)\] LOG:  (?:statement|execute [^:]*): (.*)$/;
 
 /**
- * The pg client's queries in flight in this process (the rig's pool and the marker alike): `drained()` resolves once
- * every query sent so far has its answer. Watches, counts nothing: the count is the log's.
+ * The rig's pool connections checked out in this process (from `connect()`, answered or not yet, to `release()`):
+ * `drained()` resolves once there are none, so every statement sent so far has its answer, and a statement is
+ * logged before it runs. A store call that is not awaited (the secrets' redelivery after a boot looks for any to
+ * send) counts from the moment it asks the pool. Watches, counts nothing: the count is the log's.
  */
-function queriesInFlight() {
+function poolCheckouts() {
   let n = 0;
-  const original = pg.Client.prototype.query;
-  const tracked = function (this: pg.Client, ...args: unknown[]): unknown {
-    const r: unknown = Reflect.apply(original, this, args);
-    if (r instanceof Promise) {
-      n++;
-      void r.finally(() => n--).catch(() => undefined);
+  const original = pg.Pool.prototype.connect;
+  const connect: (this: pg.Pool) => Promise<pg.PoolClient> = original;
+  async function tracked(this: pg.Pool): Promise<pg.PoolClient> {
+    n++;
+    let client: pg.PoolClient;
+    try {
+      client = await connect.call(this);
+    } catch (e) {
+      n--;
+      throw e;
     }
-    return r;
-  };
-  pg.Client.prototype.query = tracked as typeof original;
+    const release = client.release;
+    client.release = (err?: Error | boolean) => {
+      n--;
+      client.release = release;
+      release.call(client, err);
+    };
+    return client;
+  }
+  pg.Pool.prototype.connect = tracked as typeof original;
   return {
     restore: () => {
-      pg.Client.prototype.query = original;
+      pg.Pool.prototype.connect = original;
     },
     async drained(): Promise<void> {
       while (n > 0) await new Promise((r) => setImmediate(r));
@@ -72,7 +84,7 @@ t.test('a POST /v1/machines with body {} on the fake substrate, from request to 
   t.teardown(() => marker.end());
   const markerPid = (await marker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
 
-  const inFlight = queriesInFlight();
+  const inFlight = poolCheckouts();
   t.teardown(inFlight.restore);
   const fake = fakeSubstrateWithAgents();
   // A registered host, as `serve()` on PostgreSQL drives: the admission locks its row and re-checks the fit there. No
@@ -89,10 +101,10 @@ t.test('a POST /v1/machines with body {} on the fake substrate, from request to 
   t.equal(warm.status, 201);
 
   const log = path.join(cluster.dir, 'log');
+  await inFlight.drained();
   await marker.query(`SELECT 'create-statements begin'`);
   const created = await rig.call('POST', '/v1/machines', { key: a.key, body: {} });
-  // A create also starts reads it does not wait for (the secrets' redelivery after a boot looks for any to send):
-  // each answered means its statement is in the log (a statement is logged before it runs), whichever backend ran it.
+  // A create also starts reads it does not wait for: they count, and are in the log once their connections are back.
   await inFlight.drained();
   await marker.query(`SELECT 'create-statements end'`);
   t.equal(created.status, 201);
