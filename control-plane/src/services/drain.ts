@@ -71,7 +71,7 @@ export function createDrain(d: DrainDeps) {
   /** A compare-and-set of the machine's state by the lifecycle table; false when it is not in `from` (or the move is not one). */
   const moveState = async (m: MachineRow, from: MachineState, trigger: 'stop' | 'shutdown_complete' | 'start' | 'boot_complete'): Promise<boolean> => {
     const dec = decide(from, trigger);
-    return dec.ok && (await store.machines.casState(m.id, from, dec.to, at()));
+    return dec.ok && (await store.machines.casState(m.id, from, dec.to, at())) !== null;
   };
 
   async function recordWaiting(m: MachineRow, now: { seq: number; records: DrainRecord[] }, from: string, reason: string): Promise<void> {

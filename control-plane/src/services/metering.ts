@@ -16,6 +16,7 @@ import { CATALOG, catalogAt, type CatalogVersion } from '../domain/catalog.js';
 import { accrue, GIB, hourOf, machineRates, type Accrual } from '../domain/metering.js';
 import type { Store } from '../store/store.js';
 import type { ColdSubject, CursorKind } from '../store/repos/usage.js';
+import type { MovedMachine } from '../store/repos/machines.js';
 
 /** How often usage is recorded while machines run: the most a crash can lose. */
 export const FLUSH_MS = 30_000;
@@ -80,10 +81,10 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
   }
 
   /** Inside a transaction: the machine's usage from its cursor to `at`, spent in `state`. */
-  async function meterMachine(m: { id: string; org_id: string; size: MachineSize }, state: MachineState, at: string, by: 'move' | 'flush'): Promise<void> {
+  async function meterMachine(m: MovedMachine, state: MachineState, at: string, by: 'move' | 'flush'): Promise<void> {
     // No cursor yet: from its creation. A flush skips a machine deleted meanwhile (its deletion metered it and dropped
-    // the cursor); a move is that deletion, in its own transaction.
-    const created = async () => (await (by === 'move' ? store.machines.anyById(m.id) : store.machines.byId(m.id)))?.created_at ?? null;
+    // the cursor); a move is that deletion, in its own transaction, and its RETURNING gave the creation instant.
+    const created = async () => (by === 'move' ? m.created_at : ((await store.machines.byId(m.id))?.created_at ?? null));
     const span = await claim(m.id, 'machine', created, at);
     if (!span) return;
     await record(m.org_id, { source_id: m.id, machine_id: m.id, template_id: null }, accrue(machineRates(state, m.size, diskBytes(m.size, span.from)), span.from, span.to), at);

@@ -103,7 +103,8 @@ export interface MachineCore {
   transition(m: MachineRow, trigger: LifecycleTrigger, guard?: MachineWriteGuard): Promise<MachineState>;
   /** Whether `m` is recorded on a host that is down (its driver gone: only a delete acts on it, lifecycle.ts). */
   onLostHost(m: MachineRow): Promise<boolean>;
-  settle(m: MachineRow, from: MachineState, trigger: LifecycleTrigger, event: OutcomeEvent, data?: Record<string, unknown>): Promise<boolean>;
+  /** The moved row as stored (an answer may be made from it), or null when someone else moved it first. */
+  settle(m: MachineRow, from: MachineState, trigger: LifecycleTrigger, event: OutcomeEvent, data?: Record<string, unknown>): Promise<MachineRow | null>;
   decideTo(from: MachineState, trigger: LifecycleTrigger): MachineState;
   fail(m: MachineRow, from: MachineState, op: string, cause: unknown): Promise<void>;
   raced(id: string): Promise<AppError>;
@@ -150,14 +151,15 @@ export function createMachineCore(d: MachineServiceDeps): MachineCore {
       return dec.to;
     },
 
-    /** Record an outcome with compare-and-set on the state this call put there; false if someone else moved it. */
+    /** Record an outcome with compare-and-set on the state this call put there; null if someone else moved it. */
     settle(m, from, trigger, event, data = {}) {
       return store.db.tx(async () => {
         const dec = decide(from, trigger);
-        if (!dec.ok) return false;
-        if (!(await store.machines.casState(m.id, from, dec.to, at(), fence()))) return false;
+        if (!dec.ok) return null;
+        const moved = await store.machines.casState(m.id, from, dec.to, at(), fence());
+        if (!moved) return null;
         if (event) await events.append(m.org_id, m.id, event, { from, to: dec.to, ...data });
-        return true;
+        return moved;
       });
     },
 

@@ -10,7 +10,7 @@ import { actorOf } from '../actor.js';
 import type { Actor } from '../events.js';
 import { admitInTx, SIZE_RANK } from './admission.js';
 import { poolEligible } from '../../domain/warm-pool.js';
-import type { MachineCore } from './core.js';
+import { machineView, type MachineCore } from './core.js';
 import type { Readiness } from './ready.js';
 import { ERRORS } from '../../errors.js';
 import type { WarmPool } from './warm-pool.js';
@@ -33,8 +33,11 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
     return chain;
   }
 
-  /** Act on an admitted machine: create it on the substrate (on `source`) and record that it runs. */
-  async function launch(row: MachineRow, source: DiskSource, start: boolean, by: Actor): Promise<void> {
+  /**
+   * Act on an admitted machine: create it on the substrate (on `source`) and record that it runs. The row as the
+   * outcome stored it (null with start:false: nothing was recorded after the create).
+   */
+  async function launch(row: MachineRow, source: DiskSource, start: boolean, by: Actor): Promise<MachineRow | null> {
     const resources = resourcesForSize(row.size, catalogAt(d.now(), c.catalog).sizes);
     try {
       await locks.run(row.id, () => {
@@ -52,10 +55,11 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
       await c.fail(row, 'creating', 'create', e);
       throw ERRORS.machineFailedStart();
     }
-    if (start) {
-      if (!(await c.settle(row, 'creating', 'substrate_running', 'machine.started', { by }))) throw await c.raced(row.id);
-      ready.watchReady(row);
-    }
+    if (!start) return null;
+    const settled = await c.settle(row, 'creating', 'substrate_running', 'machine.started', { by });
+    if (!settled) throw await c.raced(row.id);
+    ready.watchReady(row);
+    return settled;
   }
 
   /** Is the member running, and has it been given a fresh identity (machine-id, hostname)? */
@@ -76,13 +80,15 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
    * first agent call enrolls this row's key. A member that died since the pool last looked, or that cannot be
    * given its identity, is destroyed and the machine booted cold under the same id.
    */
-  async function adopt(row: MachineRow, by: Actor): Promise<void> {
+  async function adopt(row: MachineRow, by: Actor): Promise<MachineRow | null> {
     if (!(await reidentified(row))) {
       await locks.run(row.id, () => substrate.destroy(row.id)).catch((e) => d.onFailure?.(row.id, 'pool_take', e));
       return launch(row, { kind: 'base' }, true, by);
     }
-    if (!(await c.settle(row, 'creating', 'substrate_running', 'machine.started', { by }))) throw await c.raced(row.id);
+    const settled = await c.settle(row, 'creating', 'substrate_running', 'machine.started', { by });
+    if (!settled) throw await c.raced(row.id);
     ready.watchReady(row);
+    return settled;
   }
 
   /** Decide and record a create: the template's disk and size, admission, the row (with a warm member's id). */
@@ -127,12 +133,14 @@ export function createMachineCreation(c: MachineCore, ready: Readiness, pool: Wa
       }
       const { row, source } = admitted;
       if (poolEligible(req)) pool.noteDemand(row.size);
+      let settled: MachineRow | null;
       if (warm) {
         faultPoint('machines.create.warm_taken');
         pool.taken(warm);
-        await adopt(row, by);
-      } else await launch(row, source, req.start, by);
-      return c.current(orgId, row.id);
+        settled = await adopt(row, by);
+      } else settled = await launch(row, source, req.start, by);
+      // The answer is the row as the outcome stored it (its RETURNING, no read again); with start:false, as admitted.
+      return settled ? machineView(settled) : c.current(orgId, row.id);
     },
 
     /**

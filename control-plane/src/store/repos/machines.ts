@@ -66,16 +66,19 @@ export const COMPUTE_STATES: readonly MachineState[] = ['creating', 'starting', 
  * state it left and the instant: metering closes the interval spent in `from` atomically with the move.
  * Hooks run one after another, each awaited, in the order they were registered.
  */
-export type MoveHook = (m: { id: string; org_id: string; size: MachineSize }, from: MachineState, to: MachineState | null, at: string) => Promise<void>;
+export type MoveHook = (m: MovedMachine, from: MachineState, to: MachineState | null, at: string) => Promise<void>;
+
+/** What a move hook is told of the moved row (as the move's RETURNING gave it: no read of its own). */
+export type MovedMachine = Pick<MachineRow, 'id' | 'org_id' | 'size' | 'created_at'>;
 
 export function machinesRepo(db: Db) {
   const d = dialect(db.engine);
   const hooks: MoveHook[] = [];
   /** A compare-and-set that returned the moved row (none: someone moved it first), then the hooks. */
-  const moved = async (m: { id: string; org_id: string; size: MachineSize } | undefined, from: MachineState, to: MachineState | null, at: string) => {
-    if (!m) return false;
+  const moved = async <M extends MovedMachine>(m: M | undefined, from: MachineState, to: MachineState | null, at: string): Promise<M | null> => {
+    if (!m) return null;
     for (const h of hooks) await h(m, from, to, at);
-    return true;
+    return m;
   };
   const count = async (orgId: string, states: readonly MachineState[] | null): Promise<number> =>
     (await db.q().selectFrom('machines').select((eb) => eb.fn.countAll<number>().as('n'))
@@ -124,12 +127,13 @@ export function machinesRepo(db: Db) {
      * hostFence), also only while that driver still drives the machine's host (store/repos/hosts.ts `drivenUnder`; or, with `LOST_HOST`, only while its host is down):
      * a driver whose host was declared down or taken over changes no row.
      */
-    casState(id: string, from: MachineState, to: MachineState, at: string, fence: MachineWriteGuard | null = null): Promise<boolean> {
+    /** The moved row as stored (its RETURNING: the caller may answer from it without reading it again), or null. */
+    casState(id: string, from: MachineState, to: MachineState, at: string, fence: MachineWriteGuard | null = null): Promise<MachineRow | null> {
       return db.tx(async () => {
         let q = db.q().updateTable('machines').set({ state: to, state_changed_at: at, updated_at: at })
           .where('id', '=', id).where('state', '=', from).where('deleted_at', 'is', null);
         if (fence) q = q.where(guarded(fence));
-        return moved(await q.returning(['id', 'org_id', 'size']).executeTakeFirst(), from, to, at);
+        return moved(await q.returningAll().executeTakeFirst(), from, to, at);
       });
     },
     /** A delete's outcome: the row marked deleted; fenced like casState. */
@@ -138,7 +142,7 @@ export function machinesRepo(db: Db) {
         let q = db.q().updateTable('machines').set({ deleted_at: at, updated_at: at })
           .where('id', '=', id).where('state', '=', 'deleting').where('deleted_at', 'is', null);
         if (fence) q = q.where(guarded(fence));
-        return moved(await q.returning(['id', 'org_id', 'size']).executeTakeFirst(), 'deleting', null, at);
+        return (await moved(await q.returning(['id', 'org_id', 'size', 'created_at']).executeTakeFirst(), 'deleting', null, at)) !== null;
       });
     },
     /** Live machines recorded on `hostId` (every state, or those in `states`), oldest first. */
