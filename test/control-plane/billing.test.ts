@@ -302,7 +302,9 @@ t.test('another billing provider: the built-in pages answer unsupported_operatio
         async createPortal() {
           return { url: 'https://pay.example/p/1' };
         },
-        async sync() {},
+        async sync() {
+          return null;
+        },
         async syncAll() {},
       }),
     },

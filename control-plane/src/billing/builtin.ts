@@ -65,7 +65,9 @@ export function createBuiltinProvider(deps: { store: Store; sink: BillingEventSi
     emit: (orgId, event, data) => sink.apply(orgId, event, data),
     async sync(orgId) {
       const a = await store.billing.account(orgId);
-      if (a && a.state === 'trialing' && a.trial_ends_at && a.trial_ends_at <= now().toISOString()) await convertDue([a]);
+      if (!a || a.state !== 'trialing' || !a.trial_ends_at || a.trial_ends_at > now().toISOString()) return a ?? null;
+      await convertDue([a]);
+      return null;
     },
     async syncAll() {
       await convertDue(await store.billing.dueTrials(now().toISOString()));

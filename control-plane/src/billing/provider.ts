@@ -3,6 +3,7 @@
  * portal links and reports what happened through `BillingEventSink`; only the sink moves an account.
  */
 import type { ProviderEvent } from '../domain/billing-account.js';
+import type { BillingAccountRow } from '../store/repos/billing.js';
 
 export interface BillingEventSink {
   /** Applies one provider event through the account state table (409 conflict on an illegal move). */
@@ -13,8 +14,11 @@ export interface BillingProvider {
   readonly name: string;
   createCheckout(req: { orgId: string; planId: string; successUrl: string }): Promise<{ url: string }>;
   createPortal(req: { orgId: string; returnUrl: string | null }): Promise<{ url: string }>;
-  /** Lets the provider report what its clock says is due for one account (e.g. a trial ending). */
-  sync(orgId: string): Promise<void>;
+  /**
+   * Lets the provider report what its clock says is due for one account (e.g. a trial ending). Returns the account
+   * row when it read it and nothing moved it (the caller need not read it again), else null.
+   */
+  sync(orgId: string): Promise<BillingAccountRow | null>;
   /** Same, for every account; run periodically by main.ts. */
   syncAll(): Promise<void>;
 }

@@ -301,7 +301,9 @@ export function createStripeProvider(deps: {
       return reporting;
     },
     // Stripe's webhooks move accounts (a trial ends at Stripe); nothing is due by our clock.
-    async sync() {},
+    async sync() {
+      return null;
+    },
     async syncAll() {
       if (!deps.background) return;
       void this.reportUsage().catch((e) => deps.log?.({ event: 'stripe_meter_report_failed', type: (e as Error)?.name ?? 'Error' }));

@@ -142,10 +142,12 @@ export function createBillingService(d: BillingDeps) {
         trial_ends_at: null, period_start: null, period_end: null, updated_at: now().toISOString(),
       });
     },
-    /** The account after letting the provider report anything due (e.g. a trial that ended). */
+    /**
+     * The account after letting the provider report anything due (e.g. a trial that ended): the row the provider read
+     * when nothing moved it (one read on a create's path, not two), else read again.
+     */
     async account(orgId: string): Promise<BillingAccountRow> {
-      await this.provider.sync(orgId);
-      return account(orgId);
+      return (await this.provider.sync(orgId)) ?? account(orgId);
     },
     entitlements,
     catalogFor,
