@@ -139,10 +139,9 @@ export function createIdentityService(d: IdentityDeps) {
     async principalFromApiKey(secret: string): Promise<OrgPrincipal | null> {
       if (!API_KEY_RE.test(secret)) return null;
       const hash = sha256Hex(secret);
-      const k = await store.access.apiKeyByHash(hash);
+      // The key and its creator's membership in one read: a key whose creator left comes back as none.
+      const k = await store.access.apiKeyWithCreatorRole(hash);
       if (!k || !sameDigest(k.secret_hash, hash)) return null;
-      const m = await store.identity.membership(k.org_id, k.created_by);
-      if (!m) return null;
       const at = now();
       if (!k.last_used_at || at.getTime() - Date.parse(k.last_used_at) >= TOUCH_INTERVAL_MS) await store.access.touchApiKey(k.id, at.toISOString());
       const scopes = parseScopes(k);
@@ -152,9 +151,9 @@ export function createIdentityService(d: IdentityDeps) {
         auth_session_id: null,
         api_key_id: k.id,
         org_id: k.org_id,
-        role: m.role,
+        role: k.creator_role,
         scopes,
-        permissions: keyPermissions(scopes, m.role),
+        permissions: keyPermissions(scopes, k.creator_role),
         via_cookie: false,
       };
     },

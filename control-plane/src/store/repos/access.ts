@@ -75,6 +75,15 @@ export function accessRepo(db: Db) {
     },
     apiKeyByHash: (hash: string): Promise<ApiKeyRow | undefined> =>
       db.q().selectFrom('api_keys').selectAll().where('secret_hash', '=', hash).where('revoked_at', 'is', null).executeTakeFirst(),
+    /**
+     * A live key with its creator's role in the key's organization, in one statement (every API-key request reads
+     * both); none when there is no such key or its creator is no longer a member.
+     */
+    apiKeyWithCreatorRole: (hash: string): Promise<(ApiKeyRow & { creator_role: Role }) | undefined> =>
+      db.q().selectFrom('api_keys as k')
+        .innerJoin('memberships as m', (j) => j.onRef('m.org_id', '=', 'k.org_id').onRef('m.user_id', '=', 'k.created_by'))
+        .selectAll('k').select('m.role as creator_role')
+        .where('k.secret_hash', '=', hash).where('k.revoked_at', 'is', null).executeTakeFirst(),
     apiKeyInOrg: (orgId: string, id: string): Promise<ApiKeyRow | undefined> =>
       db.q().selectFrom('api_keys').selectAll().where('org_id', '=', orgId).where('id', '=', id).where('revoked_at', 'is', null)
         .executeTakeFirst(),
