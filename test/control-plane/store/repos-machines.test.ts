@@ -65,6 +65,14 @@ for (const engine of ENGINES) {
     t.equal(await m.byId('mch_2'), undefined, 'gone for the API');
     t.strictSame(await m.anyById('mch_2'), { ...m2, state: 'deleting', state_changed_at: T2, updated_at: '2026-01-01T00:00:03.000Z', deleted_at: '2026-01-01T00:00:03.000Z' });
     t.notOk(await m.nameTaken('org_a', 'mch_2'), 'a deleted machine frees its name');
+    // The name check in the insert: a live name taken writes nothing; a deleted machine's name is free; a primary key
+    // taken (a warm member's id) is not a name conflict and throws.
+    t.equal(await m.insertUnlessNameTaken(machineRow('mch_4', { name: 'mch_1' })), false, 'a live name taken: not inserted');
+    t.equal(await m.anyById('mch_4'), undefined, 'nothing written');
+    t.equal(await m.insertUnlessNameTaken(machineRow('mch_4', { name: 'mch_2' })), true, "a deleted machine's name: inserted");
+    t.strictSame(await m.byId('mch_4'), machineRow('mch_4', { name: 'mch_2' }));
+    await t.rejects(m.insertUnlessNameTaken(machineRow('mch_4', { name: 'fresh' })), 'the primary key taken still throws');
+    await m.removeRow('mch_4');
     t.equal(await m.countLive('org_a'), 2);
 
     await m.update('mch_3', { name: 'renamed', metadata: '{"a":"b"}' }, T2);

@@ -19,7 +19,6 @@ import type { actorOf } from '../actor.js';
 import { roomOnHost, type HostAdmission } from '../placement.js';
 import type { MachineCore } from './core.js';
 import { ERRORS } from '../../errors.js';
-import { conflictOnUnique } from '../../store/unique-violation.js';
 
 export const SIZE_RANK: Record<MachineSize, number> = { small: 0, standard: 1, large: 2 };
 
@@ -77,10 +76,16 @@ async function checkSize(c: MachineCore, orgId: string, size: MachineSize): Prom
   }
 }
 
-async function generateName(c: MachineCore, orgId: string): Promise<string> {
-  for (;;) {
-    const n = `machine-${randomBase36(6)}`;
-    if (!(await c.d.store.machines.nameTaken(orgId, n))) return n;
+const generatedName = () => `machine-${randomBase36(6)}`;
+
+/**
+ * Records `m` under its given name (`given`: a name taken is a 409), or under a generated one (taken: another is
+ * drawn). The check is the insert's own conflict on the live name, one statement a try.
+ */
+async function insertNamed(c: MachineCore, m: MachineRow, given: boolean): Promise<MachineRow> {
+  for (let row = m; ; row = { ...m, name: generatedName() }) {
+    if (await c.d.store.machines.insertUnlessNameTaken(row)) return row;
+    if (given) throw ERRORS.machineNameTaken(row.name, [{ field: 'name', message: 'already in use' }]);
   }
 }
 
@@ -92,22 +97,19 @@ export async function admitInTx(c: MachineCore, orgId: string, by: ReturnType<ty
   if (a.start) await d.quotas.check(orgId, 'running_machines');
   const hostId = await hostRoom(c, { kind: 'new', size: a.size, start: a.start, region: a.regionFromParent ? null : a.region });
   await checkSize(c, orgId, a.size);
-  if (a.name !== undefined && (await d.store.machines.nameTaken(orgId, a.name))) {
-    throw ERRORS.machineNameTaken(a.name, [{ field: 'name', message: 'already in use' }]);
-  }
   const dec = decide(null, a.start ? 'create' : 'create_stopped');
   if (!dec.ok) throw ERRORS.createNotAllowed();
   const t = c.at();
   const m: MachineRow = {
-    id: a.id ?? newId('machine'), org_id: orgId, name: a.name ?? (await generateName(c, orgId)), size: a.size,
+    id: a.id ?? newId('machine'), org_id: orgId, name: a.name ?? generatedName(), size: a.size,
     template: a.template, region: a.region, metadata: JSON.stringify(a.metadata), state: dec.to,
     agent_token: randomBytes(32).toString('base64url'), created_by_kind: by.type, created_by_id: by.id,
     created_at: t, updated_at: t, state_changed_at: t, deleted_at: null,
     // Null on a host-less deployment: its only host holds it, and adopts it when it registers (docs/operations.md, "Hosts").
     host_id: hostId,
   };
-  // The organization's lock (quotas.check) already serializes creates; the index is the last word all the same.
-  await conflictOnUnique(d.store.machines.insert(m), () => ERRORS.machineNameTaken(m.name, [{ field: 'name', message: 'already in use' }]));
-  await d.events.append(orgId, m.id, 'machine.created', { to: dec.to, size: m.size, by, ...(a.template ? { template: a.template } : {}), ...eventData });
-  return m;
+  // The organization's lock (quotas.check) serializes creates; the index is the word on the name.
+  const row = await insertNamed(c, m, a.name !== undefined);
+  await d.events.append(orgId, row.id, 'machine.created', { to: dec.to, size: row.size, by, ...(a.template ? { template: a.template } : {}), ...eventData });
+  return row;
 }

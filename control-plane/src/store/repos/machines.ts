@@ -91,6 +91,15 @@ export function machinesRepo(db: Db) {
     async insert(m: MachineRow): Promise<void> {
       await db.q().insertInto('machines').values(m).execute();
     },
+    /**
+     * Inserts `m` unless a live machine of its organization already has its name (the partial unique index
+     * `machines_org_name`, named as the conflict target): false then, nothing written. The name check and the
+     * insert in one statement; a conflict on anything else (the primary key: a warm member's id) still throws.
+     */
+    insertUnlessNameTaken: async (m: MachineRow): Promise<boolean> =>
+      (await db.q().insertInto('machines').values(m)
+        .onConflict((oc) => oc.columns(['org_id', 'name']).where('deleted_at', 'is', null).doNothing())
+        .returning('id').executeTakeFirst()) !== undefined,
     /** Live machines only: a deleted machine is gone for the API. */
     inOrg: (orgId: string, id: string): Promise<MachineRow | undefined> =>
       db.q().selectFrom('machines').selectAll().where('org_id', '=', orgId).where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst(),
