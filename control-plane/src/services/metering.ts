@@ -66,15 +66,25 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
    * leader's and a new one's, or a flush and a state move) each instant is recorded by exactly one. A lost CAS means
    * another process recorded up to its own instant first: this one claims what is left after it. Null: nothing left
    * (the cursor is already at or past `at`, or it was dropped meanwhile: the subject was deleted and metered then).
+   * `since` as a string: the start is known without a read (a move's RETURNING, a cold subject's row), so the first
+   * try reads and moves the cursor in one statement (the store's `claimCursor`); a lost race tries again as below.
    */
-  async function claim(id: string, kind: CursorKind, start: () => Promise<string | null>, at: string): Promise<{ from: number; to: number } | null> {
-    for (let seen = false; ; seen = true) {
+  async function claim(id: string, kind: CursorKind, since: string | (() => Promise<string | null>), at: string): Promise<{ from: number; to: number } | null> {
+    const to = Date.parse(at);
+    let seen = false;
+    if (typeof since === 'string' && Date.parse(since) < to) {
+      const c = await store.usage.claimCursor(id, kind, at);
+      if (c.moved) return { from: Date.parse(c.prev ?? since), to };
+      if (c.prev !== null && Date.parse(c.prev) >= to) return null;
+      seen = true;
+    }
+    const start = typeof since === 'string' ? async () => since : since;
+    for (; ; seen = true) {
       const cursor = await store.usage.cursor(id);
       if (cursor === null && seen) return null;
-      const since = cursor ?? (await start());
-      if (since === null) return null;
-      const from = Date.parse(since);
-      const to = Date.parse(at);
+      const begin = cursor ?? (await start());
+      if (begin === null) return null;
+      const from = Date.parse(begin);
       if (to <= from) return null;
       if (await store.usage.advanceCursor(id, kind, cursor, at)) return { from, to };
     }
@@ -84,7 +94,7 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
   async function meterMachine(m: MovedMachine, state: MachineState, at: string, by: 'move' | 'flush'): Promise<void> {
     // No cursor yet: from its creation. A flush skips a machine deleted meanwhile (its deletion metered it and dropped
     // the cursor); a move is that deletion, in its own transaction, and its RETURNING gave the creation instant.
-    const created = async () => (by === 'move' ? m.created_at : ((await store.machines.byId(m.id))?.created_at ?? null));
+    const created = by === 'move' ? m.created_at : async () => (await store.machines.byId(m.id))?.created_at ?? null;
     const span = await claim(m.id, 'machine', created, at);
     if (!span) return;
     await record(m.org_id, { source_id: m.id, machine_id: m.id, template_id: null }, accrue(machineRates(state, m.size, diskBytes(m.size, span.from)), span.from, span.to), at);
@@ -98,7 +108,7 @@ export function createMeteringService(d: { store: Store; now: () => Date; catalo
 
   /** Inside a transaction: a stored snapshot's or template's cold storage from its cursor to `at`. */
   async function meterCold(c: ColdSubject, at: string): Promise<void> {
-    const span = await claim(c.id, c.kind, async () => c.since, at);
+    const span = await claim(c.id, c.kind, c.since, at);
     if (!span) return;
     const acc = accrue([{ meter: 'cold_storage_byte_seconds', size: null, rate: BigInt(c.size_bytes) }], span.from, span.to);
     const source = c.kind === 'snapshot'

@@ -212,3 +212,47 @@ for (const engine of ENGINES) {
     t.strictSame((await store.secrets.forMachine('mch_a')).map((r) => r.name), ['A_B', '_z', 'a', 'b']);
   });
 }
+
+for (const engine of ENGINES) {
+  t.test(`a meter cursor read and moved in one claim on ${engine}`, async (t) => {
+    const store = await rig.open(t, engine);
+    const u = store.usage;
+    const T3 = '2026-01-01T00:00:03.000Z';
+    t.strictSame(await u.claimCursor('mch_1', 'machine', T1), { prev: null, moved: true }, 'none yet: inserted at the instant');
+    t.equal(await u.cursor('mch_1'), T1);
+    t.strictSame(await u.claimCursor('mch_1', 'machine', T2), { prev: T1, moved: true }, 'before the instant: advanced, from where it stood');
+    t.strictSame(await u.claimCursor('mch_1', 'machine', T2), { prev: T2, moved: false }, 'at the instant: left');
+    t.strictSame(await u.claimCursor('mch_1', 'machine', T1), { prev: T2, moved: false }, 'past the instant: never moved back');
+    t.equal(await u.cursor('mch_1'), T2);
+    // Racing transactions (on PostgreSQL each on its own connection, overlapping): each interval claimed once.
+    t.strictSame(await race(store, 4, async () => (await u.claimCursor('mch_1', 'machine', T3)).moved), [false, false, false, true], 'one of four advances wins');
+    t.strictSame(await race(store, 4, async () => (await u.claimCursor('mch_2', 'machine', T3)).moved), [false, false, false, true], 'one of four first inserts wins');
+    t.strictSame([await u.cursor('mch_1'), await u.cursor('mch_2')], [T3, T3]);
+  });
+}
+
+t.test('on postgres a claim that read the cursor before a concurrent advance committed claims nothing (no interval twice)', async (t) => {
+  const store = await rig.open(t, 'postgres');
+  const u = store.usage;
+  const [T3, T4] = ['2026-01-01T00:00:03.000Z', '2026-01-01T00:00:04.000Z'];
+  await u.setCursor('mch_1', 'machine', T2);
+  // A moves T2 → T3 and holds its transaction open; B (T2 → T4) starts meanwhile, its read sees T2, and its upsert waits
+  // on A's row lock (seen in pg_stat_activity); A commits. B must not advance from T3 as if it had read T3.
+  let commitA!: () => void;
+  const held = new Promise<void>((r) => (commitA = r));
+  let claimedA!: (c: { prev: string | null; moved: boolean }) => void;
+  const a = new Promise<{ prev: string | null; moved: boolean }>((r) => (claimedA = r));
+  const txA = store.db.tx(async () => {
+    claimedA(await u.claimCursor('mch_1', 'machine', T3));
+    await held;
+  });
+  t.strictSame(await a, { prev: T2, moved: true });
+  const b = store.db.tx(() => u.claimCursor('mch_1', 'machine', T4));
+  while ((await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`.execute(store.db.q())).rows[0]!.n < 1) {
+    await new Promise((r) => setImmediate(r));
+  }
+  commitA();
+  await txA;
+  t.strictSame(await b, { prev: T2, moved: false }, 'lost: [T2, T3] is A\'s; the caller reads again and claims [T3, T4]');
+  t.equal(await u.cursor('mch_1'), T3);
+});

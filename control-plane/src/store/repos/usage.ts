@@ -60,6 +60,14 @@ export function usageRepo(db: Db) {
   };
   const subjects = () =>
     db.q().selectFrom(cold()).select(['c.kind', 'c.id', 'c.org_id', 'c.machine_id', 'c.size_bytes', 'c.since']).$narrowType<{ size_bytes: NotNull }>();
+  async function advanceCursor(sourceId: string, kind: CursorKind, from: string | null, to: string): Promise<boolean> {
+    const moved = from === null
+      ? await db.q().insertInto('meter_cursors').values({ source_id: sourceId, kind, metered_until: to })
+        .onConflict((oc) => oc.column('source_id').doNothing()).returning('source_id').executeTakeFirst()
+      : await db.q().updateTable('meter_cursors').set({ metered_until: to })
+        .where('source_id', '=', sourceId).where('metered_until', '=', from).returning('source_id').executeTakeFirst();
+    return moved !== undefined;
+  }
   return {
     /** Adds `quantity` to the subject's record for that meter and hour (creating it). */
     async add(r: { org_id: string; source_id: string; machine_id: string | null; template_id: string | null; meter: Meter; size: MachineSize | null; hour: string; quantity: bigint }, at: string): Promise<void> {
@@ -84,13 +92,26 @@ export function usageRepo(db: Db) {
      * conditional `UPDATE … RETURNING` / `INSERT … ON CONFLICT DO NOTHING RETURNING` is a CAS on both engines (on
      * PostgreSQL a concurrent mover's uncommitted advance blocks this one, which then sees the cursor moved).
      */
-    async advanceCursor(sourceId: string, kind: CursorKind, from: string | null, to: string): Promise<boolean> {
-      const moved = from === null
-        ? await db.q().insertInto('meter_cursors').values({ source_id: sourceId, kind, metered_until: to })
-          .onConflict((oc) => oc.column('source_id').doNothing()).returning('source_id').executeTakeFirst()
-        : await db.q().updateTable('meter_cursors').set({ metered_until: to })
-          .where('source_id', '=', sourceId).where('metered_until', '=', from).returning('source_id').executeTakeFirst();
-      return moved !== undefined;
+    advanceCursor,
+    /**
+     * The cursor as it stood, and whether this call moved it to `to`: inserted when there was none, or advanced when
+     * it was still where it stood and before `to` — the read and `advanceCursor`'s compare-and-set in one. On
+     * PostgreSQL one statement (the read a CTE the upsert's condition compares with: a concurrent mover's advance,
+     * waited for, leaves the row unequal and `moved` false, as a lost CAS); on SQLite, whose writers are serialized
+     * and whose round trips cost nothing, the read then the CAS.
+     */
+    async claimCursor(sourceId: string, kind: CursorKind, to: string): Promise<{ prev: string | null; moved: boolean }> {
+      if (d.engine === 'sqlite') {
+        const prev = (await db.q().selectFrom('meter_cursors').select('metered_until').where('source_id', '=', sourceId).executeTakeFirst())?.metered_until ?? null;
+        return { prev, moved: (prev === null || prev < to) && (await advanceCursor(sourceId, kind, prev, to)) };
+      }
+      const r = await sql<{ prev: string | null; moved: boolean }>`WITH prev AS (SELECT metered_until FROM meter_cursors WHERE source_id = ${sourceId}),
+        up AS (INSERT INTO meter_cursors (source_id, kind, metered_until) VALUES (${sourceId}, ${kind}, ${to})
+          ON CONFLICT (source_id) DO UPDATE SET metered_until = excluded.metered_until
+          WHERE meter_cursors.metered_until = (SELECT metered_until FROM prev) AND ${d.bytes('meter_cursors.metered_until')} < excluded.metered_until
+          RETURNING 1)
+        SELECT (SELECT metered_until FROM prev) AS prev, EXISTS (SELECT 1 FROM up) AS moved`.execute(db.q());
+      return r.rows[0]!;
     },
     /** Moves every cursor to `at` without recording anything (start-up: time the server was down is not metered). */
     async resumeAll(at: string): Promise<void> {
