@@ -33,6 +33,8 @@ for (const engine of ENGINES) {
     t.equal(await m.countLive('org_a'), 3);
     t.equal(await m.countRunning('org_a'), 1);
     t.equal(await m.countCompute('org_a'), 2);
+    t.strictSame(await m.countsOf('org_a'), { live: 3, compute: 2 }, 'both quota counts in one statement');
+    t.strictSame(await m.countsOf('org_b'), { live: 0, compute: 0 }, 'an organization with none');
     t.strictSame(await m.computeBySize(), [{ size: 'small', n: 1 }, { size: 'standard', n: 1 }]);
     t.strictSame(await m.countByState(), [{ state: 'creating', n: 1 }, { state: 'running', n: 1 }, { state: 'stopped', n: 1 }]);
 

@@ -92,9 +92,12 @@ async function insertNamed(c: MachineCore, m: MachineRow, given: boolean): Promi
 /** Decide and record a new machine (create, fork): quotas, plan size, name, the row and machine.created. */
 export async function admitInTx(c: MachineCore, orgId: string, by: ReturnType<typeof actorOf>, a: Admission, eventData: Record<string, unknown>): Promise<MachineRow> {
   const { d } = c;
-  await d.quotas.check(orgId, 'machines');
+  // The two counts a create checks in one statement, read once, after the organization's lock (the first check's).
+  let counts: Promise<{ live: number; compute: number }> | null = null;
+  const countsNow = () => (counts ??= d.store.machines.countsOf(orgId));
+  await d.quotas.check(orgId, 'machines', { current: async () => (await countsNow()).live });
   d.hostHealth?.checkReserve();
-  if (a.start) await d.quotas.check(orgId, 'running_machines');
+  if (a.start) await d.quotas.check(orgId, 'running_machines', { current: async () => (await countsNow()).compute });
   const hostId = await hostRoom(c, { kind: 'new', size: a.size, start: a.start, region: a.regionFromParent ? null : a.region });
   await checkSize(c, orgId, a.size);
   const dec = decide(null, a.start ? 'create' : 'create_stopped');

@@ -84,6 +84,18 @@ export function machinesRepo(db: Db) {
     (await db.q().selectFrom('machines').select((eb) => eb.fn.countAll<number>().as('n'))
       .where((eb) => eb.and([eb('org_id', '=', orgId), eb('deleted_at', 'is', null), ...(states ? [eb('state', 'in', states)] : [])]))
       .executeTakeFirstOrThrow()).n;
+  /**
+   * The organization's live machines and, of them, those holding compute (COMPUTE_STATES), in one statement: the
+   * `machines` and `running_machines` quotas' counts, which a create checks both of.
+   */
+  const countsOf = (orgId: string): Promise<{ live: number; compute: number }> =>
+    db.q().selectFrom('machines')
+      .select((eb) => [
+        eb.fn.countAll<number>().as('live'),
+        eb.fn.coalesce(eb.fn.sum<number>(eb.case().when('state', 'in', COMPUTE_STATES).then(1).else(0).end()), eb.lit(0)).as('compute'),
+      ])
+      .where('org_id', '=', orgId).where('deleted_at', 'is', null)
+      .executeTakeFirstOrThrow();
   return {
     onMove(h: MoveHook): void {
       hooks.push(h);
@@ -120,7 +132,7 @@ export function machinesRepo(db: Db) {
         ? []
         : db.q().selectFrom('machines').selectAll().where('deleted_at', 'is', null).where('state', 'in', states)
           .orderBy('created_at', d.asc).orderBy('id', d.asc).execute(),
-    countLive: (orgId: string): Promise<number> => count(orgId, null),
+    countLive: async (orgId: string): Promise<number> => (await countsOf(orgId)).live,
     /** Machines holding compute on this host (every organization), per size: what admission control counts. */
     computeBySize: (): Promise<Array<{ size: MachineSize; n: number }>> =>
       db.q().selectFrom('machines').select((eb) => ['size', eb.fn.countAll<number>().as('n')]).where('deleted_at', 'is', null)
@@ -130,7 +142,8 @@ export function machinesRepo(db: Db) {
       db.q().selectFrom('machines').select((eb) => ['state', eb.fn.countAll<number>().as('n')]).where('deleted_at', 'is', null)
         .groupBy('state').orderBy('state', d.asc).execute(),
     countRunning: (orgId: string): Promise<number> => count(orgId, ['running']),
-    countCompute: (orgId: string): Promise<number> => count(orgId, COMPUTE_STATES),
+    countCompute: async (orgId: string): Promise<number> => (await countsOf(orgId)).compute,
+    countsOf,
     /**
      * Compare-and-set: moves the row only if its state is still `from`. With a `fence` (the host driver's: services'
      * hostFence), also only while that driver still drives the machine's host (store/repos/hosts.ts `drivenUnder`; or, with `LOST_HOST`, only while its host is down):
