@@ -303,7 +303,7 @@ t.test('another billing provider: the built-in pages answer unsupported_operatio
           return { url: 'https://pay.example/p/1' };
         },
         async sync() {
-          return null;
+          return false;
         },
         async syncAll() {},
       }),

@@ -63,11 +63,10 @@ export function createBuiltinProvider(deps: { store: Store; sink: BillingEventSi
     },
     portalLink: (token) => liveLink(token, 'portal'),
     emit: (orgId, event, data) => sink.apply(orgId, event, data),
-    async sync(orgId) {
-      const a = await store.billing.account(orgId);
-      if (!a || a.state !== 'trialing' || !a.trial_ends_at || a.trial_ends_at > now().toISOString()) return a ?? null;
+    async sync(a) {
+      if (a.state !== 'trialing' || !a.trial_ends_at || a.trial_ends_at > now().toISOString()) return false;
       await convertDue([a]);
-      return null;
+      return true;
     },
     async syncAll() {
       await convertDue(await store.billing.dueTrials(now().toISOString()));

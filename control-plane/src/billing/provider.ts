@@ -15,10 +15,10 @@ export interface BillingProvider {
   createCheckout(req: { orgId: string; planId: string; successUrl: string }): Promise<{ url: string }>;
   createPortal(req: { orgId: string; returnUrl: string | null }): Promise<{ url: string }>;
   /**
-   * Lets the provider report what its clock says is due for one account (e.g. a trial ending). Returns the account
-   * row when it read it and nothing moved it (the caller need not read it again), else null.
+   * Lets the provider report what its clock says is due for the account `a` (as just read; e.g. a trial ending).
+   * True when that moved the account (the caller reads it again); false: `a` stands.
    */
-  sync(orgId: string): Promise<BillingAccountRow | null>;
+  sync(a: BillingAccountRow): Promise<boolean>;
   /** Same, for every account; run periodically by main.ts. */
   syncAll(): Promise<void>;
 }

@@ -302,7 +302,7 @@ export function createStripeProvider(deps: {
     },
     // Stripe's webhooks move accounts (a trial ends at Stripe); nothing is due by our clock.
     async sync() {
-      return null;
+      return false;
     },
     async syncAll() {
       if (!deps.background) return;

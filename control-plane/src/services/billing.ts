@@ -107,8 +107,13 @@ export function createBillingService(d: BillingDeps) {
    */
   async function entitlements(a: BillingAccountRow): Promise<Entitlements | null> {
     if (!a.plan_id) return null;
-    const o = await store.billing.overrideAt(a.org_id, now().toISOString());
-    if (o) return JSON.parse(o.entitlements) as Entitlements;
+    return entitlementsOf(a, (await store.billing.overrideAt(a.org_id, now().toISOString()))?.entitlements ?? null);
+  }
+
+  /** The same, given the entitlements of the override in force (null: none). */
+  function entitlementsOf(a: BillingAccountRow, override: string | null): Entitlements | null {
+    if (!a.plan_id) return null;
+    if (override !== null) return JSON.parse(override) as Entitlements;
     const plan = findPlan(catalogFor(a), a.plan_id);
     if (!plan || !plan.self_serve) return null;
     return plan.entitlements;
@@ -142,12 +147,24 @@ export function createBillingService(d: BillingDeps) {
         trial_ends_at: null, period_start: null, period_end: null, updated_at: now().toISOString(),
       });
     },
-    /**
-     * The account after letting the provider report anything due (e.g. a trial that ended): the row the provider read
-     * when nothing moved it (one read on a create's path, not two), else read again.
-     */
+    /** The account after letting the provider report anything due (e.g. a trial that ended): read again if it moved. */
     async account(orgId: string): Promise<BillingAccountRow> {
-      return (await this.provider.sync(orgId)) ?? account(orgId);
+      const a = await account(orgId);
+      return (await this.provider.sync(a)) ? account(orgId) : a;
+    },
+    /**
+     * `account` and its `entitlements`, in one statement (the account with the override in force joined) unless the
+     * provider's sync moved the account: what a quota check reads.
+     */
+    async accountWithEntitlements(orgId: string): Promise<{ account: BillingAccountRow; entitlements: Entitlements | null }> {
+      const at = now();
+      const r = await store.billing.accountWithOverride(orgId, at.toISOString());
+      if (!r) throw ERRORS.noBillingAccount();
+      if (await this.provider.sync(r.account)) {
+        const a = await account(orgId);
+        return { account: a, entitlements: await entitlements(a) };
+      }
+      return { account: r.account, entitlements: entitlementsOf(r.account, r.override) };
     },
     entitlements,
     catalogFor,

@@ -40,8 +40,7 @@ export function createQuotaService(d: {
   const basis = (orgId: string): Promise<QuotaBasis> =>
     d.once(BASIS, orgId, async () => {
       await d.lockOrg(orgId);
-      const account = await d.billing.account(orgId);
-      return { account, entitlements: await d.billing.entitlements(account) };
+      return d.billing.accountWithEntitlements(orgId);
     });
   const counters = { ...d.counters };
   const gates: Partial<Record<CountedLimitKey, Gate>> = {};

@@ -120,5 +120,5 @@ t.test('a POST /v1/machines with body {} on the fake substrate, from request to 
     .filter((m): m is RegExpExecArray => m !== null && Number(m[1]) !== markerPid)
     .map((m) => m[2]!);
   t.comment(statements.map((s, i) => `${i + 1}. ${s.slice(0, 160)}`).join('\n'));
-  t.equal(statements.length, 19, 'the create is 19 statements on PostgreSQL');
+  t.equal(statements.length, 18, 'the create is 18 statements on PostgreSQL');
 });

@@ -154,6 +154,13 @@ for (const engine of ENGINES) {
     t.strictSame(await b.overrideAt('org_a', '2026-01-10T00:00:00.000Z'), override('ovr_1', T0, null, T0));
     t.strictSame((await b.overrideAt('org_a', '2026-02-10T00:00:00.000Z'))!.id, 'ovr_3', 'the latest effective, then the newest created');
     t.strictSame((await b.overrideAt('org_a', '2026-03-01T00:00:00.000Z'))!.id, 'ovr_1', 'an override ends at its until (exclusive)');
+    // The account with the override in force, one statement: the same override as overrideAt's, its entitlements.
+    const stored = (await b.account('org_a'))!;
+    t.strictSame(await b.accountWithOverride('org_a', '2025-12-31T00:00:00.000Z'), { account: stored, override: null }, 'none in force');
+    t.strictSame(await b.accountWithOverride('org_a', '2026-01-10T00:00:00.000Z'), { account: stored, override: `{"from":"${T0}"}` });
+    t.strictSame(await b.accountWithOverride('org_a', '2026-02-10T00:00:00.000Z'), { account: stored, override: '{"from":"2026-02-01T00:00:00.000Z"}' });
+    t.strictSame(await b.accountWithOverride('org_a', '2026-03-01T00:00:00.000Z'), { account: stored, override: `{"from":"${T0}"}` }, 'until exclusive');
+    t.equal(await b.accountWithOverride('org_none', '2026-01-10T00:00:00.000Z'), undefined, 'no account');
 
     const r = store.rateLimits;
     t.equal(await r.get('login:x'), undefined);

@@ -1,5 +1,5 @@
 /** Billing accounts, their event history, one-time provider links and enterprise overrides. */
-import { sql } from 'kysely';
+import { sql, type SqlBool } from 'kysely';
 import type { BillingState } from '../../../../shared/schemas/billing.js';
 import type { Db } from '../db.js';
 import { dialect } from './dialect.js';
@@ -39,6 +39,9 @@ export interface OverrideRow {
 
 export function billingRepo(db: Db) {
   const d = dialect(db.engine);
+  /** An override (as `o`) in force at `at`; of several, the latest effective, then the latest created, is the one. */
+  const inForceAt = (at: string) =>
+    sql<SqlBool>`${d.bytes('o.effective_from')} <= ${at} and (${sql.ref('o.effective_until')} is null or ${d.bytes('o.effective_until')} > ${at})`;
   return {
     async insertAccount(a: BillingAccountRow): Promise<void> {
       await db.q().insertInto('billing_accounts').values(a).execute();
@@ -76,9 +79,21 @@ export function billingRepo(db: Db) {
 
     insertOverride: async (o: OverrideRow): Promise<Changes> => changes(await db.q().insertInto('entitlement_overrides').values(o).executeTakeFirst()),
     overrideAt: (orgId: string, at: string): Promise<OverrideRow | undefined> =>
-      db.q().selectFrom('entitlement_overrides').selectAll().where('org_id', '=', orgId)
-        .where((eb) => eb.and([eb(d.bytes('effective_from'), '<=', at), eb.or([eb('effective_until', 'is', null), eb(d.bytes('effective_until'), '>', at)])]))
-        .orderBy('effective_from', d.desc).orderBy('created_at', d.desc).limit(1).executeTakeFirst(),
+      db.q().selectFrom('entitlement_overrides as o').selectAll('o').where('o.org_id', '=', orgId).where(inForceAt(at))
+        .orderBy('o.effective_from', d.desc).orderBy('o.created_at', d.desc).limit(1).executeTakeFirst(),
+    /**
+     * The account and the entitlements of the override in force at `at` (`overrideAt`'s, null: none), in one
+     * statement: what every quota check reads.
+     */
+    accountWithOverride: async (orgId: string, at: string): Promise<{ account: BillingAccountRow; override: string | null } | undefined> => {
+      const r = await db.q().selectFrom('billing_accounts as a').selectAll('a')
+        .select((eb) => eb.selectFrom('entitlement_overrides as o').select('o.entitlements').whereRef('o.org_id', '=', 'a.org_id').where(inForceAt(at))
+          .orderBy('o.effective_from', d.desc).orderBy('o.created_at', d.desc).limit(1).as('override'))
+        .where('a.org_id', '=', orgId).executeTakeFirst();
+      if (!r) return undefined;
+      const { override, ...account } = r;
+      return { account, override };
+    },
   };
 }
 export type BillingRepo = ReturnType<typeof billingRepo>;
