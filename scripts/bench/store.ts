@@ -2,7 +2,7 @@
  * Store benchmark (issue 24, `BENCH=store`): the same control plane, `serve()` with the fake substrate (the real
  * agent app behind its channel, no guest), run once on SQLite in a temp DATA_DIR and once on a throwaway
  * PostgreSQL cluster (scripts/lib/throwaway-postgres.ts), so the figures isolate the control plane + store.
- * Two rounds, the engine order alternated, printed side by side:
+ * Two rounds, the engine order alternated, printed side by side (60 creates a round, so its p50 is less noisy):
  *   GET /v1/machines/{id} req/s and p50/p99 (16 concurrent, as in api.ts), machine create → running p50/p99 and
  *   the PostgreSQL − SQLite difference of its p50 (target ≤ +10 ms), and a write-heavy figure: the
  *   POST …/stop + POST …/start round trip.
@@ -34,7 +34,7 @@ interface Figures {
   cycleP99: number;
 }
 
-const CREATES = 20;
+const CREATES = 60;
 const CYCLES = 20;
 const CONCURRENCY = 16;
 const GET_MS = 3000;
