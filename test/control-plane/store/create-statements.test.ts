@@ -12,7 +12,8 @@
  * usage sum, the host's lock, the placement re-check, the name, the insert, the event, COMMIT); the outcome
  * transaction (7: BEGIN, the fenced state update, the meter cursor read, the machine read, the cursor insert, the
  * event, COMMIT); the secrets' redelivery after the boot (2, not awaited: the boot's row, the machine's secrets); the
- * answer's read (1).
+ * answer's read (1). 18 since the cuts listed in docs/operations.md ("Fewer round trips, counted"): the key 1, the
+ * admission 10, the outcome 5 (BEGIN, the fenced update, the cursor claim, the event, COMMIT), the redelivery's 2.
  */
 import fs from 'node:fs';
 import path from 'node:path';
