@@ -18,7 +18,7 @@ import { Readable } from 'node:stream';
 import type { Context, MiddlewareHandler, Next } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { CpEnv } from '../../context.js';
-import { Assertion, tenantAssertion } from '../../cluster/forward/assertion.js';
+import { tenantCall } from '../../cluster/forward/tenant-call.js';
 import type { DialedRequest, ForwardCall } from '../../cluster/forward/call.js';
 import type { Routing } from '../../cluster/routing.js';
 import { OWNER_REFUSED_HEADER } from '../../cluster/forward/headers.js';
@@ -31,9 +31,6 @@ import { clientIp } from './client-ip.js';
 export type OpOwner = 'machine' | 'host' | 'any';
 
 export type { Routing } from '../../cluster/routing.js';
-
-const HostText = Assertion.shape.client.shape.host;
-const IpText = Assertion.shape.client.shape.ip;
 
 /**
  * Whether `c` is the request the node server received (not one dispatched in-process with its bindings, as the MCP
@@ -51,23 +48,15 @@ export const HOST_ANSWER_LIMIT = 256 * 1024;
 /** Set by the chosen host's process on an answer that refused before recording anything; stripped before the caller. */
 export const REFUSED_HEADER = 'x-computer-placement';
 
-/** The forward of `c` to `target`: the tenant's credentials dropped, the principal and the caller asserted. */
+/** The forward of `c` to `target` (cluster/forward/tenant-call.ts). */
 function forwardCall(c: Context<CpEnv>, routing: Routing, target: RemoteOwner): ForwardCall {
-  const host = c.req.header('host') ?? '';
-  const ip = clientIp(c, routing.trustProxy);
-  return {
-    target,
-    authorization: 'drop',
-    assertion: {
-      on_behalf_of: tenantAssertion(c.get('orgPrincipal')),
-      request_id: c.get('requestId'),
-      client: {
-        ip: IpText.safeParse(ip).success ? ip : 'unknown',
-        proto: new URL(c.req.url).protocol === 'https:' ? 'https' : 'http',
-        host: HostText.safeParse(host).success ? host : routing.publicHost,
-      },
-    },
-  };
+  return tenantCall(target, {
+    principal: c.get('orgPrincipal'),
+    requestId: c.get('requestId'),
+    host: c.req.header('host'),
+    ip: clientIp(c, routing.trustProxy),
+    proto: new URL(c.req.url).protocol === 'https:' ? 'https' : 'http',
+  }, routing.publicHost);
 }
 
 /** A body up to this size is read before a forward to a remembered owner, so that a refusal can be sent on again. */
