@@ -55,9 +55,10 @@ function fakeForwarder(next: () => Settled): { forwarder: Forwarder; seen: Seen[
   };
   const forwarder: Forwarder = {
     open: unused, request: unused, fetch: unused, upgrade: unused, buffered: unused, channels: () => 0, close: () => {},
-    async attempt(req, res, call, body?: Readable) {
+    async attempt(req, res, call, body?: Readable | Buffer) {
       const chunks: Buffer[] = [];
-      for await (const c of body ?? req) chunks.push(Buffer.from(c));
+      if (Buffer.isBuffer(body)) chunks.push(body);
+      else for await (const c of body ?? req) chunks.push(Buffer.from(c));
       seen.push({ call, body: Buffer.concat(chunks).toString() });
       const settled = next();
       if (settled === 'answered') res.writeHead(200, { 'content-type': 'text/plain' }).end('forwarded');

@@ -21,7 +21,6 @@
  * in place of the socket), which routes it afresh: to the new driver, or served here.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Readable } from 'node:stream';
 import { newId } from '../../../shared/ids.js';
 import { tenantCall } from '../cluster/forward/tenant-call.js';
 import type { Routing } from '../cluster/routing.js';
@@ -133,7 +132,7 @@ export function forwardFront(d: {
         principal, requestId, host: req.headers.host, proto: 'http',
         ip: clientIpFrom(forwardedFor(req), req.socket.remoteAddress, routing.trustProxy),
       }, routing.publicHost);
-      const settled = await routing.forwarder.attempt(req, res, call, body.length ? Readable.from([body]) : undefined);
+      const settled = await routing.forwarder.attempt(req, res, call, body.length ? body : undefined);
       if (settled === 'refused') {
         routing.owners.delete(op.machineId);
         beginRequest(req, requestId);

@@ -83,7 +83,7 @@ export function routeToOwner(routing: Routing, o: { onLostHost?: 'serve_here' } 
       // A GET's or HEAD's Request has no body: not built just to read none (api/middleware/body-limit.ts).
       held = c.req.method === 'GET' || c.req.method === 'HEAD' ? Buffer.alloc(0) : Buffer.from(await c.req.arrayBuffer());
       c.set('forwardedTo', remembered.processId);
-      const settled = await routing.forwarder.attempt(wire.incoming, wire.outgoing, forwardCall(c, routing, remembered), held.length ? Readable.from([held]) : undefined);
+      const settled = await routing.forwarder.attempt(wire.incoming, wire.outgoing, forwardCall(c, routing, remembered), held.length ? held : undefined);
       if (settled === 'answered') return RESPONSE_ALREADY_SENT.clone();
       routing.owners.delete(machineId);
     }
@@ -104,7 +104,7 @@ export function routeToOwner(routing: Routing, o: { onLostHost?: 'serve_here' } 
     // The body is read from the app's Request, never from the socket: the body limit (app.ts) has already made it
     // (and may have wrapped it to count), which reads the socket into its stream; that stream keeps the backpressure.
     const raw = c.req.raw.body;
-    const body = held ? (held.length ? Readable.from([held]) : undefined) : raw ? Readable.fromWeb(raw) : undefined;
+    const body = held ? (held.length ? held : undefined) : raw ? Readable.fromWeb(raw) : undefined;
     routing.forwarder.request(wire.incoming, wire.outgoing, call, body);
     return RESPONSE_ALREADY_SENT.clone();
   };
