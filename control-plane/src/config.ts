@@ -93,6 +93,13 @@ export const ConfigSchema = z
      */
     OWNER_CACHE_MS: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(600_000)).default(1000),
     /**
+     * How long a process remembers an API key's principal (services/key-cache.ts; docs/security.md, "Remembered keys").
+     * A revoked key, a removed member or a changed role stops working at once on the process that changed it and
+     * within this long on every other. Default: 1000 on PostgreSQL (it saves the key's round trip on every request),
+     * 0 (never) on SQLite, where the read is in-process.
+     */
+    AUTH_CACHE_MS: z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(60_000)).optional(),
+    /**
      * Warm starts (docs/api-machines.md, "Warm starts"): at most this many started-but-unassigned machines per
      * size a tenant created lately, so a plain create takes one instead of booting. 0: no pool. Container
      * substrate only (the vm substrate has none).
@@ -147,6 +154,7 @@ export const ConfigSchema = z
       machineNetwork: e.MACHINE_NETWORK,
       leaderIntervalMs: e.LEADER_INTERVAL_MS,
       ownerCacheMs: e.OWNER_CACHE_MS,
+      authCacheMs: e.AUTH_CACHE_MS ?? (e.DATABASE_URL ? 1000 : 0),
       warmPoolPerSize: e.WARM_POOL_PER_SIZE,
       commitRatios: { memory: e.MACHINE_MEMORY_COMMIT_RATIO, cpu: e.MACHINE_CPU_COMMIT_RATIO },
       vmNetwork: {

@@ -21,6 +21,7 @@ import { probeKvm } from './substrate/vm/kvm-probe.js';
 import { attachGateway } from './gateway/gateway.js';
 import { gatewayDepsFromServices } from './gateway/from-services.js';
 import { createHttpServer } from './http-server.js';
+import { forwardFront } from './api/forward-front.js';
 import { listen } from './listen.js';
 import { previewProxyFromServices } from './previews/from-services.js';
 import { createMetrics } from './metrics.js';
@@ -156,7 +157,9 @@ export async function serve(
   const forwarding = cluster?.forwarding;
   const gw = gatewayDepsFromServices(services, { log, forwarding });
   const previews = previewProxyFromServices(services, { egress: gw.egress, log, forwarding });
-  const server = createHttpServer(app.fetch, previews, { hostname: config.host });
+  // The short way in for a machine operation whose driver this process remembers (api/forward-front.ts).
+  const front = cluster ? forwardFront({ routing: cluster.routing, ops: ALL_OPS, principalFromApiKey: (k) => services.identity.principalFromApiKey(k), log }) : null;
+  const server = createHttpServer(app.fetch, previews, { hostname: config.host, front });
   await listen(server, config.port, config.host);
   const gateway = attachGateway(server, gw.deps, { skip: (req) => previews?.owns(req) ?? false });
   // The internal listener serves what other processes forward here (internal-handlers.ts), then this process

@@ -7,7 +7,7 @@
  * shape its host registers (default: one so large that only the organization's quotas refuse). Prints {ready, base,
  * driving, internal} once it listens (whether it drives the host, its internal listener); then {log: 'host.driving'}
  * when it takes the host over, {log: 'forward_refused', reason} for the internal listener's refusals, and with
- * `requests` one line per request {log: 'request', operation, request_id, status, forwarded_to?}. Also prints its
+ * `requests` one line per request {log: 'request', operation, request_id, status, forwarded_to?, via?}. Also prints its
  * deployment leader state changes ({state: 'leading' | 'following'}), what it tells the operator ({say: line}, e.g.
  * its reconcile) and, with `sweepMs` (the session sweep's period), {sweep: true} after each of the leader's session
  * sweeps, so a test sees the deployment's jobs run in this process. With `hostFileSubstrate` its substrate keeps the
@@ -37,7 +37,7 @@ const REPORTED: Record<string, ReadonlyArray<string>> = {
   'host.driving': ['epoch'],
   'host.returned': ['stopped', 'still_error'],
   forward_refused: ['reason'],
-  ...(args.requests ? { request: ['operation', 'request_id', 'status', 'forwarded_to'] } : {}),
+  ...(args.requests ? { request: ['operation', 'request_id', 'status', 'forwarded_to', 'via'] } : {}),
 };
 const TIB = 1024 ** 4;
 const HUGE: HostShape = { cores: 64 * 1024, memory_bytes: 64 * TIB, disk_bytes: 1024 * TIB };

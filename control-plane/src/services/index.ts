@@ -37,6 +37,7 @@ import { openKeyring, type KeyringSource } from '../secrets/keyring-file.js';
 import { createBillingService } from './billing.js';
 import { createIdentityService } from './identity.js';
 import { createOrganizationService } from './organizations.js';
+import { keyCache } from './key-cache.js';
 import { createQuotaService, type Counter } from './quotas.js';
 import { createRateLimiter } from './rate-limiter.js';
 import { createMeteringService } from './metering.js';
@@ -130,8 +131,11 @@ export async function createServices(d: ServiceDeps) {
     lockOrg: (orgId) => store.identity.lockOrg(orgId),
     once: (memo, key, fn) => store.db.once(memo, key, fn),
   });
-  const identity = createIdentityService({ store, now, limiter, passwordCost: d.passwordCost, openBillingAccount: (orgId) => billing.open(orgId) });
-  const orgs = createOrganizationService({ store, now, quotas });
+  const readIdentity = createIdentityService({ store, now, limiter, passwordCost: d.passwordCost, openBillingAccount: (orgId) => billing.open(orgId) });
+  // An API key's principal remembered briefly on PostgreSQL (services/key-cache.ts), forgotten at every access change here.
+  const keys = keyCache((secret) => readIdentity.principalFromApiKey(secret), { ttlMs: config.authCacheMs });
+  const identity: typeof readIdentity = { ...readIdentity, principalFromApiKey: (secret) => keys.principal(secret) };
+  const orgs = createOrganizationService({ store, now, quotas, accessChanged: () => keys.forget() });
   const substrate = d.substrate ?? NO_SUBSTRATE;
   const metering = createMeteringService({ store, now, catalog: d.catalog });
   const usage = createUsageService({ store, now, billing, metering });

@@ -31,8 +31,15 @@ const keyView = (k: ApiKeyRow) => ({
 /** Keys that stopped working for good: one revoked key, or every key a departed member created in the organization. */
 export type KeysLost = { org_id: string; key_id: string } | { org_id: string; user_id: string };
 
-export function createOrganizationService(d: { store: Store; now: () => Date; quotas: QuotaService }) {
+export function createOrganizationService(d: {
+  store: Store;
+  now: () => Date;
+  quotas: QuotaService;
+  /** After a change that takes a key's power away or narrows it (a role, a membership, a key): services/key-cache.ts forgets. */
+  accessChanged?: () => void;
+}) {
   const { store, now } = d;
+  const accessChanged = () => d.accessChanged?.();
   const iso = () => now().toISOString();
 
   async function member(p: OrgPrincipal, membershipId: string): Promise<MemberView> {
@@ -72,15 +79,17 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
 
     listMembers: (p: OrgPrincipal, q: PageQuery) => pageOf(q, (after, limit) => store.identity.membersPage(p.org_id, after, limit), memberView),
 
-    changeRole(p: OrgPrincipal, membershipId: string, role: Role) {
-      return store.db.tx(async () => {
+    async changeRole(p: OrgPrincipal, membershipId: string, role: Role) {
+      const changed = await store.db.tx(async () => {
         const m = await member(p, membershipId);
-        if (m.role === role) return memberView(m);
+        if (m.role === role) return { view: memberView(m), moved: false };
         assertCanAssign(p, m.role, role);
         await assertNotLastOwner(p.org_id, m);
         await store.identity.setRole(m.id, role);
-        return memberView({ ...m, role });
+        return { view: memberView({ ...m, role }), moved: true };
       });
+      if (changed.moved) accessChanged();
+      return changed.view;
     },
 
     /** Removing a member takes a member's power away at once, including that of keys they created. */
@@ -96,6 +105,7 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
         await store.identity.deleteMembership(m.id);
         return m.user_id;
       });
+      accessChanged();
       keysLost({ org_id: p.org_id, user_id: userId });
     },
 
@@ -181,6 +191,7 @@ export function createOrganizationService(d: { store: Store; now: () => Date; qu
         await store.access.revokeApiKey(k.id, iso());
         return k;
       });
+      accessChanged();
       keysLost({ org_id: k.org_id, key_id: k.id });
     },
   };

@@ -98,6 +98,21 @@ t.test('postgres, three hosts: a cached owner that no longer drives the machine 
     t.equal(r.status, 200, show(r));
     await logged(Y, r, r.status === 200);
     t.equal(lineOf(Y, r)?.status, 200);
+    await logged(Z, r, true);
+    const zLine = child(Z).lines.find((l) => l.log === 'request' && l.request_id === r.requestId);
+    t.match(zLine, { forwarded_to: who[Y]!.processId, via: 'front', operation: 'machines.update', status: 200 }, 'Z took the short way in (api/forward-front.ts)');
     t.equal((await s.call(s.bases[Y]!, 'GET', `/v1/machines/${id}`, { key })).json.name, 'fourth');
+  });
+
+  await t.test('rehomed onto Z itself (a body): the remembered driver refuses, Z serves it with the body it read', async (t) => {
+    if (!parent.passing()) return void t.fail('an earlier step failed, so this one would wait on a line never printed');
+    await rehome(Z);
+    const r = await viaZ('PATCH', `/v1/machines/${id}`, { name: 'fifth' });
+    t.equal(r.status, 200, show(r));
+    t.equal(r.json.name, 'fifth', 'the body the short way read reached the handler here');
+    await logged(Y, r, true);
+    await logged(Z, r, r.status === 200);
+    t.equal(lineOf(Y, r)?.status, 503, 'Z tried the remembered driver (Y), which refused');
+    t.equal(lineOf(Z, r)?.status, 200, 'Z served it itself, under the same request id');
   });
 });

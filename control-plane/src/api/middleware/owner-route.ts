@@ -18,7 +18,7 @@ import { Readable } from 'node:stream';
 import type { Context, MiddlewareHandler, Next } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { CpEnv } from '../../context.js';
-import { Assertion, tenantAssertion } from '../../cluster/forward/assertion.js';
+import { tenantCall } from '../../cluster/forward/tenant-call.js';
 import type { DialedRequest, ForwardCall } from '../../cluster/forward/call.js';
 import type { Routing } from '../../cluster/routing.js';
 import { OWNER_REFUSED_HEADER } from '../../cluster/forward/headers.js';
@@ -31,9 +31,6 @@ import { clientIp } from './client-ip.js';
 export type OpOwner = 'machine' | 'host' | 'any';
 
 export type { Routing } from '../../cluster/routing.js';
-
-const HostText = Assertion.shape.client.shape.host;
-const IpText = Assertion.shape.client.shape.ip;
 
 /**
  * Whether `c` is the request the node server received (not one dispatched in-process with its bindings, as the MCP
@@ -51,23 +48,15 @@ export const HOST_ANSWER_LIMIT = 256 * 1024;
 /** Set by the chosen host's process on an answer that refused before recording anything; stripped before the caller. */
 export const REFUSED_HEADER = 'x-computer-placement';
 
-/** The forward of `c` to `target`: the tenant's credentials dropped, the principal and the caller asserted. */
+/** The forward of `c` to `target` (cluster/forward/tenant-call.ts). */
 function forwardCall(c: Context<CpEnv>, routing: Routing, target: RemoteOwner): ForwardCall {
-  const host = c.req.header('host') ?? '';
-  const ip = clientIp(c, routing.trustProxy);
-  return {
-    target,
-    authorization: 'drop',
-    assertion: {
-      on_behalf_of: tenantAssertion(c.get('orgPrincipal')),
-      request_id: c.get('requestId'),
-      client: {
-        ip: IpText.safeParse(ip).success ? ip : 'unknown',
-        proto: new URL(c.req.url).protocol === 'https:' ? 'https' : 'http',
-        host: HostText.safeParse(host).success ? host : routing.publicHost,
-      },
-    },
-  };
+  return tenantCall(target, {
+    principal: c.get('orgPrincipal'),
+    requestId: c.get('requestId'),
+    host: c.req.header('host'),
+    ip: clientIp(c, routing.trustProxy),
+    proto: new URL(c.req.url).protocol === 'https:' ? 'https' : 'http',
+  }, routing.publicHost);
 }
 
 /** A body up to this size is read before a forward to a remembered owner, so that a refusal can be sent on again. */
@@ -94,7 +83,7 @@ export function routeToOwner(routing: Routing, o: { onLostHost?: 'serve_here' } 
       // A GET's or HEAD's Request has no body: not built just to read none (api/middleware/body-limit.ts).
       held = c.req.method === 'GET' || c.req.method === 'HEAD' ? Buffer.alloc(0) : Buffer.from(await c.req.arrayBuffer());
       c.set('forwardedTo', remembered.processId);
-      const settled = await routing.forwarder.attempt(wire.incoming, wire.outgoing, forwardCall(c, routing, remembered), held.length ? Readable.from([held]) : undefined);
+      const settled = await routing.forwarder.attempt(wire.incoming, wire.outgoing, forwardCall(c, routing, remembered), held.length ? held : undefined);
       if (settled === 'answered') return RESPONSE_ALREADY_SENT.clone();
       routing.owners.delete(machineId);
     }
@@ -115,7 +104,7 @@ export function routeToOwner(routing: Routing, o: { onLostHost?: 'serve_here' } 
     // The body is read from the app's Request, never from the socket: the body limit (app.ts) has already made it
     // (and may have wrapped it to count), which reads the socket into its stream; that stream keeps the backpressure.
     const raw = c.req.raw.body;
-    const body = held ? (held.length ? Readable.from([held]) : undefined) : raw ? Readable.fromWeb(raw) : undefined;
+    const body = held ? (held.length ? held : undefined) : raw ? Readable.fromWeb(raw) : undefined;
     routing.forwarder.request(wire.incoming, wire.outgoing, call, body);
     return RESPONSE_ALREADY_SENT.clone();
   };

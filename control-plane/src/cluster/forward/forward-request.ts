@@ -27,8 +27,12 @@ function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
 }
 
+/**
+ * `source`: where the body is read from (default the caller's request), or the body itself when the sender already
+ * holds it (a replayable one, owner-route.ts and api/forward-front.ts), written whole with the request's end.
+ */
 export function forwardRequest(
-  dial: Dial, req: IncomingMessage, res: ServerResponse, call: ForwardCall, failed: (e: unknown) => void, source: Readable = req, settle?: (s: Settled) => void,
+  dial: Dial, req: IncomingMessage, res: ServerResponse, call: ForwardCall, failed: (e: unknown) => void, source: Readable | Buffer = req, settle?: (s: Settled) => void,
 ): void {
   const body = hasBody(req);
   let retried = false;
@@ -74,8 +78,9 @@ export function forwardRequest(
       }
       unreachable(e);
     });
-    if (body) source.pipe(up);
-    else up.end();
+    if (!body) up.end();
+    else if (Buffer.isBuffer(source)) up.end(source);
+    else source.pipe(up);
   };
   res.on('close', () => {
     if (!res.writableFinished) current?.destroy();

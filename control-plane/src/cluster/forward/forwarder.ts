@@ -46,12 +46,12 @@ export interface Forwarder {
    * `body`: where the caller's body is read from when not from `req` itself — a request the API app already wrapped
    * (its Request holds the socket's body as a stream: reading `req` again would find it consumed).
    */
-  request(req: IncomingMessage, res: ServerResponse, call: ForwardCall, body?: Readable): void;
+  request(req: IncomingMessage, res: ServerResponse, call: ForwardCall, body?: Readable | Buffer): void;
   /**
    * `request` to an owner the sender remembered (cluster/owner-cache.ts), `body` replayable: `refused` when that owner
    * refused before acting or could not be reached, with nothing sent to the caller (forward-request.ts `settle`).
    */
-  attempt(req: IncomingMessage, res: ServerResponse, call: ForwardCall, body?: Readable): Promise<Settled>;
+  attempt(req: IncomingMessage, res: ServerResponse, call: ForwardCall, body?: Readable | Buffer): Promise<Settled>;
   /** A request made inside the process (no socket: the MCP endpoint's /v1 calls), answered as a web Response. */
   fetch(request: Request, call: ForwardCall): Promise<Response>;
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, call: ForwardCall): void;
