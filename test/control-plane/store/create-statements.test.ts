@@ -90,7 +90,9 @@ t.test('a POST /v1/machines with body {} on the fake substrate, from request to 
   const fake = fakeSubstrateWithAgents();
   // A registered host, as `serve()` on PostgreSQL drives: the admission locks its row and re-checks the fit there. No
   // readiness probe: it runs beside the answer (machine.ready), not in it, and would race the end marker.
-  const rig = await makeMachinesRig({ substrate: fake.substrate, databaseUrl: url, services: { hostId: HOST, readyProbe: false } });
+  // The key read every time (AUTH_CACHE_MS 0): remembered (services/key-cache.ts, 1 s by default on PostgreSQL) a busy
+  // caller's create is one statement fewer, which timing would decide here.
+  const rig = await makeMachinesRig({ substrate: fake.substrate, databaseUrl: url, env: { AUTH_CACHE_MS: '0' }, services: { hostId: HOST, readyProbe: false } });
   t.teardown(async () => {
     fake.close();
     await rig.close();
