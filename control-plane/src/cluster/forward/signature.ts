@@ -7,7 +7,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { z } from 'zod';
 import { decodeAssertion, encodeAssertion, MAX_ASSERTION_CHARS, type SignedAssertion } from './assertion.js';
 import type { DeploymentKey } from './key.js';
 import type { ReplayCache } from './replay.js';
@@ -27,17 +26,27 @@ export const FORWARD_HEADER_PREFIX = 'x-computer-forward-';
 export const SIGNATURE_WINDOW_MS = 30_000;
 
 const SCHEME = 'computer-forward-v1';
-const ProcessId = z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/);
+const PROCESS_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
-/** The channel's headers as received: each exactly once (a repeated one arrives as a list, or joined) and well formed. */
-const SignedHeaders = z.object({
-  [FORWARD_HEADERS.sender]: ProcessId,
-  [FORWARD_HEADERS.target]: ProcessId,
-  [FORWARD_HEADERS.timestamp]: z.string().regex(/^\d{1,15}$/).transform(Number),
-  [FORWARD_HEADERS.nonce]: z.string().regex(/^[A-Za-z0-9_-]{22,64}$/),
-  [FORWARD_HEADERS.assertion]: z.string().regex(new RegExp(`^[A-Za-z0-9_-]{1,${MAX_ASSERTION_CHARS}}$`)),
-  [FORWARD_HEADERS.signature]: z.string().regex(/^[A-Za-z0-9_-]{43}$/),
-});
+/**
+ * The channel's headers as received: each exactly once (a repeated one arrives as a list, or joined) and well formed.
+ * Plain patterns, not a schema: this runs on every forwarded request before anything else, and is all a schema would
+ * check here.
+ */
+const HEADER_FORMS: Readonly<Record<(typeof FORWARD_HEADERS)[keyof typeof FORWARD_HEADERS], RegExp>> = {
+  [FORWARD_HEADERS.sender]: PROCESS_ID,
+  [FORWARD_HEADERS.target]: PROCESS_ID,
+  [FORWARD_HEADERS.timestamp]: /^\d{1,15}$/,
+  [FORWARD_HEADERS.nonce]: /^[A-Za-z0-9_-]{22,64}$/,
+  [FORWARD_HEADERS.assertion]: new RegExp(`^[A-Za-z0-9_-]{1,${MAX_ASSERTION_CHARS}}$`),
+  [FORWARD_HEADERS.signature]: /^[A-Za-z0-9_-]{43}$/,
+};
+
+/** A channel header's value if it came once and well formed, else null. */
+function channelHeader(headers: IncomingHttpHeaders, name: keyof typeof HEADER_FORMS): string | null {
+  const v = headers[name];
+  return typeof v === 'string' && HEADER_FORMS[name].test(v) ? v : null;
+}
 
 /** What one signature covers. */
 export interface SignedFields {
@@ -131,26 +140,20 @@ export function verifyRequest(
   o: { self: string; now: number; replay: ReplayCache },
 ): ForwardVerdict {
   if (Object.values(FORWARD_HEADERS).some((name) => req.headers[name] === undefined)) return { ok: false, reason: 'missing_header' };
-  const h = SignedHeaders.safeParse(req.headers);
-  if (!h.success) return { ok: false, reason: 'malformed_header' };
+  const [timestamp, nonce, sender, target, assertion, signature] = [
+    FORWARD_HEADERS.timestamp, FORWARD_HEADERS.nonce, FORWARD_HEADERS.sender, FORWARD_HEADERS.target, FORWARD_HEADERS.assertion, FORWARD_HEADERS.signature,
+  ].map((name) => channelHeader(req.headers, name));
+  if (!timestamp || !nonce || !sender || !target || !assertion || !signature) return { ok: false, reason: 'malformed_header' };
   const c: Checked = {
-    fields: {
-      method: req.method ?? '',
-      path: req.url ?? '',
-      timestamp: h.data[FORWARD_HEADERS.timestamp],
-      nonce: h.data[FORWARD_HEADERS.nonce],
-      sender: h.data[FORWARD_HEADERS.sender],
-      target: h.data[FORWARD_HEADERS.target],
-      assertion: h.data[FORWARD_HEADERS.assertion],
-    },
-    signature: Buffer.from(h.data[FORWARD_HEADERS.signature], 'base64url'),
+    fields: { method: req.method ?? '', path: req.url ?? '', timestamp: Number(timestamp), nonce, sender, target, assertion },
+    signature: Buffer.from(signature, 'base64url'),
     self: o.self,
     now: o.now,
     key,
   };
   for (const [reason, holds] of CHECKS) if (!holds(c)) return { ok: false, reason };
-  const nonce = o.replay.admit(c.fields.nonce, o.now);
-  if (nonce !== 'fresh') return { ok: false, reason: nonce === 'replayed' ? 'replayed_nonce' : 'nonce_cache_full' };
-  const assertion = decodeAssertion(c.fields.assertion);
-  return assertion ? { ok: true, sender: c.fields.sender, assertion } : { ok: false, reason: 'malformed_assertion' };
+  const seen = o.replay.admit(c.fields.nonce, o.now);
+  if (seen !== 'fresh') return { ok: false, reason: seen === 'replayed' ? 'replayed_nonce' : 'nonce_cache_full' };
+  const decoded = decodeAssertion(c.fields.assertion);
+  return decoded ? { ok: true, sender: c.fields.sender, assertion: decoded } : { ok: false, reason: 'malformed_assertion' };
 }
