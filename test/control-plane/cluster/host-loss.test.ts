@@ -130,7 +130,7 @@ t.test('a silent host is down within the sweep, its machines error once; its old
   t.equal(await state('mch_a1'), 'error');
 
   // A's old driver, not yet aware: a casState with its old fence changes no row (the leader's, unfenced, would).
-  t.equal(await onA.store.machines.casState('mch_a1', 'error', 'stopped', '2026-11-26T00:00:00.000Z', fenceA), false, 'the old fence changes no row');
+  t.equal(await onA.store.machines.casState('mch_a1', 'error', 'stopped', '2026-11-26T00:00:00.000Z', fenceA), null, 'the old fence changes no row');
   t.equal(await state('mch_a1'), 'error');
   t.same(onA.hostFence.current, fenceA, "A's services still hold the old fence");
   // Its substrate watch finds B's running machine absent on A: without the fence it would fail it.
@@ -177,5 +177,5 @@ t.test('a silent host is down within the sweep, its machines error once; its old
   t.same(await eventsOf(leader, 'mch_a5'), [unhealthy, lost('running')], 'moved to B: A acted on nothing');
 
   // The deployment's writes carry no fence; A's old fence still changes nothing now that the host is back.
-  t.equal(await onA.store.machines.casState('mch_a2', 'stopped', 'error', '2026-11-26T00:00:00.000Z', fenceA), false);
+  t.equal(await onA.store.machines.casState('mch_a2', 'stopped', 'error', '2026-11-26T00:00:00.000Z', fenceA), null);
 });
