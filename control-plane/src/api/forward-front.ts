@@ -15,10 +15,12 @@
  * | a key that is not valid, or acts in no organization, or the store fails | the app (it answers the error) |
  * | all of that holds                                                  | forwarded, as the app would forward it  |
  *
- * What the app checks after the organization (the permission, the handler's input) the driver checks, as it does
- * for every forwarded request. A remembered driver that refuses (it no longer drives the machine) or cannot be reached
- * is forgotten and the request goes to the app with the body already read (`rawBody`, which @hono/node-server reads
- * in place of the socket), which routes it afresh: to the new driver, or served here.
+ * The body is forwarded as it arrives and held whole beside it (a caller that sends its body after its headers has
+ * the forward built and signed meanwhile). What the app checks after the organization (the permission, the handler's
+ * input) the driver checks, as it does for every forwarded request. A remembered driver that refuses (it no longer
+ * drives the machine) or cannot be reached is forgotten and the request goes to the app with the body held
+ * (`rawBody`, which @hono/node-server reads in place of the socket), which routes it afresh: to the new driver, or
+ * served here.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { newId } from '../../../shared/ids.js';
@@ -33,14 +35,13 @@ import { opOwner, type Op } from './op.js';
 
 export type FrontOp = Pick<Op, 'name' | 'method' | 'path' | 'owner' | 'auth' | 'org'>;
 
-/** How a request the front took ended: answered (or the caller left), or handed to the app with its read body. */
+/** How a request the front took ended: answered (or the caller left), or handed to the app with its held body. */
 export type FrontOutcome = { kind: 'answered' } | { kind: 'app'; body: Buffer | null };
 
 /** The front: null when it leaves the request to the app as it came (decided before anything is read). */
 export type Front = (req: IncomingMessage, res: ServerResponse) => Promise<FrontOutcome> | null;
 
 export interface FrontRoute {
-  method: string;
   pattern: RegExp;
   name: string;
   /** Whether the app forwards this operation to the machine's driver (api/op.ts `mountOp`'s rule). */
@@ -49,22 +50,40 @@ export interface FrontRoute {
 
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-/** Every operation as a request-line pattern: `:machine_id` captured, any other parameter one segment, like hono's. */
-export function frontRoutes(ops: readonly FrontOp[]): FrontRoute[] {
-  return ops.map((op) => ({
-    method: op.method.toUpperCase(),
-    name: op.name,
-    machine: opOwner(op) === 'machine' && op.auth === 'any' && op.org !== false,
-    pattern: new RegExp(`^/v1${op.path.split('/').map((seg) => (seg === ':machine_id' ? '([^/]+)' : seg.startsWith(':') ? '[^/]+' : escape(seg))).join('/')}$`),
-  }));
+/** Every path the short way takes starts so (a machine operation names its machine first). */
+const MACHINE_PREFIX = '/v1/machines/';
+
+/**
+ * The operations a path under `MACHINE_PREFIX` can match, by method, each as a request-line pattern: `:machine_id`
+ * captured, any other parameter one segment, like hono's. An operation whose first segment is another word cannot
+ * match such a path, so it is left out; one whose first segment is a parameter could, so it stays (a match must be
+ * the only one).
+ */
+export type FrontTable = ReadonlyMap<string, readonly FrontRoute[]>;
+
+export function frontRoutes(ops: readonly FrontOp[]): FrontTable {
+  const table = new Map<string, FrontRoute[]>();
+  for (const op of ops) {
+    const segments = op.path.split('/');
+    const first = segments[1] ?? '';
+    if (first !== 'machines' && !first.startsWith(':')) continue;
+    const method = op.method.toUpperCase();
+    const routes = table.get(method) ?? [];
+    routes.push({
+      name: op.name,
+      machine: opOwner(op) === 'machine' && op.auth === 'any' && op.org !== false,
+      pattern: new RegExp(`^/v1${segments.map((seg) => (seg === ':machine_id' ? '([^/]+)' : seg.startsWith(':') ? '[^/]+' : escape(seg))).join('/')}$`),
+    });
+    table.set(method, routes);
+  }
+  return table;
 }
 
 /** The operation and machine a request names: exactly one operation matches, and it is a forwarded machine one. */
-export function frontMatch(routes: readonly FrontRoute[], method: string, path: string): { name: string; machineId: string } | null {
-  if (path.includes('%')) return null;
+export function frontMatch(table: FrontTable, method: string, path: string): { name: string; machineId: string } | null {
+  if (!path.startsWith(MACHINE_PREFIX) || path.includes('%')) return null;
   let found: { route: FrontRoute; m: RegExpExecArray } | null = null;
-  for (const route of routes) {
-    if (route.method !== method) continue;
+  for (const route of table.get(method) ?? []) {
     const m = route.pattern.exec(path);
     if (!m) continue;
     if (found) return null;
@@ -90,11 +109,19 @@ function holdable(req: IncomingMessage): boolean {
   return Number.isSafeInteger(length) && length >= 0 && length <= REPLAY_LIMIT;
 }
 
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  if (req.method === 'GET' || req.method === 'HEAD') return Buffer.alloc(0);
+/**
+ * The body held whole while it is forwarded as it arrives (the forwarder pipes `req`; both take the same chunks), so
+ * that a driver's refusal can hand it to the app: the body once it all came, null when the caller went away first.
+ * Forwarding as it arrives lets the forward be built and signed while a body sent after its headers is on its way.
+ */
+function heldWhileForwarded(req: IncomingMessage): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
-  return Buffer.concat(chunks);
+  return new Promise((resolve) => {
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.once('end', () => resolve(Buffer.concat(chunks)));
+    req.once('error', () => resolve(null));
+    req.once('close', () => resolve(null));
+  });
 }
 
 export function forwardFront(d: {
@@ -119,22 +146,22 @@ export function forwardFront(d: {
     return (async (): Promise<FrontOutcome> => {
       const principal = await d.principalFromApiKey(key).catch(() => null);
       if (!principal || !actsInOrg(principal)) return { kind: 'app', body: null };
-      let body: Buffer;
-      try {
-        body = await readBody(req);
-      } catch {
-        // The caller went away while sending: there is no one to answer.
-        res.destroy();
-        return { kind: 'answered' };
-      }
       const requestId = newId('request');
       const call = tenantCall(target, {
         principal, requestId, host: req.headers.host, proto: 'http',
         ip: clientIpFrom(forwardedFor(req), req.socket.remoteAddress, routing.trustProxy),
       }, routing.publicHost);
-      const settled = await routing.forwarder.attempt(req, res, call, body.length ? body : undefined);
+      const bodied = req.method !== 'GET' && req.method !== 'HEAD';
+      const held = bodied ? heldWhileForwarded(req) : null;
+      const settled = await routing.forwarder.attempt(req, res, call, bodied ? req : undefined);
       if (settled === 'refused') {
         routing.owners.delete(op.machineId);
+        const body = held ? await held : Buffer.alloc(0);
+        if (!body) {
+          // The caller went away while sending: there is no one to answer.
+          res.destroy();
+          return { kind: 'answered' };
+        }
         beginRequest(req, requestId);
         return { kind: 'app', body };
       }
