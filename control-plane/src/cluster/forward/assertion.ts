@@ -3,6 +3,11 @@
  * The forwarding process strips every tenant credential (headers.ts), so this signed header is all the receiving
  * process knows of the caller: it rebuilds the principal from it and from nothing else. Canonical JSON (keys
  * sorted, no spaces), carried as base64url, covered by the signature (signature.ts).
+ *
+ * Who a request acts for (`on_behalf_of`) is the same for every request of one caller; only the request id and the
+ * client differ. So each end does that part's work once per caller: the sender encodes a principal's part once
+ * (kept beside the principal while it is remembered, services/key-cache.ts), and the receiver checks a part's text
+ * against the schema once and keeps what it checked, keyed by that text (`decodeAssertion`).
  */
 import { z } from 'zod';
 import { Permission, Role, Scope } from '../../../../shared/schemas/org.js';
@@ -51,6 +56,9 @@ export const Assertion = z.strictObject({
 export type Assertion = z.infer<typeof Assertion>;
 export type TenantAssertion = z.infer<typeof TenantAssertion>;
 
+/** A host-to-host call's `on_behalf_of` (below). */
+const HostOnBehalfOf = z.strictObject({ kind: z.literal('host'), host_id: Id('host') });
+
 /**
  * A host-to-host call (docs/cluster.md, "Host-to-host calls"): one process of the deployment asking another for
  * something of its host (a layer), for no tenant and no visitor. `host_id` is the calling process's host, as it
@@ -59,7 +67,7 @@ export type TenantAssertion = z.infer<typeof TenantAssertion>;
  * the host handlers only (listener.ts), never to the tenant API, the gateway or the preview proxy.
  */
 export const HostCallAssertion = z.strictObject({
-  on_behalf_of: z.strictObject({ kind: z.literal('host'), host_id: Id('host') }),
+  on_behalf_of: HostOnBehalfOf,
   request_id: Id('req'),
 });
 export type HostCallAssertion = z.infer<typeof HostCallAssertion>;
@@ -78,9 +86,51 @@ export function canonicalJson(v: unknown): string {
   return JSON.stringify(v);
 }
 
-/** The header value: base64url of the canonical JSON. */
+type OnBehalfOf = SignedAssertion['on_behalf_of'];
+
+/** Every `on_behalf_of` a signed assertion may carry, told apart by `kind`. */
+const OnBehalfOf = z.discriminatedUnion('kind', [TenantAssertion, PreviewAssertion, HostOnBehalfOf]);
+
+/** The rest of an assertion, `on_behalf_of` checked on its own (`decodeAssertion`); a client for everyone but a host. */
+const AssertionRest = z.strictObject({ on_behalf_of: z.unknown(), request_id: Id('req'), client: AssertedClient.optional() });
+
+/** The canonical JSON of `on_behalf_of` parts that are immutable (frozen by `tenantAssertion`), by identity. */
+const encodedParts = new WeakMap<object, string>();
+
+/**
+ * The header value: base64url of the canonical JSON (keys in order: client, on_behalf_of, request_id), with the
+ * `on_behalf_of` part's text taken from `encodedParts` when it is there.
+ */
 export function encodeAssertion(a: SignedAssertion): string {
-  return Buffer.from(canonicalJson(a), 'utf8').toString('base64url');
+  const part = encodedParts.get(a.on_behalf_of) ?? canonicalJson(a.on_behalf_of);
+  const client = 'client' in a ? `"client":${canonicalJson(a.client)},` : '';
+  return Buffer.from(`{${client}"on_behalf_of":${part},"request_id":${JSON.stringify(a.request_id)}}`, 'utf8').toString('base64url');
+}
+
+/** `on_behalf_of` parts checked, by their JSON text: at most this many, all dropped when full. */
+const MAX_CHECKED_PARTS = 1024;
+const checkedParts = new Map<string, OnBehalfOf>();
+
+/**
+ * An `on_behalf_of` as received, checked against the schema once per text. The text is the parsed value written
+ * back (`JSON.stringify` of what `JSON.parse` made: one text per value, whatever the sender's spacing or repeats), so a
+ * text found is a value already checked; what is kept is frozen, and never handed out to be changed.
+ */
+function checkedPart(v: unknown): OnBehalfOf | null {
+  const text = JSON.stringify(v);
+  const known = checkedParts.get(text);
+  if (known) return known;
+  const r = OnBehalfOf.safeParse(v);
+  if (!r.success) return null;
+  const part = r.data;
+  if (part.kind === 'tenant') {
+    Object.freeze(part.permissions);
+    if (part.scopes) Object.freeze(part.scopes);
+  }
+  Object.freeze(part);
+  if (checkedParts.size >= MAX_CHECKED_PARTS) checkedParts.clear();
+  checkedParts.set(text, part);
+  return part;
 }
 
 /** The assertion a verified header carries, or null when it is not one (only ever called after the signature held). */
@@ -92,13 +142,27 @@ export function decodeAssertion(value: string): SignedAssertion | null {
   } catch {
     return null;
   }
-  const r = SignedAssertion.safeParse(parsed);
-  return r.success ? r.data : null;
+  const rest = AssertionRest.safeParse(parsed);
+  if (!rest.success) return null;
+  const { request_id, client } = rest.data;
+  const on_behalf_of = checkedPart(rest.data.on_behalf_of);
+  if (!on_behalf_of) return null;
+  // A host call is for nobody outside the deployment, so it has no client; everyone else has one.
+  if (on_behalf_of.kind === 'host') return client === undefined ? { on_behalf_of, request_id } : null;
+  return client === undefined ? null : { on_behalf_of, request_id, client };
 }
 
-/** What the arriving process asserts for a caller it authenticated. */
+/** What each remembered principal asserts (its part encoded once, `encodedParts`). */
+const asserted = new WeakMap<OrgPrincipal, TenantAssertion>();
+
+/**
+ * What the arriving process asserts for a caller it authenticated: made once per principal object (a remembered
+ * key's principal is one object while it is remembered), frozen, its canonical JSON kept for `encodeAssertion`.
+ */
 export function tenantAssertion(p: OrgPrincipal): TenantAssertion {
-  return {
+  const known = asserted.get(p);
+  if (known) return known;
+  const a: TenantAssertion = {
     kind: 'tenant',
     principal_kind: p.kind,
     user_id: p.user_id,
@@ -106,10 +170,16 @@ export function tenantAssertion(p: OrgPrincipal): TenantAssertion {
     api_key_id: p.api_key_id,
     org_id: p.org_id,
     role: p.role,
-    scopes: p.scopes,
+    scopes: p.scopes && [...p.scopes],
     permissions: [...p.permissions].sort(),
     via_cookie: p.via_cookie,
   };
+  Object.freeze(a.permissions);
+  if (a.scopes) Object.freeze(a.scopes);
+  Object.freeze(a);
+  encodedParts.set(a, canonicalJson(a));
+  asserted.set(p, a);
+  return a;
 }
 
 /** The principal the receiving process acts for: rebuilt from the verified assertion only. */
@@ -121,7 +191,7 @@ export function principalOf(a: TenantAssertion): OrgPrincipal {
     api_key_id: a.api_key_id,
     org_id: a.org_id,
     role: a.role,
-    scopes: a.scopes,
+    scopes: a.scopes && [...a.scopes],
     permissions: new Set(a.permissions),
     via_cookie: a.via_cookie,
   };
