@@ -14,7 +14,7 @@
  * is `answered` (the caller has the owner's answer, or its 503).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { pipeline, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { ERRORS } from '../../errors.js';
 import { sendError } from './envelope.js';
 import type { Dial, ForwardCall } from './call.js';
@@ -22,6 +22,19 @@ import { OWNER_REFUSED_HEADER, responseHeadersForCaller } from './headers.js';
 
 /** How a forward ended for its sender (see the header). */
 export type Settled = 'answered' | 'refused';
+
+/**
+ * The owner's answer streamed to the caller, with each side's backpressure (`pipe`); an answer that ends before it is
+ * whole (the owner's connection failed) cuts the caller's connection. Not `stream.pipeline`: it arms an abort signal
+ * per call, and aborting it at the end builds a DOMException with its stack, on every forwarded request.
+ */
+function relay(answer: IncomingMessage, res: ServerResponse): void {
+  answer.on('error', () => res.destroy());
+  answer.once('close', () => {
+    if (!answer.complete) res.destroy();
+  });
+  answer.pipe(res);
+}
 
 function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
@@ -64,7 +77,7 @@ export function forwardRequest(
       }
       settle?.('answered');
       res.writeHead(answer.statusCode ?? 502, responseHeadersForCaller(answer.rawHeaders));
-      pipeline(answer, res, () => {});
+      relay(answer, res);
     });
     up.on('error', (e) => {
       if (res.headersSent) {
