@@ -2,7 +2,7 @@
  * Bearer secrets: browser session tokens, API keys, invitation and billing-link tokens. Only a
  * SHA-256 digest is stored; these are high-entropy random strings, so a fast hash is enough.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -17,8 +17,9 @@ export function randomBase62(length: number): string {
   return out;
 }
 
+/** One-shot (`crypto.hash`): no Hash object per call; every API key's request hashes its key once. */
 export function sha256Hex(s: string): string {
-  return createHash('sha256').update(s, 'utf8').digest('hex');
+  return hash('sha256', s, 'hex');
 }
 
 export function sameDigest(aHex: string, bHex: string): boolean {
