@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import { decodeAssertion, encodeAssertion, principalOf, tenantAssertion, type SignedAssertion } from '../../../control-plane/src/cluster/forward/assertion.js';
+import { tenantCall } from '../../../control-plane/src/cluster/forward/tenant-call.js';
 import type { OrgPrincipal } from '../../../control-plane/src/context.js';
 
 const principal = (): OrgPrincipal => ({
@@ -89,4 +90,27 @@ t.test('every kind written is read back as it was', async (t) => {
     { on_behalf_of: { kind: 'host', host_id: 'host_h1' }, request_id: 'req_r3' },
   ];
   for (const a of all) t.same(decodeAssertion(encodeAssertion(a)), a, a.on_behalf_of.kind);
+});
+
+t.test('the sender asserts a caller\'s Host and address only in the forms the receiver accepts', async (t) => {
+  const target = { kind: 'remote', processId: 'cp-1', address: 'http://127.0.0.1:1' } as const;
+  const client = (host: string | undefined, ip: string) =>
+    tenantCall(target, { principal: principal(), requestId: 'req_r1', host, ip, proto: 'http' }, 'api.example.com').assertion.client;
+  const cases: Array<[string | undefined, string, { host: string; ip: string }]> = [
+    ['machines.example:8080', '203.0.113.7', { host: 'machines.example:8080', ip: '203.0.113.7' }],
+    ['[::1]:8080', '::1', { host: '[::1]:8080', ip: '::1' }],
+    [undefined, '203.0.113.7', { host: 'api.example.com', ip: '203.0.113.7' }],
+    ['a b', '203.0.113.7', { host: 'api.example.com', ip: '203.0.113.7' }],
+    ['', '203.0.113.7', { host: 'api.example.com', ip: '203.0.113.7' }],
+    ['h'.repeat(255), '203.0.113.7', { host: 'h'.repeat(255), ip: '203.0.113.7' }],
+    ['h'.repeat(256), '203.0.113.7', { host: 'api.example.com', ip: '203.0.113.7' }],
+    ['api.example', 'a'.repeat(64), { host: 'api.example', ip: 'a'.repeat(64) }],
+    ['api.example', 'a'.repeat(65), { host: 'api.example', ip: 'unknown' }],
+    ['api.example', '', { host: 'api.example', ip: 'unknown' }],
+  ];
+  for (const [host, ip, want] of cases) {
+    const got = client(host, ip);
+    t.same({ host: got.host, ip: got.ip }, want, `${host?.slice(0, 20)} / ${ip.slice(0, 20)}`);
+    t.not(decodeAssertion(encodeAssertion({ on_behalf_of: { kind: 'preview', preview_id: 'prv_p1' }, request_id: 'req_r1', client: got })), null, 'and the receiver reads it');
+  }
 });

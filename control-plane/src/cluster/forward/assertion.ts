@@ -38,11 +38,16 @@ const PreviewAssertion = z.strictObject({
   preview_id: Id('prv'),
 });
 
+/** The forms of a client's address and Host, as plain checks too: the sender tests a caller's before asserting it. */
+export const ASSERTED_HOST = /^[A-Za-z0-9.:[\]_-]{1,255}$/;
+export const MAX_ASSERTED_IP = 64;
+export const assertableIp = (ip: string): boolean => ip.length >= 1 && ip.length <= MAX_ASSERTED_IP;
+
 /** The caller as the arriving process saw it (caller.ts builds it). */
 export const AssertedClient = z.strictObject({
-  ip: z.string().min(1).max(64),
+  ip: z.string().min(1).max(MAX_ASSERTED_IP),
   proto: z.enum(['http', 'https']),
-  host: z.string().min(1).max(255).regex(/^[A-Za-z0-9.:[\]_-]+$/),
+  host: z.string().regex(ASSERTED_HOST),
 });
 export type AssertedClient = z.infer<typeof AssertedClient>;
 

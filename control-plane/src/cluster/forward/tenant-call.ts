@@ -4,12 +4,9 @@
  * API's owner route (api/middleware/owner-route.ts) and the short way in (api/forward-front.ts).
  */
 import type { OrgPrincipal } from '../../context.js';
-import { Assertion, tenantAssertion } from './assertion.js';
+import { ASSERTED_HOST, assertableIp, tenantAssertion } from './assertion.js';
 import type { ForwardCall } from './call.js';
 import type { RemoteOwner } from './owner.js';
-
-const HostText = Assertion.shape.client.shape.host;
-const IpText = Assertion.shape.client.shape.ip;
 
 /** What the arriving process knows of the caller it authenticated. */
 export interface TenantArrival {
@@ -30,9 +27,9 @@ export function tenantCall(target: RemoteOwner, a: TenantArrival, publicHost: st
       on_behalf_of: tenantAssertion(a.principal),
       request_id: a.requestId,
       client: {
-        ip: IpText.safeParse(a.ip).success ? a.ip : 'unknown',
+        ip: assertableIp(a.ip) ? a.ip : 'unknown',
         proto: a.proto,
-        host: a.host !== undefined && HostText.safeParse(a.host).success ? a.host : publicHost,
+        host: a.host !== undefined && ASSERTED_HOST.test(a.host) ? a.host : publicHost,
       },
     },
   };
