@@ -6,15 +6,15 @@
  * argv[2]: A's URL. Prints `ready <url>` once listening; exits when stdin ends.
  */
 import http from 'node:http';
-import { HOP_BY_HOP } from '../../control-plane/src/domain/hop-by-hop.js';
+import { responseHeadersForCaller } from '../../control-plane/src/cluster/forward/headers.js';
 
 const [to] = process.argv.slice(2);
 if (!to) throw new Error('usage: cross-host-proxy.js A_URL');
 const target = new URL(to);
 const agent = new http.Agent({ keepAlive: true });
 
-/** Every header but the hop-by-hop ones, as a flat list. */
-const endToEnd = (raw: readonly string[]): string[] => raw.flatMap((v, i) => (i % 2 === 0 && !HOP_BY_HOP.has(v.toLowerCase()) ? [v, raw[i + 1]!] : []));
+/** Every header but the hop-by-hop ones (and those Connection names), as a flat list: the forward's own rule, both ways. */
+const endToEnd = responseHeadersForCaller;
 
 const server = http.createServer((req, res) => {
   const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: endToEnd(req.rawHeaders), agent }, (answer) => {

@@ -7,8 +7,9 @@
  * to A directly and to B (forwarded), interleaved, N each, by a third process (cross-host-caller.ts): a tenant's
  * client is not part of the service, so it shares neither A's loop nor B's. The floor, in the same run: the same
  * requests through a bare Node HTTP proxy in front of A (cross-host-proxy.ts), a child as B is, which does nothing a
- * forward must (authenticate, sign, verify, strip). Prints p50/p99 and the overhead of each (target ≤ +2 ms p50). Run alone: `node dist/scripts/bench/cross-host.js`; `CROSSHOST_NODE_ARGS='--cpu-prof
- * --cpu-prof-dir=DIR'` starts B with those node flags (its profile at its exit).
+ * forward must (authenticate, sign, verify, strip). Prints p50/p99 and the overhead of each (target ≤ +2 ms p50).
+ * Run alone: `node dist/scripts/bench/cross-host.js`; `CROSSHOST_NODE_ARGS='--cpu-prof --cpu-prof-dir=DIR'` starts B
+ * with those node flags (its profile at its exit).
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import fs from 'node:fs';

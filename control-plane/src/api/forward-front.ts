@@ -101,9 +101,12 @@ const forwardedFor = (req: IncomingMessage): string | undefined => {
   return Array.isArray(v) ? v.join(', ') : v;
 };
 
+/** GET and HEAD carry no body (one sent with them is not read). */
+const bodiless = (req: IncomingMessage): boolean => req.method === 'GET' || req.method === 'HEAD';
+
 /** Whether the body can be held to send again: none (GET, HEAD), or a stated length up to `REPLAY_LIMIT`. */
 function holdable(req: IncomingMessage): boolean {
-  if (req.method === 'GET' || req.method === 'HEAD') return true;
+  if (bodiless(req)) return true;
   if (req.headers['transfer-encoding'] !== undefined) return false;
   const length = Number(req.headers['content-length'] ?? '0');
   return Number.isSafeInteger(length) && length >= 0 && length <= REPLAY_LIMIT;
@@ -151,9 +154,8 @@ export function forwardFront(d: {
         principal, requestId, host: req.headers.host, proto: 'http',
         ip: clientIpFrom(forwardedFor(req), req.socket.remoteAddress, routing.trustProxy),
       }, routing.publicHost);
-      const bodied = req.method !== 'GET' && req.method !== 'HEAD';
-      const held = bodied ? heldWhileForwarded(req) : null;
-      const settled = await routing.forwarder.attempt(req, res, call, bodied ? req : undefined);
+      const held = bodiless(req) ? null : heldWhileForwarded(req);
+      const settled = await routing.forwarder.attempt(req, res, call, held ? req : undefined);
       if (settled === 'refused') {
         routing.owners.delete(op.machineId);
         const body = held ? await held : Buffer.alloc(0);

@@ -140,9 +140,12 @@ export function verifyRequest(
   o: { self: string; now: number; replay: ReplayCache },
 ): ForwardVerdict {
   if (Object.values(FORWARD_HEADERS).some((name) => req.headers[name] === undefined)) return { ok: false, reason: 'missing_header' };
-  const [timestamp, nonce, sender, target, assertion, signature] = [
-    FORWARD_HEADERS.timestamp, FORWARD_HEADERS.nonce, FORWARD_HEADERS.sender, FORWARD_HEADERS.target, FORWARD_HEADERS.assertion, FORWARD_HEADERS.signature,
-  ].map((name) => channelHeader(req.headers, name));
+  const timestamp = channelHeader(req.headers, FORWARD_HEADERS.timestamp);
+  const nonce = channelHeader(req.headers, FORWARD_HEADERS.nonce);
+  const sender = channelHeader(req.headers, FORWARD_HEADERS.sender);
+  const target = channelHeader(req.headers, FORWARD_HEADERS.target);
+  const assertion = channelHeader(req.headers, FORWARD_HEADERS.assertion);
+  const signature = channelHeader(req.headers, FORWARD_HEADERS.signature);
   if (!timestamp || !nonce || !sender || !target || !assertion || !signature) return { ok: false, reason: 'malformed_header' };
   const c: Checked = {
     fields: { method: req.method ?? '', path: req.url ?? '', timestamp: Number(timestamp), nonce, sender, target, assertion },
