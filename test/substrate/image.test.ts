@@ -2,7 +2,7 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { AGENT_RUNTIME_PACKAGES, baseHash, dependencyClosure, imageHash, latestCachedImage } from '../../control-plane/src/substrate/image.js';
+import { AGENT_RUNTIME_PACKAGES, baseHash, dependencyClosure, dropStaleMarkers, imageHash, latestCachedImage } from '../../control-plane/src/substrate/image.js';
 import { REPO_ROOT } from '../helpers/substrate-image.js';
 
 t.test('the agent runtime closure: sharp with its platform binaries, no better-sqlite3, no dev tools', async (t) => {
@@ -59,6 +59,36 @@ t.test('content hashes follow the recipe and the agent build', async (t) => {
   t.equal(latestCachedImage(cache, 'container'), null);
   fs.mkdirSync(path.join(cache, h3, 'rootfs'), { recursive: true });
   fs.writeFileSync(path.join(cache, h3, 'rootfs.done'), '');
+  t.equal(latestCachedImage(cache, 'container'), null, 'a marker beside an empty rootfs is not an image');
+  fs.mkdirSync(path.join(cache, h3, 'rootfs', 'etc'));
   t.equal(latestCachedImage(cache, 'container')?.hash, h3);
   t.equal(latestCachedImage(cache, 'all'), null, 'no vm artifacts yet');
+  fs.writeFileSync(path.join(cache, h3, 'vm.done'), '');
+  t.equal(latestCachedImage(cache, 'all'), null, 'a vm marker without its disk is not a vm image');
+  fs.writeFileSync(path.join(cache, h3, 'base.qcow2'), '');
+  t.equal(latestCachedImage(cache, 'all')?.hash, h3);
+});
+
+t.test('a marker whose part is gone is dropped, so the build makes that part again', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'img-stale-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const has = () => ['rootfs.done', 'vm.done'].filter((m) => fs.existsSync(path.join(dir, m)));
+  const logged: string[] = [];
+  const log = (l: string) => logged.push(l);
+  fs.mkdirSync(path.join(dir, 'rootfs', 'etc'), { recursive: true });
+  for (const f of ['rootfs.done', 'vm.done', 'base.qcow2']) fs.writeFileSync(path.join(dir, f), '');
+  dropStaleMarkers(dir, log);
+  t.same(has(), ['rootfs.done', 'vm.done'], 'a whole image keeps both markers');
+  t.same(logged, []);
+
+  fs.rmSync(path.join(dir, 'base.qcow2'));
+  dropStaleMarkers(dir, log);
+  t.same(has(), ['rootfs.done'], 'a lost VM disk: only its marker goes');
+  t.match(logged, [/has lost its VM disk: building it again/]);
+
+  fs.writeFileSync(path.join(dir, 'vm.done'), '');
+  fs.rmSync(path.join(dir, 'rootfs', 'etc'), { recursive: true });
+  dropStaleMarkers(dir, log);
+  t.same(has(), [], 'an emptied rootfs: both go (the VM disk is made from it)');
+  t.match(logged[1], /has lost its root filesystem \(no \/etc\): building it again/);
 });

@@ -181,8 +181,27 @@ function artifactsOf(dir: string, hash: string): GuestImage {
   };
 }
 
+/**
+ * Built and still whole: the markers build.sh writes last, and what they stand for still there. A marker alone is
+ * not trusted: a rootfs emptied from outside (a checkout deleted with a machine's mounts still live) keeps its
+ * marker, and every machine made from it would fail with a disk that has no /etc.
+ */
 function isComplete(dir: string, artifacts: ImageArtifacts): boolean {
-  return fs.existsSync(path.join(dir, 'rootfs.done')) && (artifacts === 'container' || fs.existsSync(path.join(dir, 'vm.done')));
+  const rootfs = fs.existsSync(path.join(dir, 'rootfs.done')) && fs.existsSync(path.join(dir, 'rootfs', 'etc'));
+  return rootfs && (artifacts === 'container' || (fs.existsSync(path.join(dir, 'vm.done')) && fs.existsSync(path.join(dir, 'base.qcow2'))));
+}
+
+/** A marker left beside what it stood for is dropped, so build.sh builds that part again (it skips a marked part). */
+export function dropStaleMarkers(dir: string, log: (l: string) => void): void {
+  const stale = fs.existsSync(path.join(dir, 'rootfs.done')) && !fs.existsSync(path.join(dir, 'rootfs', 'etc'));
+  if (stale) {
+    log(`the cached image in ${dir} has lost its root filesystem (no /etc): building it again`);
+    // The VM disk is made from the rootfs: it goes too.
+    for (const m of ['rootfs.done', 'vm.done']) fs.rmSync(path.join(dir, m), { force: true });
+  } else if (fs.existsSync(path.join(dir, 'vm.done')) && !fs.existsSync(path.join(dir, 'base.qcow2'))) {
+    log(`the cached image in ${dir} has lost its VM disk: building it again`);
+    fs.rmSync(path.join(dir, 'vm.done'), { force: true });
+  }
 }
 
 function pidAlive(pid: number): boolean {
@@ -252,6 +271,7 @@ export async function ensureImage(opts: ImageOptions): Promise<GuestImage> {
     });
     return await withLock(path.join(opts.cacheDir, `${hash}.lock`), log, async () => {
       if (!isComplete(dir, opts.artifacts)) {
+        dropStaleMarkers(dir, log);
         log(`building image ${hash} (${opts.artifacts}) in ${dir}`);
         await run('bash', [script, 'image', dir, baseDir, app, nodeBinary, opts.artifacts], log);
       }
