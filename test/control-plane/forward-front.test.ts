@@ -61,7 +61,8 @@ function fakeForwarder(next: () => Settled): { forwarder: Forwarder; seen: Seen[
       const chunks: Buffer[] = [];
       // As the real forwarder reads a stream (by its 'data' events, forward-request.ts `pipe`), beside the front's hold.
       if (Buffer.isBuffer(body)) chunks.push(body);
-      else await new Promise<void>((resolve) => (body ?? req).on('data', (c: Buffer) => chunks.push(c)).once('end', resolve));
+      // Until the body ends, or the caller leaves before it does.
+      else await new Promise<void>((resolve) => (body ?? req).on('data', (c: Buffer) => chunks.push(c)).once('end', resolve).once('close', resolve));
       seen.push({ call, body: Buffer.concat(chunks).toString() });
       const settled = next();
       if (settled === 'answered') res.writeHead(200, { 'content-type': 'text/plain' }).end('forwarded');
@@ -89,7 +90,11 @@ t.test('over the node server: taken, left to the app, handed back with its body'
   const lines: LogLine[] = [];
   const front = forwardFront({ routing, ops: ALL_OPS, principalFromApiKey: async (k) => (k === 'sk_good' ? principal : null), log: (l) => lines.push(l) });
   // The app: answers 299 with the body it read, so a request it got (and with what) shows.
-  const server = createHttpServer(async (req) => new Response(`app:${req.method === 'GET' ? '' : await req.text()}`, { status: 299 }), null, { front });
+  let appCalls = 0;
+  const server = createHttpServer(async (req) => {
+    appCalls++;
+    return new Response(`app:${req.method === 'GET' ? '' : await req.text()}`, { status: 299 });
+  }, null, { front });
   const port = await listen(server, 0, '127.0.0.1');
   t.teardown(() => new Promise<void>((r) => {
     server.close(() => r());
@@ -158,4 +163,26 @@ t.test('over the node server: taken, left to the app, handed back with its body'
   t.equal(owners.get(M), null, 'and the driver is forgotten');
   t.same(await send('GET', `/v1/machines/${M}/screenshot`, { key: 'sk_good' }), { status: 299, text: 'app:' }, 'so the next request goes to the app too');
   t.equal(seen.length, 3);
+
+  // The caller leaves halfway through its body and the driver refuses: there is no whole body to hand the app and no
+  // one to answer, so nothing reaches the app and the server serves on.
+  owners.set(M, owner);
+  const appBefore = appCalls;
+  await new Promise<void>((resolve) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: move, agent: false, headers: { authorization: 'Bearer sk_good', 'content-length': String(body.length) } });
+    req.on('error', () => resolve());
+    req.write(body.slice(0, 5));
+    const leave = (waited: number) => {
+      if (attempts() < 4 && waited < 2000) return void setTimeout(() => leave(waited + 5), 5);
+      req.destroy();
+    };
+    leave(0);
+  });
+  for (let i = 0; i < 200 && seen.length < 4; i++) await new Promise((r) => setTimeout(r, 5));
+  t.equal(seen.length, 4, 'the forward began and was refused');
+  t.equal(seen.at(-1)!.body, body.slice(0, 5), 'with only the half that came');
+  t.equal(owners.get(M), null, 'the driver is forgotten');
+  await new Promise((r) => setTimeout(r, 50));
+  t.equal(appCalls, appBefore, 'the app never saw the half body');
+  t.same(await send('POST', move, { key: 'sk_good', body }), { status: 299, text: `app:${body}` }, 'and the next request is served');
 });
