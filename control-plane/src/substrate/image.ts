@@ -182,25 +182,32 @@ function artifactsOf(dir: string, hash: string): GuestImage {
 }
 
 /**
- * Built and still whole: the markers build.sh writes last, and what they stand for still there. A marker alone is
- * not trusted: a rootfs emptied from outside (a checkout deleted with a machine's mounts still live) keeps its
- * marker, and every machine made from it would fail with a disk that has no /etc.
+ * The parts build.sh marks when it has made them (it writes the marker last, and skips a marked part), each with what
+ * must still be there for the marker to count: a rootfs emptied from outside (a checkout deleted with a machine's
+ * mounts still live) keeps its marker, and every machine made from it would fail with a disk that has no /etc.
  */
+const PARTS = {
+  rootfs: { marker: 'rootfs.done', holds: path.join('rootfs', 'etc') },
+  vm: { marker: 'vm.done', holds: 'base.qcow2' },
+} as const;
+type Part = (typeof PARTS)[keyof typeof PARTS];
+
+const has = (dir: string, rel: string): boolean => fs.existsSync(path.join(dir, rel));
+const built = (dir: string, part: Part): boolean => has(dir, part.marker) && has(dir, part.holds);
+
 function isComplete(dir: string, artifacts: ImageArtifacts): boolean {
-  const rootfs = fs.existsSync(path.join(dir, 'rootfs.done')) && fs.existsSync(path.join(dir, 'rootfs', 'etc'));
-  return rootfs && (artifacts === 'container' || (fs.existsSync(path.join(dir, 'vm.done')) && fs.existsSync(path.join(dir, 'base.qcow2'))));
+  return built(dir, PARTS.rootfs) && (artifacts === 'container' || built(dir, PARTS.vm));
 }
 
-/** A marker left beside what it stood for is dropped, so build.sh builds that part again (it skips a marked part). */
+/** A marker left beside what it stood for is dropped, so build.sh builds that part again. */
 export function dropStaleMarkers(dir: string, log: (l: string) => void): void {
-  const stale = fs.existsSync(path.join(dir, 'rootfs.done')) && !fs.existsSync(path.join(dir, 'rootfs', 'etc'));
-  if (stale) {
+  if (has(dir, PARTS.rootfs.marker) && !has(dir, PARTS.rootfs.holds)) {
     log(`the cached image in ${dir} has lost its root filesystem (no /etc): building it again`);
     // The VM disk is made from the rootfs: it goes too.
-    for (const m of ['rootfs.done', 'vm.done']) fs.rmSync(path.join(dir, m), { force: true });
-  } else if (fs.existsSync(path.join(dir, 'vm.done')) && !fs.existsSync(path.join(dir, 'base.qcow2'))) {
+    for (const p of [PARTS.rootfs, PARTS.vm]) fs.rmSync(path.join(dir, p.marker), { force: true });
+  } else if (has(dir, PARTS.vm.marker) && !has(dir, PARTS.vm.holds)) {
     log(`the cached image in ${dir} has lost its VM disk: building it again`);
-    fs.rmSync(path.join(dir, 'vm.done'), { force: true });
+    fs.rmSync(path.join(dir, PARTS.vm.marker), { force: true });
   }
 }
 
@@ -288,7 +295,7 @@ export function latestCachedImage(cacheDir: string, artifacts: ImageArtifacts): 
   const dirs = fs
     .readdirSync(cacheDir)
     .filter((n) => /^[0-9a-f]{20}$/.test(n) && isComplete(path.join(cacheDir, n), artifacts))
-    .map((n) => ({ n, t: fs.statSync(path.join(cacheDir, n, 'rootfs.done')).mtimeMs }))
+    .map((n) => ({ n, t: fs.statSync(path.join(cacheDir, n, PARTS.rootfs.marker)).mtimeMs }))
     .sort((a, b) => b.t - a.t);
   return dirs.length ? artifactsOf(path.join(cacheDir, dirs[0]!.n), dirs[0]!.n) : null;
 }
